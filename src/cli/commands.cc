@@ -1,0 +1,11 @@
+#include "cli/commands.h"
+
+namespace fission::cli {
+
+const std::vector<Command>& AllCommands() {
+  static const std::vector<Command> kCommands = {
+  };
+  return kCommands;
+}
+
+}  // namespace fission::cli

@@ -1,0 +1,17 @@
+// The table of `fission` commands. Each command lives in its own file and registers here.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace fission::cli {
+
+struct Command {
+  const char* name;
+  int (*run)(const std::vector<std::string>& args);
+};
+
+const std::vector<Command>& AllCommands();
+
+
+}  // namespace fission::cli

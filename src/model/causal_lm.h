@@ -1,0 +1,27 @@
+// The interface every architecture implements, and what the engine's model runner calls.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/forward_batch.h"
+#include "model/kv_cache.h"
+#include "tensor/tensor.h"
+
+namespace fission::model {
+
+class CausalLM {
+ public:
+  virtual ~CausalLM() = default;
+  virtual std::string architecture() const = 0;
+  virtual std::int64_t vocab_size() const = 0;
+  virtual std::int64_t max_position_embeddings() const = 0;
+  // The per-token KV row of every layer.
+  virtual std::vector<KvLayerLayout> KvLayout() const = 0;
+  // Runs one step: writes the new tokens' KV rows into `cache` and returns fp32 logits
+  // [batch.logits_indices.size(), vocab_size] on the host.
+  virtual Buffer Forward(const ForwardBatch& batch, KvCache& cache) = 0;
+};
+
+}  // namespace fission::model

@@ -1,0 +1,36 @@
+// The model runner contract: what one step asks of the model.
+//
+// The engine flattens all scheduled sequences of a step (prefill chunks and decode tokens alike)
+// into one token stream. Each sequence says where its new tokens sit in that stream, how many of its
+// tokens are already in the KV cache, and which pages hold them. The model writes the KV row of
+// every new token to `kv_slots[i]`, attends each new token causally to all of its sequence's tokens
+// (cached and new), and returns logits only for the rows listed in `logits_indices`.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace fission::model {
+
+struct SequenceSlice {
+  std::int32_t query_start = 0;  // index of the sequence's first new token in ForwardBatch::token_ids
+  std::int32_t query_len = 0;    // new tokens in this step
+  std::int32_t context_len = 0;  // tokens already in the cache (prefix-cache hit, earlier chunks)
+  // Pages holding token positions [0, context_len + query_len): position p lives in
+  // page block_table[p / page_size] at row p % page_size.
+  std::vector<std::int32_t> block_table;
+
+  std::int32_t kv_len() const { return context_len + query_len; }
+};
+
+struct ForwardBatch {
+  std::vector<std::int32_t> token_ids;  // [num_tokens]
+  std::vector<std::int32_t> positions;  // [num_tokens]; context_len + offset within the sequence
+  std::vector<SequenceSlice> sequences;
+  std::vector<std::int64_t> kv_slots;        // [num_tokens]; page * page_size + row for each new token
+  std::vector<std::int32_t> logits_indices;  // token rows whose logits are returned, in this order
+
+  std::int32_t num_tokens() const { return static_cast<std::int32_t>(token_ids.size()); }
+};
+
+}  // namespace fission::model

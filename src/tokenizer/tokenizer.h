@@ -1,0 +1,31 @@
+// The public face of the tokenizer layer: load a Hugging Face tokenizer directory
+// (tokenizer.json + tokenizer_config.json), encode text to ids, decode ids to text.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace fission::tokenizer {
+
+class Tokenizer {
+ public:
+  virtual ~Tokenizer() = default;
+  // Loads `dir`/tokenizer.json and `dir`/tokenizer_config.json; an Error names the component or
+  // field that is malformed or unsupported.
+  static std::unique_ptr<Tokenizer> Load(const std::string& dir);
+
+  // Same ids as transformers' `tokenizer(text, add_special_tokens=...)`.
+  virtual std::vector<std::int32_t> Encode(std::string_view text, bool add_special_tokens = true) const = 0;
+  // Same text as transformers' `decode(ids, skip_special_tokens=...)`.
+  virtual std::string Decode(const std::vector<std::int32_t>& ids, bool skip_special_tokens = false) const = 0;
+  virtual std::int64_t vocab_size() const = 0;
+  virtual std::optional<std::int32_t> TokenToId(std::string_view token) const = 0;
+  virtual std::optional<std::int32_t> bos_token_id() const = 0;
+  virtual std::optional<std::int32_t> eos_token_id() const = 0;
+};
+
+}  // namespace fission::tokenizer
