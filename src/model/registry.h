@@ -1,0 +1,22 @@
+// Builds the right CausalLM for a checkpoint directory from its config.json `model_type`.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "model/causal_lm.h"
+
+namespace fission::model {
+
+struct LoadOptions {
+  // "auto" picks the checkpoint's format; "dummy" makes random weights from config.json alone.
+  std::string load_format = "auto";
+  // JSON object merged over config.json (SGLang's --json-model-override-args).
+  std::string json_model_override_args;
+  std::uint64_t dummy_seed = 0;
+};
+
+// Loads the checkpoint in `dir`. An Error names the file and the field or tensor that is wrong.
+std::unique_ptr<CausalLM> LoadCausalLM(const std::string& dir, const LoadOptions& options = {});
+
+}  // namespace fission::model
