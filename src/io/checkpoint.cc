@@ -42,8 +42,11 @@ Checkpoint::Checkpoint(const std::string& dir) : dir_(dir) {
       if (std::find(shards.begin(), shards.end(), f) == shards.end()) shards.push_back(f);
     }
   } else {
-    shards = ListSafetensors(dir);
-    if (shards.empty()) Fail(dir, ": no .safetensors files and no model.safetensors.index.json");
+    // Without an index the weights are model*.safetensors; other safetensors files in the
+    // directory (reference outputs, adapters) are not part of the model.
+    for (const std::string& f : ListSafetensors(dir))
+      if (f.rfind("model", 0) == 0) shards.push_back(f);
+    if (shards.empty()) Fail(dir, ": no model*.safetensors files and no model.safetensors.index.json");
   }
   std::map<std::string, const SafetensorsFile*> by_name;
   for (const std::string& shard : shards) {

@@ -148,6 +148,7 @@ TEST_F(CheckpointTest, ShardedIndexAndFp8BlockDequantization) {
 TEST_F(CheckpointTest, IndexNamingAbsentTensorIsAnError) {
   Buffer norm = MakeF32Buffer(Shape{1}, {1});
   WriteSafetensors(dir_ + "/a.safetensors", {{"norm", norm}});
+  EXPECT_THROW(Checkpoint no_model_file(dir_), Error);  // a.safetensors is not a model file
   WriteText("model.safetensors.index.json", R"({"weight_map":{"other":"a.safetensors"}})");
   try {
     Checkpoint ckpt(dir_);
