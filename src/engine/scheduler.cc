@@ -107,8 +107,7 @@ bool Scheduler::Admit(Sequence* seq, std::int32_t* budget, bool chunking, StepPl
     return false;
   }
   seq->tree_node = hit_node;
-  seq->num_tree_pages = hit_node != nullptr ? static_cast<std::int32_t>(seq->pages.size()) : 0;
-  if (hit_node == nullptr) seq->num_tree_pages = 0;
+  seq->num_tree_pages = hit_tokens / config_.page_size;
   if (seq->cached_tokens < 0) seq->cached_tokens = hit_tokens;
   counters_.prefix_hit_tokens += hit_tokens;
   seq->status = SequenceStatus::kRunning;
