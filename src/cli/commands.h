@@ -13,5 +13,7 @@ struct Command {
 
 const std::vector<Command>& AllCommands();
 
+int RunModel(const std::vector<std::string>& args);
+
 
 }  // namespace fission::cli

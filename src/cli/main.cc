@@ -14,7 +14,6 @@ void PrintUsage() {
   std::printf(
       "usage: fission <command> [options]\n\n"
       "commands:\n"
-      "  generate   offline inference from the command line\n"
       "  model      inspect a checkpoint\n"
       "\nRun `fission <command> --help` for a command's options.\n");
 }

@@ -14,6 +14,9 @@ struct LoadOptions {
   // JSON object merged over config.json (SGLang's --json-model-override-args).
   std::string json_model_override_args;
   std::uint64_t dummy_seed = 0;
+  // MLA form: "auto" (expanded for prefill, absorbed for single-token decode), "expanded" or
+  // "absorbed" (tests compare the two).
+  std::string mla_form = "auto";
 };
 
 // Loads the checkpoint in `dir`. An Error names the file and the field or tensor that is wrong.

@@ -1,0 +1,73 @@
+#include "model/mla_attention.h"
+
+namespace fission::model {
+
+// The q/kv LoRA norms use the module's default epsilon, not config.rms_norm_eps.
+constexpr float kLoraNormEps = 1e-6f;
+
+MlaAttention::MlaAttention(const io::ModelConfig& c, const std::string& prefix, WeightLoader& loader,
+                           const RopeTables& rope)
+    : config_(c), rope_interleave_(c.rope_interleave), rope_scaling_(rope.attention_scaling) {
+  shape_.num_heads = c.num_attention_heads;
+  shape_.qk_nope_head_dim = c.qk_nope_head_dim;
+  shape_.qk_rope_head_dim = c.qk_rope_head_dim;
+  shape_.v_head_dim = c.v_head_dim;
+  shape_.kv_lora_rank = c.kv_lora_rank;
+  shape_.softmax_scale = MlaSoftmaxScale(c);
+  const std::int64_t heads = c.num_attention_heads, hidden = c.hidden_size;
+  if (c.q_lora_rank > 0) {
+    q_a_proj_ = loader.Load(prefix + "q_a_proj.weight", Shape{c.q_lora_rank, hidden});
+    q_a_layernorm_ = loader.LoadNorm(prefix + "q_a_layernorm.weight", c.q_lora_rank);
+    q_b_proj_ = loader.Load(prefix + "q_b_proj.weight", Shape{heads * c.qk_head_dim(), c.q_lora_rank});
+  } else {
+    q_proj_ = loader.Load(prefix + "q_proj.weight", Shape{heads * c.qk_head_dim(), hidden});
+  }
+  kv_a_proj_ = loader.Load(prefix + "kv_a_proj_with_mqa.weight", Shape{c.kv_lora_rank + c.qk_rope_head_dim, hidden});
+  kv_a_layernorm_ = loader.LoadNorm(prefix + "kv_a_layernorm.weight", c.kv_lora_rank);
+  kv_b_proj_ = loader.Load(prefix + "kv_b_proj.weight", Shape{heads * (c.qk_nope_head_dim + c.v_head_dim), c.kv_lora_rank});
+  o_proj_ = loader.Load(prefix + "o_proj.weight", Shape{hidden, heads * c.v_head_dim});
+  Buffer freq = MakeF32Buffer(Shape{static_cast<std::int64_t>(rope.inv_freq.size())}, rope.inv_freq);
+  inv_freq_ = Buffer(DType::kF32, freq.tensor().shape, loader.backend().allocator());
+  loader.backend().CopyFromHost(freq.ptr<float>(), inv_freq_);
+}
+
+void MlaAttention::Forward(const StepContext& step, const Tensor& x, const Tensor& cache, const Tensor& out) const {
+  kernels::Backend& b = *step.backend;
+  Allocator* alloc = b.allocator();
+  const std::int64_t n = x.shape[0], heads = shape_.num_heads, qk = shape_.qk_nope_head_dim + shape_.qk_rope_head_dim;
+
+  Buffer q(DType::kF32, Shape{n, heads, qk}, alloc);
+  if (config_.q_lora_rank > 0) {
+    Buffer qa(DType::kF32, Shape{n, config_.q_lora_rank}, alloc);
+    b.Linear(x, q_a_proj_, qa);
+    b.RmsNorm(qa, q_a_layernorm_, kLoraNormEps, qa);
+    b.Linear(qa, q_b_proj_, q.tensor().View(Shape{n, heads * qk}));
+  } else {
+    b.Linear(x, q_proj_, q.tensor().View(Shape{n, heads * qk}));
+  }
+  b.Rope(q, shape_.qk_nope_head_dim, shape_.qk_rope_head_dim, step.positions, inv_freq_, rope_scaling_,
+         rope_interleave_);
+
+  // The latent row: normalise the latent part, rotate the shared rope key, store it.
+  Buffer latent(DType::kF32, Shape{n, 1, kv_row_width()}, alloc);
+  b.Linear(x, kv_a_proj_, latent.tensor().View(Shape{n, kv_row_width()}));
+  b.RmsNorm(latent, kv_a_layernorm_, kLoraNormEps, latent);
+  b.Rope(latent, shape_.kv_lora_rank, shape_.qk_rope_head_dim, step.positions, inv_freq_, rope_scaling_,
+         rope_interleave_);
+  b.WriteKv(latent, step.kv_slots, cache);
+
+  // Prefill chunks take the expanded form, single-token decodes the absorbed one (unless forced).
+  std::vector<kernels::SeqAttention> expanded, absorbed;
+  for (const kernels::SeqAttention& s : step.seqs) {
+    const bool absorb = step.mla_form == MlaForm::kAbsorbed || (step.mla_form == MlaForm::kAuto && s.query_len == 1);
+    (absorb ? absorbed : expanded).push_back(s);
+  }
+  kernels::MlaShape shape = shape_;
+  shape.page_size = step.page_size;
+  Buffer attn(DType::kF32, Shape{n, heads, shape_.v_head_dim}, alloc);
+  if (!expanded.empty()) b.MlaAttentionExpanded(q, cache, kv_b_proj_, expanded, shape, attn);
+  if (!absorbed.empty()) b.MlaAttentionAbsorbed(q, cache, kv_b_proj_, absorbed, shape, attn);
+  b.Linear(attn.tensor().View(Shape{n, heads * shape_.v_head_dim}), o_proj_, out);
+}
+
+}  // namespace fission::model

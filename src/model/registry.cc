@@ -1,0 +1,47 @@
+#include "model/registry.h"
+
+#include "io/checkpoint.h"
+#include "io/model_config.h"
+#include "model/deepseek_v3.h"
+
+namespace fission::model {
+namespace {
+
+MlaForm ParseMlaForm(const std::string& form) {
+  if (form == "auto") return MlaForm::kAuto;
+  if (form == "expanded") return MlaForm::kExpanded;
+  if (form == "absorbed") return MlaForm::kAbsorbed;
+  Fail("unknown MLA form '", form, "' (expected auto, expanded or absorbed)");
+}
+
+// The CPU backend lives as long as the process: models hold a reference to it.
+kernels::Backend& CpuBackendInstance() {
+  static std::unique_ptr<kernels::Backend> backend = kernels::MakeCpuBackend();
+  return *backend;
+}
+
+}  // namespace
+
+std::unique_ptr<CausalLM> LoadCausalLM(const std::string& dir, const LoadOptions& options) {
+  io::ModelConfig config = io::LoadModelConfig(dir, options.json_model_override_args);
+  if (config.model_type == "deepseek_v32" || config.model_type == "glm_moe_dsa")
+    Fail(config.source, ": model_type '", config.model_type,
+         "' (DeepSeek Sparse Attention) is not supported yet; its config was read (indexer: ",
+         config.indexer->n_heads, " heads of ", config.indexer->head_dim, ", top-k ", config.indexer->topk, ")");
+  if (config.model_type == "deepseek_v4")
+    Fail(config.source, ": model_type 'deepseek_v4' is not supported yet; its config was read (sliding window ",
+         config.v4->sliding_window, ", ", config.v4->layer_types.size(), " layer types)");
+  if (options.load_format != "auto" && options.load_format != "safetensors" && options.load_format != "dummy")
+    Fail("--load-format '", options.load_format, "' is not supported (expected auto, safetensors or dummy)");
+  const MlaForm form = ParseMlaForm(options.mla_form);
+  kernels::Backend& backend = CpuBackendInstance();
+  if (options.load_format == "dummy") {
+    WeightLoader loader(nullptr, backend, options.dummy_seed);
+    return std::make_unique<DeepseekV3Model>(std::move(config), loader, form);
+  }
+  io::Checkpoint checkpoint(dir);
+  WeightLoader loader(&checkpoint, backend);
+  return std::make_unique<DeepseekV3Model>(std::move(config), loader, form);
+}
+
+}  // namespace fission::model
