@@ -5,6 +5,7 @@ namespace fission::cli {
 const std::vector<Command>& AllCommands() {
   static const std::vector<Command> kCommands = {
       {"model", RunModel},
+      {"generate", RunGenerate},
   };
   return kCommands;
 }

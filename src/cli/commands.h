@@ -14,6 +14,7 @@ struct Command {
 const std::vector<Command>& AllCommands();
 
 int RunModel(const std::vector<std::string>& args);
+int RunGenerate(const std::vector<std::string>& args);
 
 
 }  // namespace fission::cli
