@@ -12,6 +12,7 @@ struct Command {
 };
 
 const std::vector<Command>& AllCommands();
+int RunCatalog(const std::vector<std::string>& args);
 
 
 }  // namespace fission::cli
