@@ -111,7 +111,7 @@ std::vector<std::int64_t> ConcurrencyList(const Json& v, const std::string& what
   std::vector<std::int64_t> out;
   for (size_t i = 0; i < v.size(); ++i) {
     const Json& c = v[i];
-    if (c.is_number() && !c.is_number_unsigned() && c.get<double>() <= 0) {
+    if (c.is_number() && c.get<double>() <= 0) {
       Fail(where, ": ", what, " has a non-positive concurrency ", c.dump());
     }
     out.push_back(PositiveInt(c, StrCat(what, " element ", i), where));

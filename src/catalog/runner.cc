@@ -147,9 +147,41 @@ std::unique_ptr<Subprocess> StartServer(const ServerLaunch& launch, std::string*
   }
 }
 
+// Python's json module writes non-finite floats as bare NaN / Infinity / -Infinity (the bench's
+// request_rate is Infinity by default). They become null so the document parses.
+std::string NullNonFinite(const std::string& text) {
+  std::string out;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      out += c;
+      if (c == '\\' && i + 1 < text.size()) {
+        out += text[++i];
+      } else if (c == '"') {
+        in_string = false;
+      }
+      continue;
+    }
+    if (c == '"') in_string = true;
+    bool replaced = false;
+    for (const char* token : {"-Infinity", "Infinity", "NaN"}) {
+      const size_t n = std::char_traits<char>::length(token);
+      if (text.compare(i, n, token) == 0) {
+        out += "null";
+        i += n - 1;
+        replaced = true;
+        break;
+      }
+    }
+    if (!replaced) out += c;
+  }
+  return out;
+}
+
 Json ReadBenchResult(const std::string& path) {
   if (!FileExists(path)) Fail("result file '", path, "' was not written");
-  const std::string text = ReadFile(path);
+  const std::string text = NullNonFinite(ReadFile(path));
   try {
     return Json::parse(text);
   } catch (const Json::parse_error&) {

@@ -52,6 +52,10 @@ struct ServerLaunch {
 };
 std::unique_ptr<Subprocess> StartServer(const ServerLaunch& launch, std::string* error);
 
+// Replaces the bare NaN / Infinity / -Infinity tokens Python's json module writes (outside strings)
+// with null.
+std::string NullNonFinite(const std::string& text);
+
 // Reads a bench result file: one JSON object, or JSON lines of which the last one counts (the bench
 // appends). Errors name the file.
 Json ReadBenchResult(const std::string& path);
