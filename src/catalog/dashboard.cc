@@ -70,7 +70,7 @@ std::string RenderChart(const std::string& id, const std::string& title, const M
   size_t regressions = 0;
   for (const Point& p : current) regressions += p.regression;
   s << "<svg class=\"chart\" id=\"" << id << "\" data-metric=\"" << m.id << "\" data-points=\"" << current.size()
-    << "\" data-regressions=\"" << regressions << "\" xmlns=\"http://www.w3.org/2000/svg\" width=\"" << kWidth
+    << "\" data-regressions=\"" << regressions << "\" width=\"" << kWidth
     << "\" height=\"" << kHeight << "\" viewBox=\"0 0 " << kWidth << " " << kHeight << "\" role=\"img\">\n";
   s << "<title>" << HtmlEscape(title) << "</title>\n";
   s << "<text class=\"chart-title\" x=\"" << kWidth / 2 << "\" y=\"18\" text-anchor=\"middle\">" << HtmlEscape(m.label)

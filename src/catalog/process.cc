@@ -7,6 +7,9 @@
 #include <fcntl.h>
 #include <fstream>
 #include <deque>
+#include <filesystem>
+#include <sstream>
+#include <sys/prctl.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -51,9 +54,41 @@ sockaddr_in Loopback(int port) {
 
 void OnStopSignal(int) { StopRequested().store(true); }
 
+// Processes of group `pgid` that have not exited (zombies excluded).
+int LiveGroupMembers(pid_t pgid) {
+  int count = 0;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc", ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream stat(entry.path() / "stat");
+    std::string line;
+    if (!std::getline(stat, line)) continue;
+    const size_t paren = line.rfind(')');
+    if (paren == std::string::npos) continue;
+    std::istringstream rest(line.substr(paren + 1));
+    char state = 0;
+    long ppid = 0, pgrp = 0;
+    if (!(rest >> state >> ppid >> pgrp)) continue;
+    if (pgrp == pgid && state != 'Z' && state != 'X') ++count;
+  }
+  return count;
+}
+
+// Orphans of the process groups started here are re-parented to this process, so they can be reaped
+// instead of lingering as zombies.
+void BecomeSubreaper() {
+  static const bool done = [] {
+    ::prctl(PR_SET_CHILD_SUBREAPER, 1);
+    return true;
+  }();
+  (void)done;
+}
+
 }  // namespace
 
 Subprocess::Subprocess(const std::string& command, const std::vector<EnvVar>& env, const std::string& log_path) {
+  BecomeSubreaper();
   // Everything the child needs is prepared before fork: after it, only async-signal-safe calls.
   std::vector<std::string> env_strings;
   for (char** e = environ; e && *e; ++e) {
@@ -118,16 +153,31 @@ void Subprocess::SweepGroup() {
   KillGroup(SIGKILL);
 }
 
+bool Subprocess::Reap() {
+  if (exit_code_) return true;
+  int status = 0;
+  if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+    exit_code_ = DecodeStatus(status);
+    return true;
+  }
+  return false;
+}
+
+bool Subprocess::GroupAlive() const {
+  if (pid_ <= 0) return false;
+  // Orphaned members became children of this process (a subreaper): collect the exited ones.
+  int status = 0;
+  while (::waitpid(-pid_, &status, WNOHANG) > 0) {
+  }
+  // Zombies still count for kill(-pgid, 0), so the members are looked up in /proc instead.
+  return LiveGroupMembers(pid_) > 0;
+}
+
 bool Subprocess::Running() {
   if (exit_code_) return false;
-  int status = 0;
-  const pid_t r = ::waitpid(pid_, &status, WNOHANG);
-  if (r == pid_) {
-    exit_code_ = DecodeStatus(status);
-    SweepGroup();
-    return false;
-  }
-  return r == 0;
+  if (!Reap()) return true;
+  SweepGroup();
+  return false;
 }
 
 std::optional<int> Subprocess::Wait(std::chrono::milliseconds timeout, const std::atomic<bool>* cancel) {
@@ -139,18 +189,30 @@ std::optional<int> Subprocess::Wait(std::chrono::milliseconds timeout, const std
   }
 }
 
-int Subprocess::Stop(std::chrono::milliseconds grace) {
-  if (!Running()) {
-    SweepGroup();
-    return *exit_code_;
+bool Subprocess::WaitGroupGone(std::chrono::milliseconds timeout) {
+  const auto deadline = Clock::now() + timeout;
+  while (true) {
+    const bool reaped = Reap();
+    if (reaped && !GroupAlive()) return true;
+    if (Clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
+}
+
+int Subprocess::Stop(std::chrono::milliseconds grace) {
+  // The whole group gets SIGTERM and the grace period to exit: the shell leader may go at once while
+  // the server it started is still shutting down.
   KillGroup(SIGTERM);
-  if (Wait(grace)) return *exit_code_;
-  Log(LogLevel::kWarning, "process group ", pid_, " ignored SIGTERM for ", grace.count(), " ms; sending SIGKILL");
-  KillGroup(SIGKILL);
-  if (Wait(std::chrono::milliseconds(10000))) return *exit_code_;
-  Log(LogLevel::kError, "process ", pid_, " did not exit after SIGKILL");
-  exit_code_ = 128 + SIGKILL;
+  if (!WaitGroupGone(grace)) {
+    killed_ = true;
+    Log(LogLevel::kWarning, "process group ", pid_, " still running ", grace.count(),
+        " ms after SIGTERM; sending SIGKILL");
+    KillGroup(SIGKILL);
+    if (!WaitGroupGone(std::chrono::milliseconds(10000))) {
+      Log(LogLevel::kError, "process group ", pid_, " did not exit after SIGKILL");
+    }
+  }
+  if (!exit_code_) exit_code_ = 128 + SIGKILL;
   return *exit_code_;
 }
 

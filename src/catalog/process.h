@@ -31,17 +31,22 @@ class Subprocess {
   // code (128 + signal when killed by one), or nullopt when still running. After the leader exits,
   // anything left in its group is killed.
   std::optional<int> Wait(std::chrono::milliseconds timeout, const std::atomic<bool>* cancel = nullptr);
-  // SIGTERM to the group, up to `grace` for the leader to exit, then SIGKILL to the group. Returns the
-  // leader's exit code.
+  // SIGTERM to the group, up to `grace` for every process of the group to exit, then SIGKILL to the
+  // group. Returns the leader's exit code; killed() tells whether SIGKILL was needed.
   int Stop(std::chrono::milliseconds grace);
   std::optional<int> exit_code() const { return exit_code_; }
+  bool killed() const { return killed_; }
 
  private:
+  bool Reap();  // collects the leader's status without blocking; true once it exited
+  bool GroupAlive() const;
+  bool WaitGroupGone(std::chrono::milliseconds timeout);
   void KillGroup(int signal);
   void SweepGroup();
 
   pid_t pid_ = -1;
   std::optional<int> exit_code_;
+  bool killed_ = false;
 };
 
 // The last `lines` lines of a text file ("" when it cannot be read).

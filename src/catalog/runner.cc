@@ -349,7 +349,11 @@ int RunCells(const std::vector<Cell>& cells, const RunOptions& options, std::ost
       WriteManifest(out_dir.string(), manifest);
     }
     const int code = server->Stop(Ms(options.stop_timeout_s));
-    progress << "  server stopped (exit code " << code << ")\n" << std::flush;
+    if (server->killed()) {
+      progress << "  server ignored SIGTERM for " << options.stop_timeout_s << " s; killed\n" << std::flush;
+    } else {
+      progress << "  server stopped (exit code " << code << ")\n" << std::flush;
+    }
     if (StopRequested().load()) break;
   }
 

@@ -96,8 +96,22 @@ TEST_F(ProcessTest, StopEscalatesToSigkill) {
   ASSERT_TRUE(WaitForText(Log(), "ready", milliseconds(10000)));
   const auto start = std::chrono::steady_clock::now();
   EXPECT_EQ(p.Stop(milliseconds(300)), 128 + SIGKILL);
+  EXPECT_TRUE(p.killed());
   EXPECT_LT(std::chrono::steady_clock::now() - start, milliseconds(8000));
   EXPECT_FALSE(ProcessAlive(p.pid()));
+}
+
+TEST_F(ProcessTest, StopGivesTheWholeGroupItsGracePeriod) {
+  // The shell leader dies on SIGTERM at once; the process it started needs a moment to shut down and
+  // must get it rather than an immediate SIGKILL.
+  const std::string done = dir_ + "/done.txt";
+  Subprocess p("(trap 'sleep 0.3; echo child-done > " + done + "; exit 0' TERM; echo ready; "
+               "while true; do sleep 0.05; done) & wait",
+               {}, Log());
+  ASSERT_TRUE(WaitForText(Log(), "ready", milliseconds(10000)));
+  p.Stop(milliseconds(10000));
+  EXPECT_FALSE(p.killed());
+  EXPECT_TRUE(WaitForText(done, "child-done", milliseconds(100)));
 }
 
 TEST_F(ProcessTest, LeftoversOfAFinishedLeaderAreSwept) {
