@@ -149,7 +149,7 @@ svg.chart { border: 1px solid #dde; background: #fbfcff; }
 .grid { stroke: #e4e7ef; stroke-width: 1; } .axis { stroke: #556; stroke-width: 1; }
 .series.current { stroke: #1f6feb; stroke-width: 2; } .series.baseline { stroke: #8b949e; stroke-width: 1.5; stroke-dasharray: 5 4; }
 .point.current { fill: #1f6feb; } .point.baseline { fill: #8b949e; } .point.regression { fill: #d1242f; }
-.no-data { font-size: 13px; fill: #999; }
+.no-data { font-size: 13px; fill: #999; } .legend { font-size: 12px; color: #556; }
 table { border-collapse: collapse; font-size: 12px; } td, th { border: 1px solid #dde; padding: 3px 8px; text-align: right; }
 td.l, th.l { text-align: left; } .bad { color: #d1242f; font-weight: bold; } pre { font-size: 11px; background: #f4f5f8; padding: 8px; overflow-x: auto; }
 )";
@@ -218,6 +218,8 @@ std::string RenderDashboard(const RunData& run, const RunData* baseline) {
       << " regressions</span> (throughput down &gt; 5%, latency up &gt; 10%).";
   }
   h << " <span id=\"render-status\"></span></p>\n";
+  h << "<p class=\"legend\">Solid line: this run" << (baseline ? "; dashed line: baseline; red point: regression" : "")
+    << ". Concurrency on a log<sub>2</sub> axis; latencies are medians.</p>\n";
 
   std::vector<std::string> prefixes;
   for (const CellOutcome& c : run.cells) {

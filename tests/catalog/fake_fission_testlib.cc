@@ -9,7 +9,7 @@
 // bench  the sglang.bench_serving flags: checks /health, records its argv to bench.jsonl, appends a
 //        result line to {result-dir}/{result-filename} whose metrics follow from the workload (scaled
 //        by $FISSION_CATALOG_FAKE_SCALE), or fails when its result name is listed in
-//        $FISSION_CATALOG_FAKE_FAIL.
+//        $FISSION_CATALOG_FAKE_FAIL; $FISSION_CATALOG_FAKE_BENCH_SECONDS makes it take that long.
 // eval   --base-url U --output-path P: writes lm-eval style results with flexible-extract
 //        $FISSION_CATALOG_FAKE_SCORE (default 0.9).
 #include <arpa/inet.h>
@@ -141,7 +141,11 @@ int Bench(const std::vector<std::string>& args) {
     std::fprintf(stderr, "fake bench: server at %s is not healthy\n", base_url.c_str());
     return 5;
   }
-  AppendLine(Env("FISSION_CATALOG_FAKE_DIR") + "/bench.jsonl", {{"argv", args}});
+  AppendLine(Env("FISSION_CATALOG_FAKE_DIR") + "/bench.jsonl", {{"pid", ::getpid()}, {"argv", args}});
+  if (const double pause_s = std::atof(Env("FISSION_CATALOG_FAKE_BENCH_SECONDS", "0").c_str()); pause_s > 0) {
+    std::fprintf(stderr, "fake bench: running for %.1f s\n", pause_s);
+    ::usleep(static_cast<useconds_t>(pause_s * 1e6));
+  }
   const std::string file = Flag(args, "--result-filename");
   const std::string name = file.substr(0, file.rfind(".json"));
   const std::string fail = "," + Env("FISSION_CATALOG_FAKE_FAIL") + ",";

@@ -260,7 +260,7 @@ TEST_F(CatalogRunTest, DashboardRendersInHeadlessChromium) {
   }
 
   const std::string shot_log = dir_ + "/screenshot.log";
-  ASSERT_EQ(browser(MakeTempDir("chromium-profile"), "--window-size=1600,2000 --screenshot=" + ShellQuote(shot),
+  ASSERT_EQ(browser(MakeTempDir("chromium-profile"), "--window-size=1700,2200 --screenshot=" + ShellQuote(shot),
                     shot_log),
             0)
       << ReadFile(shot_log);
@@ -330,6 +330,37 @@ TEST_F(CatalogRunTest, CustomTemplatesAndServerFailures) {
     const Json s = Json::parse(line);
     EXPECT_TRUE(WaitUntilDead(s["pid"].get<int>(), milliseconds(5000)));
     EXPECT_TRUE(WaitUntilDead(s["worker_pid"].get<int>(), milliseconds(5000)));
+  }
+}
+
+TEST_F(CatalogRunTest, InterruptStopsEverythingAndRecordsCancelledCells) {
+  const std::string d = MakeTempDir("interrupt");
+  fs::create_directories(d + "/fake");
+  const std::string catalog = Write(d + "/catalog.json", R"([{"prefix": "slow", "path": "m"}])");
+  const std::vector<EnvVar> env = {{"FISSION_CATALOG_FAKE", "1"},
+                                   {"FISSION_CATALOG_FAKE_DIR", d + "/fake"},
+                                   {"FISSION_CATALOG_FAKE_BENCH_SECONDS", "60"}};
+  const std::string command = ShellQuote(FissionBinary()) + " catalog run " + ShellQuote(catalog) + " --out " +
+                              ShellQuote(d + "/run") + " --fission-bin " + ShellQuote(TestExecutable()) +
+                              " --param-lists '16,4,1,1;16,4,2,1' --health-timeout 30 --stop-timeout 5";
+  Subprocess run("exec " + command, env, d + "/output.txt");
+  ASSERT_TRUE(WaitForText(d + "/run/logs/slow-16-4-1-1-bench.log", "fake bench: running", milliseconds(30000)))
+      << ReadFile(d + "/output.txt");
+  ::kill(run.pid(), SIGINT);
+  const std::optional<int> code = run.Wait(milliseconds(30000));
+  ASSERT_TRUE(code.has_value());
+  EXPECT_EQ(*code, 130) << ReadFile(d + "/output.txt");
+  const Json m = ReadJsonFile(d + "/run/manifest.json");
+  EXPECT_EQ(m["cells"][0]["status"], "failed");
+  EXPECT_EQ(m["cells"][0]["error"], "stopped by a signal");
+  EXPECT_EQ(m["cells"][1]["status"], "cancelled");
+  EXPECT_EQ(m["summary"]["cancelled"], 1);
+  for (const std::string& file : {"/fake/servers.jsonl", "/fake/bench.jsonl"}) {
+    for (const std::string& line : ReadLines(d + file)) {
+      const Json p = Json::parse(line);
+      EXPECT_TRUE(WaitUntilDead(p["pid"].get<int>(), milliseconds(5000))) << line;
+      if (p.contains("worker_pid")) EXPECT_TRUE(WaitUntilDead(p["worker_pid"].get<int>(), milliseconds(5000)));
+    }
   }
 }
 
