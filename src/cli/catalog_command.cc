@@ -277,11 +277,18 @@ int RunCatalog(const std::vector<std::string>& args) {
   }
   const std::string sub = args[0];
   const std::vector<std::string> rest(args.begin() + 1, args.end());
-  if (sub == "expand") return Expand(rest, true);
-  if (sub == "list") return Expand(rest, false);
-  if (sub == "run") return Run(rest);
-  if (sub == "report") return Report(rest);
-  if (sub == "accuracy") return Accuracy(rest);
+  // File-system and JSON access failures on user paths and files are input errors, not crashes.
+  try {
+    if (sub == "expand") return Expand(rest, true);
+    if (sub == "list") return Expand(rest, false);
+    if (sub == "run") return Run(rest);
+    if (sub == "report") return Report(rest);
+    if (sub == "accuracy") return Accuracy(rest);
+  } catch (const std::filesystem::filesystem_error& e) {
+    Fail(e.what());
+  } catch (const Json::exception& e) {
+    Fail(e.what());
+  }
   Fail("unknown catalog command '", sub, "'\n", kUsage);
 }
 

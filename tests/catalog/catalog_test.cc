@@ -5,6 +5,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "catalog/expansion.h"
+
 namespace fission::catalog {
 namespace {
 
@@ -217,6 +219,51 @@ TEST(CatalogTest, SuiteNames) {
   EXPECT_EQ(ParseSuite("OOB"), Suite::kOob);
   EXPECT_EQ(ParseSuite("mesh"), Suite::kMesh);
   EXPECT_THROW(ParseSuite("nightly"), Error);
+}
+
+}  // namespace
+}  // namespace fission::catalog
+
+namespace fission::catalog {
+namespace {
+
+// Every field of every entry replaced by values of every JSON type: parsing either succeeds or throws
+// fission::Error, and expansion of whatever parsed never fails.
+TEST(CatalogTest, MalformedValuesNeverCrash) {
+  const Json original = ReadJsonFile(kFixtures + "catalog.json");
+  const std::vector<Json> values = {Json(), 0, -1, 1.5, "", "x", "8192x1", Json::array(), Json::parse("[1, -2]"),
+                                    Json::parse("[\"a\", 3]"), Json::object(), Json::parse("{\"1x1\": 5}"),
+                                    Json::parse("{\"1x1\": [\"a\"]}"), true};
+  int parsed = 0, rejected = 0;
+  for (size_t m = 0; m < original["models"].size(); ++m) {
+    for (const auto& [key, unused] : original["models"][m].items()) {
+      for (const Json& v : values) {
+        Json doc = original;
+        doc["models"][m][key] = v;
+        try {
+          const Catalog c = ParseCatalog(doc, "fuzz.json");
+          for (const ModelEntry& e : c.models) ExpandModel(e, nullptr);
+          ++parsed;
+        } catch (const Error&) {
+          ++rejected;
+        }
+      }
+    }
+  }
+  for (const char* key : {"templates", "models"}) {
+    for (const Json& v : values) {
+      Json doc = original;
+      doc[key] = v;
+      try {
+        ParseCatalog(doc, "fuzz.json");
+        ++parsed;
+      } catch (const Error&) {
+        ++rejected;
+      }
+    }
+  }
+  EXPECT_GT(parsed, 0);
+  EXPECT_GT(rejected, 0);
 }
 
 }  // namespace
