@@ -77,7 +77,10 @@ std::string TestExecutable() { return SelfExecutable(); }
 CommandResult RunFission(const std::vector<std::string>& args, const std::map<std::string, std::string>& env,
                          std::chrono::milliseconds timeout) {
   std::string command = ShellQuote(FissionBinary());
-  for (const std::string& a : args) command += " " + ShellQuote(a);
+  for (const std::string& a : args) {
+    command += ' ';
+    command += ShellQuote(a);
+  }
   std::vector<EnvVar> vars;
   for (const auto& [k, v] : env) vars.push_back({k, v});
   const std::string log = MakeTempDir("fission-cli") + "/output.txt";

@@ -355,11 +355,13 @@ TEST_F(CatalogRunTest, InterruptStopsEverythingAndRecordsCancelledCells) {
   EXPECT_EQ(m["cells"][0]["error"], "stopped by a signal");
   EXPECT_EQ(m["cells"][1]["status"], "cancelled");
   EXPECT_EQ(m["summary"]["cancelled"], 1);
-  for (const std::string& file : {"/fake/servers.jsonl", "/fake/bench.jsonl"}) {
+  for (const char* file : {"/fake/servers.jsonl", "/fake/bench.jsonl"}) {
     for (const std::string& line : ReadLines(d + file)) {
       const Json p = Json::parse(line);
       EXPECT_TRUE(WaitUntilDead(p["pid"].get<int>(), milliseconds(5000))) << line;
-      if (p.contains("worker_pid")) EXPECT_TRUE(WaitUntilDead(p["worker_pid"].get<int>(), milliseconds(5000)));
+      if (p.contains("worker_pid")) {
+        EXPECT_TRUE(WaitUntilDead(p["worker_pid"].get<int>(), milliseconds(5000)));
+      }
     }
   }
 }
