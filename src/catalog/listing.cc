@@ -91,6 +91,7 @@ Json ListingJson(const Catalog& catalog, const Listing& l, bool with_cells) {
                         {"mesh_presets", m.mesh_presets},
                         {"extra_args", m.extra_args},
                         {"env", EnvObject(m.env)},
+                        {"unknown", m.unknown},
                         {"cells", l.per_model[i].second}});
     }
     out["models"] = models;

@@ -239,7 +239,16 @@ std::string RenderMarkdown(const RunData& run, const RunData* baseline) {
     if (!any_failed) md << "## Failed cells\n\n";
     any_failed = true;
     md << "### " << c.name << " (" << c.status << ")\n\n" << (c.error.empty() ? c.status : c.error) << "\n\n";
-    if (!c.log_tail.empty()) md << "```\n" << c.log_tail << (c.log_tail.back() == '\n' ? "" : "\n") << "```\n\n";
+    if (!c.log_tail.empty()) {
+      // A fence longer than any run of backticks in the log.
+      size_t longest = 0, run = 0;
+      for (char ch : c.log_tail) {
+        run = ch == '`' ? run + 1 : 0;
+        longest = std::max(longest, run);
+      }
+      const std::string fence(std::max<size_t>(3, longest + 1), '`');
+      md << fence << "\n" << c.log_tail << (c.log_tail.back() == '\n' ? "" : "\n") << fence << "\n\n";
+    }
   }
   return md.str();
 }

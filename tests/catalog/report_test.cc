@@ -88,6 +88,9 @@ TEST(ReportTest, MarkdownGroupsByModelAndSortsByWorkload) {
   EXPECT_LT(md.find("| 4 | ok | 4.00 | 400.0"), md.find("| 8 | ok | 8.00 | 800.0"));
   EXPECT_THAT(md, HasSubstr("### a-1024-1024-2-0.8 (failed)\n\nbench exited with code 1\n\n```\nline 1\nline 2\n```"));
   EXPECT_THAT(md, Not(HasSubstr("vs baseline")));
+
+  run.cells.back().log_tail = "```\nfenced\n";
+  EXPECT_THAT(RenderMarkdown(run, nullptr), HasSubstr("````\n```\nfenced\n````\n"));
 }
 
 TEST(DashboardTest, ChartsPerModelWorkloadAndMetric) {

@@ -146,6 +146,7 @@ TEST(ListingTest, CountsPerModelAndPreset) {
   const Json models = ListingJson(Fixture(), l, false);
   EXPECT_EQ(models["models"].size(), 3u);
   EXPECT_EQ(models["models"][1]["cells"], 5);
+  EXPECT_EQ(models["models"][2]["unknown"]["owner"], "perf-team");
 
   const std::string table = ListingTable(Fixture(), l, true);
   EXPECT_THAT(table, HasSubstr("total: 3 models, 20 cells"));
