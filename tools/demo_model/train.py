@@ -404,6 +404,9 @@ def fewshot_prompt(q, shots):
     return ctx + "\n\n" + f"Question: {q}\nAnswer:"
 
 
+USE_STOP_STRINGS = [True]
+
+
 @torch.no_grad()
 def greedy_generate(model, hf, prompts, device, eos_ids, pad, max_new=256, batch=125, add_special=True):
     hf.padding_side = "left"
@@ -412,10 +415,14 @@ def greedy_generate(model, hf, prompts, device, eos_ids, pad, max_new=256, batch
         enc = hf(prompts[i:i + batch], return_tensors="pt", padding=True, add_special_tokens=add_special)
         enc = {k: v.to(device) for k, v in enc.items() if k in ("input_ids", "attention_mask")}
         kw = dict(max_new_tokens=max_new, do_sample=False, eos_token_id=eos_ids, pad_token_id=pad)
-        try:
-            gen = model.generate(**enc, **kw, stop_strings=["Question:"], tokenizer=hf)
-        except Exception as e:
-            log("generate without stop_strings:", repr(e)[:300])
+        gen = None
+        if USE_STOP_STRINGS[0]:
+            try:
+                gen = model.generate(**enc, **kw, stop_strings=["Question:"], tokenizer=hf)
+            except Exception as e:
+                log("generate without stop_strings from now on:", repr(e)[:300])
+                USE_STOP_STRINGS[0] = False
+        if gen is None:
             gen = model.generate(**enc, **kw)
         new = gen[:, enc["input_ids"].shape[1]:]
         outs += hf.batch_decode(new, skip_special_tokens=False)
