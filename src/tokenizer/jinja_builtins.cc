@@ -300,7 +300,7 @@ Value ItemsOf(const Value& input) {
   if (input.is_undefined()) return Value(ValueList{});
   if (!input.is_dict()) Fail("items: expected a mapping, got ", input.TypeName());
   ValueList out;
-  for (const auto& [k, v] : input.as_dict().items) out.emplace_back(ValueList{Value(k), v});
+  for (const auto& [k, v] : input.as_dict().items) out.push_back(Value::Tuple(ValueList{Value(k), v}));
   return Value(std::move(out));
 }
 
@@ -467,7 +467,7 @@ Value Builtins::Filter(const std::string& name, const Value& input, Args& args) 
     if (!input.is_number()) Fail("round: expected a number, got ", input.TypeName());
     double scale = std::pow(10.0, static_cast<double>(precision));
     double x = input.as_double() * scale;
-    double r = method == "ceil" ? std::ceil(x) : method == "floor" ? std::floor(x) : std::round(x);
+    double r = method == "ceil" ? std::ceil(x) : method == "floor" ? std::floor(x) : std::nearbyint(x);  // half to even, as Python
     return Value(r / scale);
   }
   if (f == "indent") {

@@ -250,7 +250,7 @@ class Evaluator {
       case Expr::Kind::kTuple: {
         ValueList items;
         for (const auto& item : e.items) items.push_back(Eval(*item));
-        return Value(std::move(items));
+        return e.kind == Expr::Kind::kTuple ? Value::Tuple(std::move(items)) : Value(std::move(items));
       }
       case Expr::Kind::kDict: {
         auto dict = std::make_shared<Dict>();

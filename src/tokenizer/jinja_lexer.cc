@@ -68,7 +68,8 @@ class Lexer {
         line_starting = LexTag(kind, tag, body);
       }
     }
-    tokens_.push_back({TokenKind::kEof, "", line_, column_});
+    auto [line, column] = Position(src_.size());
+    tokens_.push_back({TokenKind::kEof, "", line, column});
     return std::move(tokens_);
   }
 

@@ -195,7 +195,7 @@ Value Builtins::Method(const Value& self, const std::string& name) {
         ValueList out;
         for (const auto& [k, v] : dict.as_dict().items) {
           if (name == "items") {
-            out.emplace_back(ValueList{Value(k), v});
+            out.push_back(Value::Tuple(ValueList{Value(k), v}));
           } else {
             out.push_back(name == "keys" ? Value(k) : v);
           }

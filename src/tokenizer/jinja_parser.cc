@@ -539,6 +539,8 @@ class Parser {
         e = ParseSubscript(std::move(e), t);
       } else if (IsOp("(")) {
         auto call = MakeExpr(Expr::Kind::kCall, t);
+        call->line = e->line;  // errors point at the callee
+        call->column = e->column;
         call->items.push_back(std::move(e));
         ParseCallArgs(call.get());
         e = std::move(call);

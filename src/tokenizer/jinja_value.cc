@@ -203,12 +203,14 @@ std::string Value::Repr() const {
     case Kind::kString:
       return ReprString(*str_);
     case Kind::kList: {
-      std::string out = "[";
+      bool tuple = int_ == 1;
+      std::string out = tuple ? "(" : "[";
       for (std::size_t i = 0; i < list_->size(); ++i) {
         if (i) out += ", ";
         out += (*list_)[i].Repr();
       }
-      return out + "]";
+      if (tuple && list_->size() == 1) out += ",";
+      return out + (tuple ? ")" : "]");
     }
     case Kind::kDict: {
       if (dict_->is_namespace) return "<Namespace>";

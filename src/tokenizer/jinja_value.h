@@ -59,6 +59,13 @@ class Value {
     return v;
   }
   static Value MakeDict() { return Value(std::make_shared<Dict>()); }
+  // A tuple: a list that prints as (a, b).
+  static Value Tuple(ValueList items) {
+    Value v(std::move(items));
+    v.int_ = 1;
+    return v;
+  }
+  bool is_tuple() const { return kind_ == Kind::kList && int_ == 1; }
   static Value FromJson(const nlohmann::ordered_json& j);
 
   Kind kind() const { return kind_; }
