@@ -4,6 +4,7 @@ namespace fission::cli {
 
 const std::vector<Command>& AllCommands() {
   static const std::vector<Command> kCommands = {
+      {"tokenize", RunTokenize},
   };
   return kCommands;
 }
