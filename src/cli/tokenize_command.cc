@@ -125,8 +125,12 @@ int RunTokenize(const std::vector<std::string>& args) {
     return 0;
   }
   if (chat) {
-    nlohmann::ordered_json file = nlohmann::ordered_json::parse(ReadTextFile(*chat), nullptr, false);
-    if (file.is_discarded()) Fail(*chat, ": not valid JSON");
+    nlohmann::ordered_json file;
+    try {
+      file = nlohmann::ordered_json::parse(ReadTextFile(*chat));
+    } catch (const nlohmann::json::exception& e) {
+      Fail(*chat, ": not valid JSON: ", e.what());
+    }
     tokenizer::ChatRenderOptions options;
     options.add_generation_prompt = add_generation_prompt;
     nlohmann::ordered_json messages;

@@ -13,7 +13,7 @@ BpeModel::BpeModel(const Json& j, const std::string& where) {
   std::string type = ComponentType(j, where);
   if (type != "BPE") Fail(where, ": unsupported model type \"", type, "\" (only BPE)");
   std::string at = where + " (BPE)";
-  if (j.contains("dropout") && !j["dropout"].is_null() && j["dropout"].get<double>() != 0.0) {
+  if (j.contains("dropout") && !j["dropout"].is_null() && (!j["dropout"].is_number() || j["dropout"].get<double>() != 0.0)) {
     Fail(at, ": dropout is not supported for inference");
   }
   const Json& vocab = RequireField(j, "vocab", at);

@@ -141,8 +141,8 @@ bool HfTokenizer::IsSpecial(std::int32_t id) const {
 std::unique_ptr<Tokenizer> Tokenizer::Load(const std::string& dir) {
   std::string path = (std::filesystem::path(dir) / "tokenizer.json").string();
   if (!std::filesystem::exists(path)) Fail(path, ": not found (the model directory needs a tokenizer.json)");
-  Json j = ReadJsonFile(path);
-  return std::make_unique<HfTokenizer>(j, TokenizerConfig::Load(dir), path);
+  return std::make_unique<HfTokenizer>(ReadJsonOrFail(path), TokenizerConfig::Load(dir), path);
 }
+
 
 }  // namespace fission::tokenizer

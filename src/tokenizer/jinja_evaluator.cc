@@ -14,6 +14,8 @@ enum class Flow { kNormal, kBreak, kContinue };
 // Output beyond this many bytes means a runaway template.
 constexpr std::size_t kMaxOutput = 64 << 20;
 constexpr int kMaxDepth = 256;
+// Statements executed per render: a bound on runaway loops.
+constexpr std::int64_t kMaxSteps = 2'000'000;
 
 // Marks an error message that already carries a location.
 struct LocatedError : Error {
@@ -88,13 +90,14 @@ class Evaluator {
   }
 
   Flow ExecStmt(const Stmt& s, std::string* out) {
+    if (++steps_ > kMaxSteps) Raise(s, "template exceeds the evaluation budget");
     switch (s.kind) {
       case Stmt::Kind::kText:
         *out += s.text;
         return Flow::kNormal;
       case Stmt::Kind::kOutput: {
         Value v = Eval(*s.expr);
-        *out += v.Str();
+        *out += Located(s, [&] { return v.Str(); });
         return Flow::kNormal;
       }
       case Stmt::Kind::kIf:
@@ -175,6 +178,7 @@ class Evaluator {
     ++loop_depth_;
     std::int64_t n = static_cast<std::int64_t>(items.size());
     for (std::int64_t i = 0; i < n; ++i) {
+      if (++steps_ > kMaxSteps) Raise(s, "template exceeds the evaluation budget");
       auto loop = std::make_shared<Dict>();
       loop->items = {{"index", Value(i + 1)},
                      {"index0", Value(i)},
@@ -421,6 +425,7 @@ class Evaluator {
   std::vector<std::unordered_map<std::string, Value>> frames_;
   int depth_ = 0;
   std::size_t loop_depth_ = 0;
+  std::int64_t steps_ = 0;
 };
 
 }  // namespace

@@ -9,6 +9,8 @@
 namespace fission::tokenizer::jinja {
 namespace {
 
+constexpr std::size_t kMaxTagTokens = 4000;
+
 bool IsSpace(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
 
 // Python's str.rstrip() for the ASCII whitespace templates contain.
@@ -172,7 +174,10 @@ class Lexer {
     const char* close = kind == '{' ? "}}" : "%}";
     int depth = 0;  // open brackets: a closing delimiter inside them is an operator
     std::size_t i = body;
+    std::size_t first_token = tokens_.size();
     while (true) {
+      // Expressions are evaluated recursively: bound their size.
+      if (tokens_.size() - first_token > kMaxTagTokens) Error(tag, "tag too long");
       i = SkipSpaces(i);
       if (i >= src_.size()) Error(tag, kind == '{' ? "unterminated '{{'" : "unterminated '{%'");
       if (depth == 0) {

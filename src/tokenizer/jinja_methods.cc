@@ -237,7 +237,7 @@ Value Builtins::Global(const std::string& name) {
       ValueList out;
       for (std::int64_t i = start; step > 0 ? i < stop : i > stop; i += step) {
         out.emplace_back(i);
-        if (out.size() > 10'000'000) Fail("range: too many items");
+        if (out.size() > 1'000'000) Fail("range: too many items");
       }
       return Value(std::move(out));
     });

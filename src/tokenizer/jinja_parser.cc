@@ -107,7 +107,18 @@ class Parser {
     return s;
   }
 
+  // Bounds the recursion of deeply nested input.
+  struct DepthGuard {
+    Parser* parser;
+    DepthGuard(Parser* p, const Token& t) : parser(p) {
+      if (++parser->depth_ > kMaxNesting) parser->Error(t, "nesting too deep");
+    }
+    ~DepthGuard() { --parser->depth_; }
+  };
+  static constexpr int kMaxNesting = 200;
+
   StmtPtr ParseStatement() {
+    DepthGuard guard(this, Peek());
     const Token& kw = Next();
     const std::string& k = kw.value;
     if (k == "if") return ParseIf(kw);
@@ -292,6 +303,7 @@ class Parser {
   }
 
   ExprPtr ParseExpression(bool allow_condition = true) {
+    DepthGuard guard(this, Peek());
     ExprPtr e = ParseOr();
     while (allow_condition && IsName("if")) {
       const Token& t = Next();
@@ -334,6 +346,7 @@ class Parser {
     return e;
   }
   ExprPtr ParseNot() {
+    DepthGuard guard(this, Peek());
     if (IsName("not")) {
       const Token& t = Next();
       auto e = MakeExpr(Expr::Kind::kUnary, t);
@@ -399,6 +412,7 @@ class Parser {
     return e;
   }
   ExprPtr ParseUnary(bool with_filter) {
+    DepthGuard guard(this, Peek());
     ExprPtr e;
     if (IsOp("-") || IsOp("+")) {
       const Token& t = Next();
@@ -630,6 +644,7 @@ class Parser {
   const std::vector<Token>& tokens_;
   std::string name_;
   std::size_t pos_ = 0;
+  int depth_ = 0;
 };
 
 }  // namespace

@@ -62,6 +62,8 @@ Value Value::FromJson(const nlohmann::ordered_json& j) {
   }
 }
 
+void Value::WrongType(const char* expected) const { Fail("expected ", expected, ", got ", TypeName()); }
+
 const std::string& Value::name() const {
   static const std::string kEmpty;
   return str_ ? *str_ : kEmpty;
@@ -188,7 +190,23 @@ std::string Value::Str() const {
   }
 }
 
+namespace {
+// Bounds recursion over values nested by a template (a list holding itself, many levels deep).
+constexpr int kMaxValueDepth = 256;
+thread_local int value_depth = 0;
+struct ValueDepthGuard {
+  ValueDepthGuard() {
+    if (++value_depth > kMaxValueDepth) {
+      value_depth = 0;
+      Fail("value nested too deeply");
+    }
+  }
+  ~ValueDepthGuard() { if (value_depth > 0) --value_depth; }
+};
+}  // namespace
+
 std::string Value::Repr() const {
+  ValueDepthGuard guard;
   switch (kind_) {
     case Kind::kUndefined:
       return "";
@@ -250,6 +268,7 @@ std::string Value::ToJson(int indent, const std::string& item_sep, const std::st
 
 void Value::ToJsonImpl(std::string* out, int indent, int depth, const std::string& item_sep,
                        const std::string& key_sep, bool sort_keys) const {
+  ValueDepthGuard guard;
   auto newline = [&](int level) {
     out->push_back('\n');
     out->append(static_cast<std::size_t>(indent) * level, ' ');
@@ -321,6 +340,7 @@ void Value::ToJsonImpl(std::string* out, int indent, int depth, const std::strin
 }
 
 bool Equal(const Value& a, const Value& b) {
+  ValueDepthGuard guard;
   if (a.is_number() && b.is_number()) {
     if (a.is_float() || b.is_float()) return a.as_double() == b.as_double();
     return a.as_int() == b.as_int();

@@ -83,10 +83,23 @@ class Value {
   bool as_bool() const { return int_ != 0; }
   std::int64_t as_int() const { return int_; }
   double as_double() const { return kind_ == Kind::kFloat ? float_ : static_cast<double>(int_); }
-  const std::string& as_string() const { return *str_; }
-  ValueList& as_list() const { return *list_; }
-  Dict& as_dict() const { return *dict_; }
-  Function& as_function() const { return *fn_; }
+  // Typed access; a value of another type throws fission::Error (a template passed the wrong type).
+  const std::string& as_string() const {
+    if (kind_ != Kind::kString) WrongType("str");
+    return *str_;
+  }
+  ValueList& as_list() const {
+    if (kind_ != Kind::kList) WrongType("list");
+    return *list_;
+  }
+  Dict& as_dict() const {
+    if (kind_ != Kind::kDict) WrongType("dict");
+    return *dict_;
+  }
+  Function& as_function() const {
+    if (kind_ != Kind::kFunction) WrongType("function");
+    return *fn_;
+  }
   // The variable name an undefined value stands for (for error messages), or the function name.
   const std::string& name() const;
 
@@ -102,6 +115,7 @@ class Value {
 
  private:
   explicit Value(Kind kind) : kind_(kind) {}
+  [[noreturn]] void WrongType(const char* expected) const;
   void ToJsonImpl(std::string* out, int indent, int depth, const std::string& item_sep, const std::string& key_sep,
                   bool sort_keys) const;
 

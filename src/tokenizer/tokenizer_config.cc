@@ -25,6 +25,15 @@ std::optional<bool> OptionalBool(const Json& j, const char* key, const std::stri
 
 }  // namespace
 
+Json ReadJsonOrFail(const std::string& path) {
+  try {
+    return ReadJsonFile(path);
+  } catch (const nlohmann::json::exception& e) {
+    // ParseJson reports syntax errors; nlohmann throws others (number overflow) itself.
+    Fail(path, ": invalid JSON: ", e.what());
+  }
+}
+
 TokenizerConfig TokenizerConfig::FromJson(const Json& j, const std::string& where) {
   if (!j.is_object()) Fail(where, ": expected an object");
   TokenizerConfig c;
@@ -42,7 +51,7 @@ TokenizerConfig TokenizerConfig::FromJson(const Json& j, const std::string& wher
     } else if (it->is_array()) {
       // Named templates: [{"name": ..., "template": ...}]; the "default" one applies.
       for (const Json& entry : *it) {
-        if (entry.is_object() && entry.value("name", "") == "default") {
+        if (entry.is_object() && entry.contains("name") && entry["name"] == "default") {
           c.chat_template = GetString(entry, "template", where + ".chat_template[default]");
         }
       }
@@ -56,7 +65,7 @@ TokenizerConfig TokenizerConfig::FromJson(const Json& j, const std::string& wher
 TokenizerConfig TokenizerConfig::Load(const std::string& dir) {
   std::string path = (std::filesystem::path(dir) / "tokenizer_config.json").string();
   TokenizerConfig c;
-  if (std::filesystem::exists(path)) c = FromJson(ReadJsonFile(path), path);
+  if (std::filesystem::exists(path)) c = FromJson(ReadJsonOrFail(path), path);
   // A chat_template.jinja file next to it takes precedence, as in transformers.
   std::string jinja = (std::filesystem::path(dir) / "chat_template.jinja").string();
   if (std::filesystem::exists(jinja)) {

@@ -8,6 +8,9 @@
 
 namespace fission::tokenizer {
 
+// Reads a JSON file; every malformation, syntax or number overflow, fails naming the path.
+Json ReadJsonOrFail(const std::string& path);
+
 struct TokenizerConfig {
   std::optional<std::string> bos_token, eos_token, pad_token, unk_token;
   std::optional<bool> add_bos_token, add_eos_token;

@@ -60,6 +60,17 @@ TEST(ChatTemplate, RuntimeErrorsNameLineAndColumn) {
   EXPECT_EQ(ErrorOf("{{ x is nottest }}", {{"x", 1}}), "t.jinja:1:6: no test named 'nottest'");
 }
 
+TEST(ChatTemplate, WrongTypesAndRunawayTemplatesFailCleanly) {
+  EXPECT_EQ(ErrorOf("{{ 'a b'.split(1) }}"), "t.jinja:1:9: expected str, got int");
+  EXPECT_EQ(ErrorOf("{% for i in range(1000) %}{% for j in range(1000) %}{% for k in range(100) %}"
+                    "{% endfor %}{% endfor %}{% endfor %}"),
+            "t.jinja:1:56: template exceeds the evaluation budget");
+  EXPECT_EQ(ErrorOf("{{ " + std::string(300, '(') + "1" + std::string(300, ')') + " }}").substr(0, 30), "t.jinja:1:70: nesting too deep");
+  EXPECT_EQ(ErrorOf("{% set ns = namespace(x=[]) %}{% for i in range(300) %}{% set ns.x = [ns.x] %}{% endfor %}"
+                    "{{ ns.x }}"),
+            "t.jinja:1:91: value nested too deeply");
+}
+
 TEST(ChatTemplate, SplitFilterAndStrftime) {
   EXPECT_EQ(RenderWith("{{ 'a b,c' | split(',') }}", ordered_json::object()), "['a b', 'c']");
   EXPECT_EQ(RenderWith("{{ strftime_now('%Y') | length }}", ordered_json::object()), "4");

@@ -2,6 +2,8 @@
 // the reference semantics.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
 #include "tokenizer/decoders.h"
 #include "tokenizer/hf_tokenizer.h"
 #include "tokenizer/normalizers.h"
@@ -230,6 +232,20 @@ TEST(MalformedTokenizerJson, FailsNamingTheComponent) {
   EXPECT_EQ(LoadError("{" + model + R"(, "added_tokens": [{"id": 1}]})"),
             "test.json: added_tokens[0]: missing field 'content'");
   EXPECT_THROW(Tokenizer::Load("/nonexistent-dir"), Error);
+  // A number too large for a double is an Error naming the file, not an escaping exception.
+  std::string dir = std::string(FISSION_BINARY_DIR) + "/overflow_tokenizer";
+  std::filesystem::create_directories(dir);
+  std::FILE* f = std::fopen((dir + "/tokenizer.json").c_str(), "wb");
+  ASSERT_NE(f, nullptr);
+  std::fputs(R"({"model": {"type": "BPE", "dropout": 1e99999, "vocab": {}, "merges": []}})", f);
+  std::fclose(f);
+  try {
+    Tokenizer::Load(dir);
+    ADD_FAILURE() << "loaded";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("overflow_tokenizer/tokenizer.json: invalid JSON"), std::string::npos)
+        << e.what();
+  }
 }
 
 }  // namespace
