@@ -47,7 +47,7 @@ def main():
         row = []
         for cp, seq in entries:
             row.append(", ".join(str(v) for v in [cp, len(seq)] + seq))
-            if len(row) == 8:
+            if len(row) == 16:
                 out.append("    " + ", ".join(row) + ",")
                 row = []
         if row:
@@ -58,8 +58,8 @@ def main():
 
     def pair_table(name, entries, width):
         out = [f"const std::uint32_t {name}[] = {{"]
-        for i in range(0, len(entries), 8):
-            out.append("    " + ", ".join(", ".join(str(v) for v in e) for e in entries[i:i + 8]) + ",")
+        for i in range(0, len(entries), 16):
+            out.append("    " + ", ".join(", ".join(str(v) for v in e) for e in entries[i:i + 16]) + ",")
         out.append("};")
         out.append(f"const std::size_t {name}_size = sizeof({name}) / sizeof({name}[0]) / {width};")
         return out
