@@ -11,6 +11,19 @@
 namespace fission::tokenizer::jinja {
 namespace {
 
+// int() of a float; values outside the 64-bit range are an error (Python would give a big int).
+std::int64_t DoubleToInt(double d) {
+  if (!(d > -9.2e18 && d < 9.2e18)) Fail("int: ", FormatFloat(d), " is out of range");
+  return static_cast<std::int64_t>(d);
+}
+
+// Widths that size strings (indent, center, tojson indent) are bounded.
+std::int64_t ToWidth(const Value& v, const char* what) {
+  if (!v.is_int() && !v.is_bool()) Fail(what, ": expected an integer, got ", v.TypeName());
+  if (v.as_int() > 100000) Fail(what, ": width too large");
+  return v.as_int();
+}
+
 std::int64_t ToIndex(const Value& v, const char* what) {
   if (!v.is_int() && !v.is_bool()) Fail(what, ": indices must be integers, not ", v.TypeName());
   return v.as_int();
@@ -64,7 +77,7 @@ Value ToJsonFilter(const Value& input, Args& args) {
   Value indent = Arg(args, 0, "indent", Value::None());
   Value separators = Arg(args, 1, "separators", Value::None());
   bool sort_keys = Arg(args, 2, "sort_keys", Value(false)).Truthy();
-  int n = indent.is_none() || indent.is_undefined() ? -1 : static_cast<int>(ToIndex(indent, "tojson indent"));
+  int n = indent.is_none() || indent.is_undefined() ? -1 : static_cast<int>(std::max<std::int64_t>(-1, ToWidth(indent, "tojson indent")));
   std::string item_sep = n >= 0 ? "," : ", ", key_sep = ": ";
   if (separators.is_list() && separators.as_list().size() == 2) {
     item_sep = separators.as_list()[0].Str();
@@ -246,7 +259,10 @@ Value SliceValue(const Value& object, const Value& start, const Value& stop, con
   std::int64_t b = bound(start, step > 0 ? 0 : n - 1, false);
   std::int64_t e = bound(stop, step > 0 ? n : -1, true);
   ValueList out;
-  for (std::int64_t i = b; step > 0 ? i < e : i > e; i += step) out.push_back(items[i]);
+  for (std::int64_t i = b; step > 0 ? i < e : i > e;) {
+    out.push_back(items[i]);
+    if (__builtin_add_overflow(i, step, &i)) break;
+  }
   if (!is_string) return Value(std::move(out));
   std::string s;
   for (const Value& v : out) s += v.as_string();
@@ -326,7 +342,7 @@ std::string Format(const std::string& fmt, const ValueList& values) {
       out += v.Repr();
     } else if (spec == 'd' || spec == 'i') {
       if (!v.is_number()) Fail("format: %d format: a number is required, not ", v.TypeName());
-      out += std::to_string(v.is_float() ? static_cast<std::int64_t>(v.as_double()) : v.as_int());
+      out += std::to_string(v.is_float() ? DoubleToInt(v.as_double()) : v.as_int());
     } else {
       Fail("format: unsupported format character '", std::string(1, spec), "'");
     }
@@ -421,18 +437,28 @@ Value Builtins::Filter(const std::string& name, const Value& input, Args& args) 
     for (const Value& item : Iterate(input)) {
       Value v = attribute.is_string() ? AttributePath(item, attribute.as_string()) : item;
       if (!v.is_number() || !total.is_number()) Fail("sum: unsupported operand type ", v.TypeName());
-      total = (v.is_float() || total.is_float()) ? Value(total.as_double() + v.as_double()) : Value(total.as_int() + v.as_int());
+      std::int64_t sum = 0;
+      if (v.is_float() || total.is_float()) {
+        total = Value(total.as_double() + v.as_double());
+      } else if (__builtin_add_overflow(total.as_int(), v.as_int(), &sum)) {
+        Fail("sum: integer overflow");
+      } else {
+        total = Value(sum);
+      }
     }
     return total;
   }
   if (f == "abs") {
     if (input.is_float()) return Value(std::fabs(input.as_double()));
-    if (input.is_number()) return Value(static_cast<std::int64_t>(std::llabs(input.as_int())));
+    if (input.is_number()) {
+      if (input.as_int() == INT64_MIN) Fail("abs: integer overflow");
+      return Value(static_cast<std::int64_t>(std::llabs(input.as_int())));
+    }
     Fail("abs: bad operand type ", input.TypeName());
   }
   if (f == "int") {
     Value fallback = Arg(args, 0, "default", Value(std::int64_t{0}));
-    if (input.is_float()) return Value(static_cast<std::int64_t>(input.as_double()));
+    if (input.is_float()) return Value(DoubleToInt(input.as_double()));
     if (input.is_number()) return Value(input.as_int());
     if (input.is_string()) {
       try {
@@ -441,7 +467,7 @@ Value Builtins::Filter(const std::string& name, const Value& input, Args& args) 
         long long v = std::stoll(s, &used, 10);
         if (used == s.size()) return Value(static_cast<std::int64_t>(v));
         double d = std::stod(s, &used);
-        if (used == s.size()) return Value(static_cast<std::int64_t>(d));
+        if (used == s.size()) return Value(DoubleToInt(d));
       } catch (const std::exception&) {
       }
     }
@@ -471,11 +497,13 @@ Value Builtins::Filter(const std::string& name, const Value& input, Args& args) 
     return Value(r / scale);
   }
   if (f == "indent") {
-    return Value(Indent(input.Str(), Arg(args, 0, "width", Value(std::int64_t{4})),
+    Value width = Arg(args, 0, "width", Value(std::int64_t{4}));
+    if (!width.is_string()) ToWidth(width, "indent");
+    return Value(Indent(input.Str(), width,
                         Arg(args, 1, "first", Value(false)).Truthy(), Arg(args, 2, "blank", Value(false)).Truthy()));
   }
   if (f == "center") {
-    std::int64_t width = ToIndex(Arg(args, 0, "width", Value(std::int64_t{80})), "center");
+    std::int64_t width = ToWidth(Arg(args, 0, "width", Value(std::int64_t{80})), "center");
     std::string s = input.Str();
     std::int64_t n = PyLen(Value(s));
     if (n >= width) return Value(s);

@@ -311,7 +311,10 @@ class Evaluator {
         Value v = Eval(*e.items[0]);
         if (e.name == "not") return Value(!v.Truthy());
         if (v.is_float()) return Value(e.name == "-" ? -v.as_double() : v.as_double());
-        if (v.is_number()) return Value(e.name == "-" ? -v.as_int() : v.as_int());
+        if (v.is_number()) {
+          if (e.name == "-" && v.as_int() == INT64_MIN) Raise(e, "integer overflow in unary -");
+          return Value(e.name == "-" ? -v.as_int() : v.as_int());
+        }
         Raise(e, StrCat("bad operand type for unary ", e.name, ": '", v.TypeName(), "'"));
       }
       case Expr::Kind::kBinary:
@@ -366,8 +369,11 @@ class Evaluator {
       const Value* seq = a.is_string() || a.is_list() ? &a : b.is_string() || b.is_list() ? &b : nullptr;
       const Value* count = seq == &a ? &b : &a;
       if (seq != nullptr && (count->is_int() || count->is_bool())) {
-        std::int64_t n = std::max<std::int64_t>(0, count->as_int());
-        if (n * PyLen(*seq) > static_cast<std::int64_t>(kMaxOutput)) Raise(e, "repetition result too large");
+        std::int64_t n = std::max<std::int64_t>(0, count->as_int()), total = 0;
+        if (__builtin_mul_overflow(n, std::max<std::int64_t>(1, PyLen(*seq)), &total) ||
+            total > static_cast<std::int64_t>(kMaxOutput)) {
+          Raise(e, "repetition result too large");
+        }
         if (seq->is_string()) {
           std::string out;
           for (std::int64_t i = 0; i < n; ++i) out += seq->as_string();
@@ -390,20 +396,31 @@ class Evaluator {
       return Value(a.as_double() / b.as_double());
     }
     if (!floats) {
-      std::int64_t x = a.as_int(), y = b.as_int();
-      if (op == "+") return Value(x + y);
-      if (op == "-") return Value(x - y);
-      if (op == "*") return Value(x * y);
+      // Python integers are unbounded; ours are 64-bit and overflow is an error.
+      std::int64_t x = a.as_int(), y = b.as_int(), r = 0;
+      auto overflow = [&]() -> Value { Raise(e, StrCat("integer overflow in ", op)); };
+      if (op == "+") return __builtin_add_overflow(x, y, &r) ? overflow() : Value(r);
+      if (op == "-") return __builtin_sub_overflow(x, y, &r) ? overflow() : Value(r);
+      if (op == "*") return __builtin_mul_overflow(x, y, &r) ? overflow() : Value(r);
       if (op == "//" || op == "%") {
         if (y == 0) Raise(e, "integer division or modulo by zero");
-        std::int64_t q = x / y, r = x % y;
+        if (x == INT64_MIN && y == -1) return op == "%" ? Value(std::int64_t{0}) : overflow();
+        std::int64_t q = x / y;
+        r = x % y;
         if (r != 0 && ((r < 0) != (y < 0))) --q, r += y;
         return Value(op == "//" ? q : r);
       }
       if (op == "**") {
         if (y < 0) return Value(std::pow(static_cast<double>(x), static_cast<double>(y)));
         std::int64_t result = 1;
-        for (std::int64_t i = 0; i < y && i < 64; ++i) result *= x;
+        for (std::int64_t i = 0; i < y; ++i) {
+          if (__builtin_mul_overflow(result, x, &result)) return overflow();
+          if (result == 0 || result == 1) break;  // further factors change nothing (x is 0 or 1)
+          if (result == -1 && x == -1) {
+            result = (y % 2) ? -1 : 1;
+            break;
+          }
+        }
         return Value(result);
       }
     } else {

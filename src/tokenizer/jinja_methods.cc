@@ -235,9 +235,10 @@ Value Builtins::Global(const std::string& name) {
       }
       if (step == 0) Fail("range: step must not be zero");
       ValueList out;
-      for (std::int64_t i = start; step > 0 ? i < stop : i > stop; i += step) {
+      for (std::int64_t i = start; step > 0 ? i < stop : i > stop;) {
         out.emplace_back(i);
         if (out.size() > 1'000'000) Fail("range: too many items");
+        if (__builtin_add_overflow(i, step, &i)) break;
       }
       return Value(std::move(out));
     });

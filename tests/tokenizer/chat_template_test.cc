@@ -71,6 +71,19 @@ TEST(ChatTemplate, WrongTypesAndRunawayTemplatesFailCleanly) {
             "t.jinja:1:91: value nested too deeply");
 }
 
+TEST(ChatTemplate, IntegerOverflowAndHugeSizesAreErrors) {
+  for (const char* source : {"{{ 4611686018427387904 * 4 }}", "{{ 9223372036854775807 + 1 }}", "{{ 2 ** 70 }}",
+                             "{{ 1e300 | int }}", "{{ 'x' | indent(10**12) }}", "{{ [1] | tojson(indent=10**9) }}",
+                             "{{ [9223372036854775807, 1] | sum }}", "{{ 'ab' * 10**12 }}",
+                             "{{ 'ab' | center(10**10) }}", "{{ (-9223372036854775807 - 1) | abs }}"}) {
+    EXPECT_THROW(RenderWith(source, ordered_json::object()), Error) << source;
+  }
+  EXPECT_EQ(RenderWith("{{ [1, 2, 3][::9223372036854775807] }} {{ range(0, 10, 9223372036854775807) | list }} "
+                       "{{ (-1) ** 1000001 }} {{ 2 ** 62 }}",
+                       ordered_json::object()),
+            "[1] [0] -1 4611686018427387904");
+}
+
 TEST(ChatTemplate, SplitFilterAndStrftime) {
   EXPECT_EQ(RenderWith("{{ 'a b,c' | split(',') }}", ordered_json::object()), "['a b', 'c']");
   EXPECT_EQ(RenderWith("{{ strftime_now('%Y') | length }}", ordered_json::object()), "4");
