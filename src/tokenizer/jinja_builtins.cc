@@ -1,6 +1,7 @@
 #include "tokenizer/jinja_builtins.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <ctime>
 
@@ -35,8 +36,11 @@ Value AttributePath(const Value& item, const std::string& path) {
   while (true) {
     std::size_t dot = path.find('.', prev);
     std::string part = path.substr(prev, dot == std::string::npos ? std::string::npos : dot - prev);
-    bool numeric = !part.empty() && std::all_of(part.begin(), part.end(), [](char c) { return c >= '0' && c <= '9'; });
-    v = numeric ? GetItem(v, Value(static_cast<std::int64_t>(std::stoll(part)))) : GetItem(v, Value(part));
+    // Jinja reads an all-digit part as an index ("items.0").
+    std::int64_t index = 0;
+    auto [end, ec] = std::from_chars(part.data(), part.data() + part.size(), index);
+    bool numeric = !part.empty() && ec == std::errc() && end == part.data() + part.size() && part[0] != '-';
+    v = numeric ? GetItem(v, Value(index)) : GetItem(v, Value(part));
     if (dot == std::string::npos) return v;
     prev = dot + 1;
   }

@@ -82,6 +82,8 @@ TEST(ChatTemplate, IntegerOverflowAndHugeSizesAreErrors) {
                        "{{ (-1) ** 1000001 }} {{ 2 ** 62 }}",
                        ordered_json::object()),
             "[1] [0] -1 4611686018427387904");
+  // An attribute path of digits too long for an index is a key.
+  EXPECT_EQ(RenderWith("{{ xs | selectattr('99999999999999999999999') | list }}", {{"xs", {{{"a", 1}}}}}), "[]");
 }
 
 TEST(ChatTemplate, SplitFilterAndStrftime) {
