@@ -131,7 +131,7 @@ void BpeModel::MergeWord(std::string_view word, std::vector<std::int32_t>* ids) 
     std::int32_t n = static_cast<std::int32_t>(symbols.size());
     symbols.push_back({id, n - 1, n + 1, true});
   };
-  std::optional<std::int32_t> pending_unk;
+  std::int32_t pending_unk = -1;  // an unknown-token run not yet added (-1: none)
   std::string piece;
   for (std::size_t i = 0; i < word.size();) {
     std::size_t begin = i;
@@ -150,7 +150,7 @@ void BpeModel::MergeWord(std::string_view word, std::vector<std::int32_t>* ids) 
       lookup = &affixed;
     }
     if (auto it = vocab_.find(*lookup); it != vocab_.end()) {
-      if (pending_unk) add(*pending_unk), pending_unk.reset();
+      if (pending_unk >= 0) add(pending_unk), pending_unk = -1;
       add(it->second);
       continue;
     }
@@ -158,18 +158,18 @@ void BpeModel::MergeWord(std::string_view word, std::vector<std::int32_t>* ids) 
       bool all = true;
       for (unsigned char b : *lookup) all = all && byte_ids_[b] >= 0;
       if (all) {
-        if (pending_unk) add(*pending_unk), pending_unk.reset();
+        if (pending_unk >= 0) add(pending_unk), pending_unk = -1;
         for (unsigned char b : *lookup) add(byte_ids_[b]);
         continue;
       }
     }
     if (unk_id_) {
-      if (pending_unk && !fuse_unk_) add(*pending_unk);
+      if (pending_unk >= 0 && !fuse_unk_) add(pending_unk);
       pending_unk = *unk_id_;
     }
     // Without an unknown token the character is dropped, as the reference does.
   }
-  if (pending_unk) add(*pending_unk);
+  if (pending_unk >= 0) add(pending_unk);
   if (symbols.empty()) return;
   symbols.back().next = -1;
 

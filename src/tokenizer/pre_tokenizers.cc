@@ -163,7 +163,7 @@ class ByteLevelPreTokenizer : public PreTokenizer {
   void PreTokenize(Splits* splits) const override {
     if (add_prefix_space_) {
       for (Split& s : *splits) {
-        if (s.text.empty() || s.text[0] != ' ') s.text.insert(0, " ");
+        if (s.text.empty() || s.text[0] != ' ') s.text = " " + s.text;
       }
     }
     if (regex_) {
