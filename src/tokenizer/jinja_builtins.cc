@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <cstdio>
 #include <ctime>
 
 #include "base/error.h"
@@ -77,19 +78,51 @@ ValueList SelectImpl(const Value& input, Args& args, bool by_attr, bool keep_if)
 }
 
 
+// Escapes what Python's json.dumps escapes with ensure_ascii=True beyond the default: DEL and every
+// non-ASCII code point (as \\uXXXX, astral ones as surrogate pairs).
+std::string AsciiOnly(const std::string& json) {
+  std::string out;
+  out.reserve(json.size());
+  auto escape = [&](unsigned v) {
+    char buf[8];
+    std::snprintf(buf, sizeof(buf), "\\u%04x", v);
+    out += buf;
+  };
+  for (std::size_t i = 0; i < json.size();) {
+    unsigned char c = static_cast<unsigned char>(json[i]);
+    if (c < 0x7F) {
+      out.push_back(json[i++]);
+      continue;
+    }
+    char32_t cp = NextCodePoint(json, &i);
+    if (cp >= 0x10000) {
+      cp -= 0x10000;
+      escape(0xD800 + (cp >> 10));
+      escape(0xDC00 + (cp & 0x3FF));
+    } else {
+      escape(cp);
+    }
+  }
+  return out;
+}
+
+// transformers' tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False).
 Value ToJsonFilter(const Value& input, Args& args) {
-  Value indent = Arg(args, 0, "indent", Value::None());
-  Value separators = Arg(args, 1, "separators", Value::None());
-  bool sort_keys = Arg(args, 2, "sort_keys", Value(false)).Truthy();
-  int n = indent.is_none() || indent.is_undefined() ? -1 : static_cast<int>(std::max<std::int64_t>(-1, ToWidth(indent, "tojson indent")));
+  bool ensure_ascii = Arg(args, 0, "ensure_ascii", Value(false)).Truthy();
+  Value indent = Arg(args, 1, "indent", Value::None());
+  Value separators = Arg(args, 2, "separators", Value::None());
+  bool sort_keys = Arg(args, 3, "sort_keys", Value(false)).Truthy();
+  int n = indent.is_none() || indent.is_undefined()
+              ? -1
+              : static_cast<int>(std::max<std::int64_t>(-1, ToWidth(indent, "tojson indent")));
   std::string item_sep = n >= 0 ? "," : ", ", key_sep = ": ";
   if (separators.is_list() && separators.as_list().size() == 2) {
     item_sep = separators.as_list()[0].Str();
     key_sep = separators.as_list()[1].Str();
   }
-  return Value(input.ToJson(n, item_sep, key_sep, sort_keys));
+  std::string json = input.ToJson(n, item_sep, key_sep, sort_keys);
+  return Value(ensure_ascii ? AsciiOnly(json) : json);
 }
-
 
 Value SortList(const Value& input, Args& args) {
   bool reverse = Arg(args, 0, "reverse", Value(false)).Truthy();

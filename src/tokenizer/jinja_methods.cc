@@ -1,4 +1,5 @@
 // Python methods of str, list and dict values, and the global functions templates call.
+#include <algorithm>
 #include <ctime>
 
 #include "base/error.h"
@@ -69,6 +70,45 @@ Value StringMethod(const Value& self, const std::string& name) {
       for (std::size_t i = 0; i < keep; ++i) head += (i ? d : "") + all[i].as_string();
       ValueList out{Value(head)};
       out.insert(out.end(), all.begin() + keep, all.end());
+      return Value(out);
+    });
+  }
+  if (name == "format") {
+    // str.format with {}, {0} and {name} fields; format specs are not supported.
+    return bind([s](Args& a) {
+      std::string out;
+      std::size_t auto_index = 0;
+      for (std::size_t i = 0; i < s.size(); ++i) {
+        char c = s[i];
+        if ((c == '{' || c == '}') && i + 1 < s.size() && s[i + 1] == c) {
+          out.push_back(c);
+          ++i;
+          continue;
+        }
+        if (c == '}') Fail("str.format: single '}' encountered");
+        if (c != '{') {
+          out.push_back(c);
+          continue;
+        }
+        std::size_t close = s.find('}', i);
+        if (close == std::string::npos) Fail("str.format: single '{' encountered");
+        std::string field = s.substr(i + 1, close - i - 1);
+        if (field.find_first_of(":!") != std::string::npos) Fail("str.format: format specs are not supported");
+        Value v;
+        if (field.empty() || std::all_of(field.begin(), field.end(), [](char d) { return d >= '0' && d <= '9'; })) {
+          std::size_t index = field.empty() ? auto_index++ : std::stoul(field.substr(0, 9));
+          if (index >= a.positional.size()) Fail("str.format: replacement index ", index, " out of range");
+          v = a.positional[index];
+        } else {
+          bool found = false;
+          for (auto& [k, kv] : a.keyword) {
+            if (k == field) v = kv, found = true;
+          }
+          if (!found) Fail("str.format: missing keyword '", field, "'");
+        }
+        out += v.Str();
+        i = close;
+      }
       return Value(out);
     });
   }

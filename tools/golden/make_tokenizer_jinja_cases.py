@@ -83,6 +83,8 @@ TEMPLATES = [
     "{{ d | tojson }}|{{ d | tojson(indent=2) }}|{{ 'déjà \"q\"\n' | tojson }}|{{ none | tojson }}",
     "{{ d | tojson(sort_keys=true) }}|{{ [1.0, 0.1, 1e300, -0.0, 123456789.0, 1e16] | tojson }}",
     "{{ '%s is %d' | format('x', 3) }} {{ '%s-%s' % ('a', 'b') }}",
+    "{{ d | tojson(true) }}|{{ 'déjà 😀\x7f' | tojson(ensure_ascii=true) }}|{{ items | tojson(false, 1) }}",
+    "{{ '{} and {}'.format('a', 1) }} {{ '{1}{0}{{x}}'.format('a', 'b') }} {{ '{n}!'.format(n=none) }}",
     # String, dict and list methods.
     "{{ s.strip() }}|{{ s.lstrip() }}|{{ s.rstrip() }}|{{ 'xxaxx'.strip('x') }}|{{ s.upper() }}|{{ s.lower() }}",
     "{{ 'a,b,,c'.split(',') }} {{ ' a  b '.split() }} {{ 'a b c'.split(' ', 1) }} {{ 'a\nb\r\nc'.splitlines() }}",
