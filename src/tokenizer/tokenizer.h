@@ -1,5 +1,6 @@
 // The public face of the tokenizer layer: load a Hugging Face tokenizer directory
-// (tokenizer.json + tokenizer_config.json), encode text to ids, decode ids to text.
+// (tokenizer.json + tokenizer_config.json), encode text to ids, decode ids to text. A loaded
+// Tokenizer is immutable apart from an internal cache: Encode and Decode may run on many threads.
 #pragma once
 
 #include <cstdint>
@@ -20,7 +21,9 @@ class Tokenizer {
   // field that is malformed or unsupported.
   static std::unique_ptr<Tokenizer> Load(const std::string& dir);
 
-  // Same ids as transformers' `tokenizer(text, add_special_tokens=...)`.
+  // Same ids as transformers' `tokenizer(text, add_special_tokens=...)` (the tokenizer.json
+  // pipeline; add_special_tokens honours add_bos_token/add_eos_token). Encode a rendered chat
+  // prompt with add_special_tokens=false: the template already wrote its special tokens.
   virtual std::vector<std::int32_t> Encode(std::string_view text, bool add_special_tokens = true) const = 0;
   // Same text as transformers' `decode(ids, skip_special_tokens=...)`.
   virtual std::string Decode(const std::vector<std::int32_t>& ids, bool skip_special_tokens = false) const = 0;
