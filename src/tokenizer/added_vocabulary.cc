@@ -56,7 +56,7 @@ AddedVocabulary::AddedVocabulary(const Json& added_tokens, const Normalizer* nor
     if (!t.is_object()) Fail(at, ": expected an object");
     AddedToken token;
     token.content = GetString(t, "content", at);
-    std::int64_t id = GetInt(t, "id", at);
+    std::int64_t id = IntField(t, "id", at);
     if (id < 0 || id > INT32_MAX) Fail(at, ".id: out of range");
     token.id = static_cast<std::int32_t>(id);
     token.special = OptBool(t, "special", at, false);

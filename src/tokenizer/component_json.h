@@ -1,6 +1,8 @@
 // Small helpers to read tokenizer.json components with errors that name the component path.
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <string>
 
 #include "base/error.h"
@@ -49,6 +51,20 @@ inline const Json& RequireArray(const Json& j, const char* key, const std::strin
   auto it = j.find(key);
   if (it == j.end() || !it->is_array()) Fail(where, ": missing array field \"", key, "\"");
   return *it;
+}
+
+// An integer field (JSON integer, not a float) or `fallback` when absent; other values fail.
+inline std::int64_t IntField(const Json& j, const char* key, const std::string& where,
+                             std::optional<std::int64_t> fallback = std::nullopt) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) {
+    if (!fallback) Fail(where, ": missing integer field \"", key, "\"");
+    return *fallback;
+  }
+  if (it->is_number_integer() && !(it->is_number_unsigned() && it->get<std::uint64_t>() > INT64_MAX)) {
+    return it->get<std::int64_t>();
+  }
+  Fail(where, ": field \"", key, "\" must be an integer, got ", it->dump());
 }
 
 // The single code point of a one-character string field (Metaspace replacement, Strip content).

@@ -207,7 +207,7 @@ std::unique_ptr<Decoder> MakeDecoder(const Json& j, const std::string& where) {
   if (type == "Fuse") return std::make_unique<FuseDecoder>();
   if (type == "Strip") {
     char32_t c = SingleChar(GetString(j, "content", at), at, "content");
-    std::int64_t start = GetInt(j, "start", at, 0), stop = GetInt(j, "stop", at, 0);
+    std::int64_t start = IntField(j, "start", at, 0), stop = IntField(j, "stop", at, 0);
     if (start < 0 || stop < 0) Fail(at, ": start and stop must not be negative");
     return std::make_unique<StripDecoder>(c, start, stop);
   }

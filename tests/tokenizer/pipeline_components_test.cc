@@ -231,6 +231,8 @@ TEST(MalformedTokenizerJson, FailsNamingTheComponent) {
             "test.json: pre_tokenizer (Split): regex does not compile at offset 9: ");
   EXPECT_EQ(LoadError("{" + model + R"(, "added_tokens": [{"id": 1}]})"),
             "test.json: added_tokens[0]: missing field 'content'");
+  EXPECT_EQ(LoadError("{" + model + R"(, "added_tokens": [{"id": 7.7e83, "content": "x"}]})"),
+            "test.json: added_tokens[0]: field \"id\" must be an integer, got 7.7e+83");
   EXPECT_THROW(Tokenizer::Load("/nonexistent-dir"), Error);
   // A number too large for a double is an Error naming the file, not an escaping exception.
   std::string dir = std::string(FISSION_BINARY_DIR) + "/overflow_tokenizer";
