@@ -26,6 +26,8 @@ class IncrementalDecoder {
 
  private:
   std::string DecodeRange(std::size_t begin, std::size_t end) const;
+  // Emits `text` (the decode of [prefix_offset_, end)) beyond `prefix_text` and advances.
+  std::string Commit(const std::string& prefix_text, const std::string& text, std::size_t end);
 
   const Tokenizer& tokenizer_;
   bool skip_special_tokens_;

@@ -3,6 +3,7 @@
 
 #include "tokenizer/corpus_testlib.h"
 #include "tokenizer/incremental_decoder.h"
+#include "tokenizer/pre_tokenizers.h"
 #include "tokenizer/test_paths.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/unicode.h"
@@ -116,6 +117,29 @@ TEST_F(RealTokenizers, StreamingHoldsIncompleteCharacters) {
   Ids prompt = qwen_->Encode("Hello", false);
   IncrementalDecoder with_context(*qwen_, false, prompt);
   EXPECT_EQ(with_context.Step(qwen_->Encode(" world", false)[0]), " world");
+}
+
+TEST_F(RealTokenizers, StreamingEmitsInvalidRunsWithoutWaitingForTheEnd) {
+  // Byte-level tokens of stray continuation bytes never form a character; the decoder still
+  // emits them (as U+FFFD) as the stream goes, and the whole equals the full decode.
+  std::string stray = ByteLevelChar(0x80), lead = ByteLevelChar(0xE4);
+  std::int32_t stray_id = *qwen_->TokenToId(stray), lead_id = *qwen_->TokenToId(lead);
+  Ids ids;
+  for (int i = 0; i < 300; ++i) ids.push_back(i % 7 == 3 ? lead_id : stray_id);
+  for (std::int32_t id : qwen_->Encode("end 🦜", false)) ids.push_back(id);
+  IncrementalDecoder decoder(*qwen_, false);
+  std::string streamed;
+  std::size_t emitted_by_100 = 0;
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    std::string chunk = decoder.Step(ids[i]);
+    ASSERT_TRUE(IsValidUtf8(chunk));
+    streamed += chunk;
+    if (i == 100) emitted_by_100 = streamed.size();
+  }
+  streamed += decoder.Finish();
+  EXPECT_GT(emitted_by_100, 200u);
+  EXPECT_EQ(streamed, qwen_->Decode(ids));
+  ExpectStreamingMatches(*deepseek_, ids, false);
 }
 
 TEST_F(RealTokenizers, InvalidInputNeverCrashes) {
