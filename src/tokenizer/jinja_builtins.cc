@@ -84,7 +84,7 @@ std::string AsciiOnly(const std::string& json) {
   std::string out;
   out.reserve(json.size());
   auto escape = [&](unsigned v) {
-    char buf[8];
+    char buf[16];
     std::snprintf(buf, sizeof(buf), "\\u%04x", v);
     out += buf;
   };
