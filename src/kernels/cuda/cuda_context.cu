@@ -1,0 +1,137 @@
+#include "kernels/cuda/cuda_context.h"
+
+#include <cstdio>
+
+#include "kernels/cuda/cuda_common.cuh"
+
+namespace fission::kernels::cuda {
+
+[[noreturn]] void CudaFailed(const char* file, int line, const char* what, const char* message) {
+  CheckFailed(file, line, what, StrCat("CUDA: ", message));
+}
+
+namespace {
+constexpr std::size_t kWorkspaceBytes = 64u << 20;  // cuBLASLt's recommendation for Hopper is >= 32 MiB
+
+// RAII holders so an error thrown mid-setup leaks no descriptor.
+struct LayoutHolder {
+  cublasLtMatrixLayout_t l = nullptr;
+  ~LayoutHolder() {
+    if (l) cublasLtMatrixLayoutDestroy(l);
+  }
+};
+struct DescHolder {
+  cublasLtMatmulDesc_t d = nullptr;
+  ~DescHolder() {
+    if (d) cublasLtMatmulDescDestroy(d);
+  }
+};
+struct PrefHolder {
+  cublasLtMatmulPreference_t p = nullptr;
+  ~PrefHolder() {
+    if (p) cublasLtMatmulPreferenceDestroy(p);
+  }
+};
+
+void MakeLayout(LayoutHolder& h, int type, std::int64_t rows, std::int64_t cols, std::int64_t ld, int batch,
+                std::int64_t stride) {
+  FISSION_CUBLAS(cublasLtMatrixLayoutCreate(&h.l, static_cast<cudaDataType_t>(type), rows, cols, ld));
+  if (batch > 1) {
+    std::int32_t count = batch;
+    FISSION_CUBLAS(cublasLtMatrixLayoutSetAttribute(h.l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)));
+    FISSION_CUBLAS(
+        cublasLtMatrixLayoutSetAttribute(h.l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof(stride)));
+  }
+}
+
+bool Aligned16(const void* p) { return (reinterpret_cast<std::uintptr_t>(p) & 15u) == 0; }
+}  // namespace
+
+CudaContext::CudaContext(int device) : device_(device), allocator_(device) {
+  int count = 0;
+  FISSION_CUDA(cudaGetDeviceCount(&count));
+  if (device < 0 || device >= count) Fail("CUDA device ", device, " does not exist (", count, " visible)");
+  FISSION_CUDA(cudaSetDevice(device));
+  FISSION_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  FISSION_CUBLAS(cublasLtCreate(&lt_));
+  FISSION_CUDA(cudaMalloc(&workspace_, kWorkspaceBytes));
+  workspace_bytes_ = kWorkspaceBytes;
+  FISSION_CUDA(cudaDeviceGetAttribute(&sm_count_, cudaDevAttrMultiProcessorCount, device));
+}
+
+CudaContext::~CudaContext() {
+  if (cudaSetDevice(device_) != cudaSuccess) return;
+  (void)cudaStreamSynchronize(stream_);
+  (void)cudaFree(workspace_);
+  if (lt_) cublasLtDestroy(lt_);
+  (void)cudaStreamDestroy(stream_);
+}
+
+void CudaContext::UploadBytes(void* dst, const void* src, std::size_t bytes) {
+  FISSION_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_));
+}
+
+void CudaContext::DownloadBytes(void* dst, const void* src, std::size_t bytes) {
+  FISSION_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_));
+  FISSION_CUDA(cudaStreamSynchronize(stream_));
+}
+
+void CudaContext::Synchronize() { FISSION_CUDA(cudaStreamSynchronize(stream_)); }
+
+bool CudaContext::Gemm(const GemmDesc& g) {
+  FISSION_CHECK(g.m > 0 && g.n > 0 && g.k > 0, "empty GEMM ", g.m, "x", g.n, "x", g.k);
+  const bool fp8 = g.a_type == CUDA_R_8F_E4M3;
+  const bool aligned = Aligned16(g.a) && Aligned16(g.b) && Aligned16(g.d);
+  const GemmKey key{g.a_type, g.d_type, g.m, g.n, g.k, g.trans_a, g.trans_b, g.batch, g.lda, g.ldb, g.ldd,
+                    g.b_type, aligned};
+
+  DescHolder desc;
+  const cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
+  FISSION_CUBLAS(cublasLtMatmulDescCreate(&desc.d, compute, CUDA_R_32F));
+  const cublasOperation_t ta = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, tb = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  FISSION_CUBLAS(cublasLtMatmulDescSetAttribute(desc.d, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
+  FISSION_CUBLAS(cublasLtMatmulDescSetAttribute(desc.d, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
+  if (fp8) {
+    const std::int32_t a_mode = CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F;
+    const std::int32_t b_mode = CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
+    FISSION_CUBLAS(cublasLtMatmulDescSetAttribute(desc.d, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &a_mode, sizeof(a_mode)));
+    FISSION_CUBLAS(cublasLtMatmulDescSetAttribute(desc.d, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &b_mode, sizeof(b_mode)));
+    FISSION_CUBLAS(
+        cublasLtMatmulDescSetAttribute(desc.d, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &g.a_scale, sizeof(g.a_scale)));
+    FISSION_CUBLAS(
+        cublasLtMatmulDescSetAttribute(desc.d, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &g.b_scale, sizeof(g.b_scale)));
+  }
+  LayoutHolder la, lb, ld;
+  MakeLayout(la, g.a_type, g.trans_a ? g.k : g.m, g.trans_a ? g.m : g.k, g.lda, g.batch, g.stride_a);
+  MakeLayout(lb, g.b_type, g.trans_b ? g.n : g.k, g.trans_b ? g.k : g.n, g.ldb, g.batch, g.stride_b);
+  MakeLayout(ld, g.d_type, g.m, g.n, g.ldd, g.batch, g.stride_d);
+
+  auto it = algos_.find(key);
+  if (it == algos_.end()) {
+    PrefHolder pref;
+    FISSION_CUBLAS(cublasLtMatmulPreferenceCreate(&pref.p));
+    FISSION_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref.p, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                        &workspace_bytes_, sizeof(workspace_bytes_)));
+    cublasLtMatmulHeuristicResult_t result{};
+    int found = 0;
+    const cublasStatus_t st =
+        cublasLtMatmulAlgoGetHeuristic(lt_, desc.d, la.l, lb.l, ld.l, ld.l, pref.p, 1, &result, &found);
+    CachedAlgo cached;
+    cached.ok = st == CUBLAS_STATUS_SUCCESS && found > 0;
+    if (cached.ok) cached.algo = result.algo;
+    it = algos_.emplace(key, cached).first;
+  }
+  if (!it->second.ok) return false;
+  const float alpha = 1.0f, beta = 0.0f;
+  const cublasStatus_t st = cublasLtMatmul(lt_, desc.d, &alpha, g.a, la.l, g.b, lb.l, &beta, g.d, ld.l, g.d, ld.l,
+                                           &it->second.algo, workspace_, workspace_bytes_, stream_);
+  // A block-scaled FP8 problem the library turns down is reported, so the caller can take its own kernel.
+  if (fp8 && (st == CUBLAS_STATUS_NOT_SUPPORTED || st == CUBLAS_STATUS_INVALID_VALUE)) {
+    it->second.ok = false;
+    return false;
+  }
+  FISSION_CUBLAS(st);
+  return true;
+}
+
+}  // namespace fission::kernels::cuda

@@ -1,0 +1,325 @@
+// The flash-style attention kernel behind both MLA forms: online softmax over key tiles, no S×S
+// materialisation, bf16 tensor-core products (mma.sync m16n8k16) with fp32 accumulation.
+//
+// A block owns 64 query rows and walks 64-key tiles. Rows are (token, head) pairs: in the expanded
+// (prefill) form a block holds 64 tokens of one head (grid.y = head), each head with its own keys;
+// in the absorbed (decode) form a block holds 64 (token, head) pairs of one sequence that share the
+// latent rows as keys, and the values are the first DV columns of those rows. Per tile:
+//   1. S = Q·Kᵀ: 8 warps, each 16 rows × 32 keys, written to shared memory (scaled to log2 units,
+//      causal mask applied per row).
+//   2. Online softmax: 4 threads per row update the running max and sum, write P (bf16).
+//   3. O += P·V: each warp 16 rows × DV/2 columns, accumulators in registers, rescaled by the
+//      change of the running max first.
+// A block may cover one split of the keys; partial results then carry their log-sum-exp and a
+// second kernel merges the splits.
+#pragma once
+
+#include "kernels/cuda/cuda_common.cuh"
+
+namespace fission::kernels::cuda::mla {
+
+constexpr int kRows = 64, kKeys = 64, kThreads = 256;
+
+// Where a row of Q, K or V comes from: element c < count of row (index, head) is at
+// ptr[index * tok_stride + head * head_stride + c].
+struct RowSrc {
+  const void* ptr = nullptr;
+  Elem elem = Elem::kBF16;
+  std::int64_t tok_stride = 0, head_stride = 0;
+  int count = 0;
+};
+
+struct SeqInfo {
+  int query_start, query_len, context_len, kv_base, bt_offset;
+};
+
+struct WorkItem {
+  int seq, row_begin, key_begin, key_end, split;
+};
+
+struct Params {
+  RowSrc qa, qb;  // a Q row is qa's elements then qb's
+  RowSrc ka, kb;  // a K row likewise, read at the key's slot
+  RowSrc v;       // unused when V is the first DV columns of K
+  const SeqInfo* seqs;
+  const WorkItem* items;
+  const std::int32_t* block_tables;  // paged keys: slot = table[key / page] * page + key % page
+  int page_size;                     // 0: keys are contiguous from kv_base
+  int heads;
+  int rows_heads;  // heads when a block's rows are (token, head) pairs, 1 when grid.y is the head
+  float scale_log2;
+  // Output row (token, head) at out[token * out_tok_stride + head * out_head_stride + c] when there
+  // is one split; otherwise part_o[(split * total_rows + token * heads + head) * DV + c] and part_lse.
+  void* out;
+  Elem out_elem;
+  std::int64_t out_tok_stride, out_head_stride;
+  float* part_o;
+  float* part_lse;
+  int num_splits;
+  std::int64_t total_rows;
+};
+
+__device__ __forceinline__ void Mma(float (&d)[4], std::uint32_t a0, std::uint32_t a1, std::uint32_t a2,
+                                    std::uint32_t a3, std::uint32_t b0, std::uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ std::uint32_t Pack(__nv_bfloat16 lo, __nv_bfloat16 hi) {
+  return static_cast<std::uint32_t>(__bfloat16_as_ushort(lo)) |
+         (static_cast<std::uint32_t>(__bfloat16_as_ushort(hi)) << 16);
+}
+
+// Eight consecutive elements as bf16 (16 bytes), from a bf16 or fp32 source.
+__device__ __forceinline__ uint4 Load8(const void* base, std::int64_t idx, Elem e) {
+  if (e == Elem::kBF16) return *reinterpret_cast<const uint4*>(static_cast<const __nv_bfloat16*>(base) + idx);
+  const float4* f = reinterpret_cast<const float4*>(static_cast<const float*>(base) + idx);
+  const float4 x = f[0], y = f[1];
+  uint4 r;
+  r.x = Pack(__float2bfloat16_rn(x.x), __float2bfloat16_rn(x.y));
+  r.y = Pack(__float2bfloat16_rn(x.z), __float2bfloat16_rn(x.w));
+  r.z = Pack(__float2bfloat16_rn(y.x), __float2bfloat16_rn(y.y));
+  r.w = Pack(__float2bfloat16_rn(y.z), __float2bfloat16_rn(y.w));
+  return r;
+}
+
+// Fills rows [0, 64) of a [64][ld] bf16 tile: row r from (index[r], head[r]) of a then b, or zeros
+// where index[r] < 0. Counts are multiples of 8.
+template <int D>
+__device__ __forceinline__ void LoadTile(__nv_bfloat16* tile, int ld, const RowSrc& a, const RowSrc& b,
+                                         const std::int64_t* index, const int* head) {
+  constexpr int kChunks = D / 8;
+  for (int e = threadIdx.x; e < kRows * kChunks; e += kThreads) {
+    const int r = e / kChunks, c = (e % kChunks) * 8;
+    uint4 v = make_uint4(0, 0, 0, 0);
+    const std::int64_t i = index[r];
+    if (i >= 0) {
+      if (c < a.count)
+        v = Load8(a.ptr, i * a.tok_stride + head[r] * a.head_stride + c, a.elem);
+      else
+        v = Load8(b.ptr, i * b.tok_stride + head[r] * b.head_stride + (c - a.count), b.elem);
+    }
+    *reinterpret_cast<uint4*>(tile + r * ld + c) = v;
+  }
+}
+
+template <int DQK, int DV, bool kVFromK>
+struct Smem {
+  static constexpr int kLdQK = DQK + 8, kLdV = DV + 8, kLdS = kKeys + 4, kLdP = kKeys + 8;
+  static constexpr std::size_t kQ = 0;
+  static constexpr std::size_t kK = kQ + sizeof(__nv_bfloat16) * kRows * kLdQK;
+  static constexpr std::size_t kV = kK + sizeof(__nv_bfloat16) * kKeys * kLdQK;
+  static constexpr std::size_t kS = kV + (kVFromK ? 0 : sizeof(__nv_bfloat16) * kKeys * kLdV);
+  static constexpr std::size_t kP = kS + sizeof(float) * kRows * kLdS;
+  static constexpr std::size_t kStats = kP + sizeof(__nv_bfloat16) * kRows * kLdP;
+  // m, l, alpha (float), limit, head (int), token and key index (int64)
+  static constexpr std::size_t kBytes = kStats + kRows * (3 * 4 + 2 * 4) + (kRows + kKeys) * 8;
+};
+
+template <int DQK, int DV, bool kVFromK>
+__global__ void __launch_bounds__(kThreads, 1) FlashKernel(const Params p) {
+  using L = Smem<DQK, DV, kVFromK>;
+  extern __shared__ __align__(16) unsigned char smem[];
+  __nv_bfloat16* qs = reinterpret_cast<__nv_bfloat16*>(smem + L::kQ);
+  __nv_bfloat16* ks = reinterpret_cast<__nv_bfloat16*>(smem + L::kK);
+  __nv_bfloat16* vs = kVFromK ? ks : reinterpret_cast<__nv_bfloat16*>(smem + L::kV);
+  constexpr int kLdV = kVFromK ? L::kLdQK : L::kLdV;
+  float* ss = reinterpret_cast<float*>(smem + L::kS);
+  __nv_bfloat16* ps = reinterpret_cast<__nv_bfloat16*>(smem + L::kP);
+  float* row_m = reinterpret_cast<float*>(smem + L::kStats);
+  float* row_l = row_m + kRows;
+  float* row_alpha = row_l + kRows;
+  int* row_limit = reinterpret_cast<int*>(row_alpha + kRows);
+  int* row_head = row_limit + kRows;
+  std::int64_t* row_token = reinterpret_cast<std::int64_t*>(row_head + kRows);
+  std::int64_t* key_index = row_token + kRows;
+
+  const WorkItem item = p.items[blockIdx.x];
+  const SeqInfo seq = p.seqs[item.seq];
+  const int rows_total = seq.query_len * p.rows_heads;
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, tq = lane & 3;
+
+  if (tid < kRows) {
+    const int f = item.row_begin + tid;
+    const bool valid = f < rows_total;
+    const int t = valid ? f / p.rows_heads : 0;
+    row_head[tid] = p.rows_heads == 1 ? static_cast<int>(blockIdx.y) : f % p.rows_heads;
+    row_token[tid] = valid ? seq.query_start + t : -1;
+    row_limit[tid] = valid ? min(item.key_end, seq.context_len + t + 1) : 0;
+    row_m[tid] = -INFINITY;
+    row_l[tid] = 0.0f;
+  }
+  __syncthreads();
+  LoadTile<DQK>(qs, L::kLdQK, p.qa, p.qb, row_token, row_head);
+  const int last = min(item.row_begin + kRows, rows_total) - 1;
+  const int key_end = min(item.key_end, seq.context_len + last / p.rows_heads + 1);
+
+  const int rb = warp & 3, half = warp >> 2;  // row block of 16, and which half of the keys / of DV
+  constexpr int kNt = DV / 2 / 8;             // n-tiles of O per warp
+  float o[kNt][4];
+#pragma unroll
+  for (int j = 0; j < kNt; ++j) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
+  const int r0 = rb * 16 + g;
+
+  for (int k0 = item.key_begin; k0 < key_end; k0 += kKeys) {
+    if (tid < kKeys) {
+      const int key = k0 + tid;
+      std::int64_t slot = -1;
+      if (key < key_end)
+        slot = p.page_size > 0 ? static_cast<std::int64_t>(p.block_tables[seq.bt_offset + key / p.page_size]) *
+                                         p.page_size + key % p.page_size
+                               : static_cast<std::int64_t>(seq.kv_base) + key;
+      key_index[tid] = slot;
+    }
+    __syncthreads();
+    // K rows and (for the expanded form) V rows share the head of the block.
+    LoadTile<DQK>(ks, L::kLdQK, p.ka, p.kb, key_index, row_head + 0 * kRows);
+    if constexpr (!kVFromK) {
+      RowSrc none;
+      LoadTile<DV>(vs, kLdV, p.v, none, key_index, row_head);
+    }
+    __syncthreads();
+
+    // 1. S = Q·Kᵀ for rows r0, r0 + 8 and keys half*32 + [0, 32).
+    float s[4][4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
+#pragma unroll 4
+    for (int kk = 0; kk < DQK; kk += 16) {
+      const std::uint32_t a0 = *reinterpret_cast<const std::uint32_t*>(qs + r0 * L::kLdQK + kk + 2 * tq);
+      const std::uint32_t a1 = *reinterpret_cast<const std::uint32_t*>(qs + (r0 + 8) * L::kLdQK + kk + 2 * tq);
+      const std::uint32_t a2 = *reinterpret_cast<const std::uint32_t*>(qs + r0 * L::kLdQK + kk + 2 * tq + 8);
+      const std::uint32_t a3 = *reinterpret_cast<const std::uint32_t*>(qs + (r0 + 8) * L::kLdQK + kk + 2 * tq + 8);
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const __nv_bfloat16* krow = ks + (half * 32 + j * 8 + g) * L::kLdQK + kk + 2 * tq;
+        Mma(s[j], a0, a1, a2, a3, *reinterpret_cast<const std::uint32_t*>(krow),
+            *reinterpret_cast<const std::uint32_t*>(krow + 8));
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int c = half * 32 + j * 8 + 2 * tq;
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int r = r0 + (e >> 1) * 8, cc = c + (e & 1);
+        ss[r * L::kLdS + cc] = (k0 + cc < row_limit[r]) ? s[j][e] * p.scale_log2 : -INFINITY;
+      }
+    }
+    __syncthreads();
+
+    // 2. Online softmax, 4 threads per row, 16 keys each.
+    {
+      const int r = tid >> 2, part = tid & 3;
+      float v[16];
+      float mx = -INFINITY;
+#pragma unroll
+      for (int i = 0; i < 16; ++i) {
+        v[i] = ss[r * L::kLdS + part * 16 + i];
+        mx = fmaxf(mx, v[i]);
+      }
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      const float m_old = row_m[r];
+      const float m_new = fmaxf(m_old, mx);
+      const float base = m_new == -INFINITY ? 0.0f : m_new;  // a row with nothing visible yet stays at zero
+      float sum = 0.0f;
+#pragma unroll
+      for (int i = 0; i < 16; i += 2) {
+        const float e0 = exp2f(v[i] - base), e1 = exp2f(v[i + 1] - base);
+        sum += e0 + e1;
+        *reinterpret_cast<std::uint32_t*>(ps + r * L::kLdP + part * 16 + i) =
+            Pack(__float2bfloat16_rn(e0), __float2bfloat16_rn(e1));
+      }
+      sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+      sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+      if (part == 0) {
+        const float alpha = exp2f(m_old - base);
+        row_l[r] = row_l[r] * alpha + sum;
+        row_m[r] = m_new;
+        row_alpha[r] = alpha;
+      }
+    }
+    __syncthreads();
+
+    // 3. O = O·alpha + P·V for rows r0, r0 + 8 and columns half * DV/2 + [0, DV/2).
+    {
+      const float al0 = row_alpha[r0], al1 = row_alpha[r0 + 8];
+#pragma unroll
+      for (int j = 0; j < kNt; ++j) {
+        o[j][0] *= al0;
+        o[j][1] *= al0;
+        o[j][2] *= al1;
+        o[j][3] *= al1;
+      }
+#pragma unroll
+      for (int kk = 0; kk < kKeys; kk += 16) {
+        const std::uint32_t a0 = *reinterpret_cast<const std::uint32_t*>(ps + r0 * L::kLdP + kk + 2 * tq);
+        const std::uint32_t a1 = *reinterpret_cast<const std::uint32_t*>(ps + (r0 + 8) * L::kLdP + kk + 2 * tq);
+        const std::uint32_t a2 = *reinterpret_cast<const std::uint32_t*>(ps + r0 * L::kLdP + kk + 2 * tq + 8);
+        const std::uint32_t a3 = *reinterpret_cast<const std::uint32_t*>(ps + (r0 + 8) * L::kLdP + kk + 2 * tq + 8);
+        const __nv_bfloat16* v0 = vs + (kk + 2 * tq) * kLdV + half * (DV / 2) + g;
+#pragma unroll
+        for (int j = 0; j < kNt; ++j) {
+          const __nv_bfloat16* vp = v0 + j * 8;
+          const std::uint32_t b0 = Pack(vp[0], vp[kLdV]);
+          const std::uint32_t b1 = Pack(vp[8 * kLdV], vp[9 * kLdV]);
+          Mma(o[j], a0, a1, a2, a3, b0, b1);
+        }
+      }
+    }
+    __syncthreads();
+  }
+
+  // Normalise and write rows r0 and r0 + 8.
+#pragma unroll
+  for (int hr = 0; hr < 2; ++hr) {
+    const int r = r0 + hr * 8;
+    const std::int64_t token = row_token[r];
+    if (token < 0) continue;
+    const float l = row_l[r];
+    const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+    const int head = row_head[r];
+    if (p.num_splits == 1) {
+      const std::int64_t base = token * p.out_tok_stride + head * p.out_head_stride + half * (DV / 2) + 2 * tq;
+#pragma unroll
+      for (int j = 0; j < kNt; ++j) {
+        StoreF(p.out, base + j * 8, p.out_elem, o[j][2 * hr] * inv);
+        StoreF(p.out, base + j * 8 + 1, p.out_elem, o[j][2 * hr + 1] * inv);
+      }
+    } else {
+      const std::int64_t row = static_cast<std::int64_t>(item.split) * p.total_rows + token * p.heads + head;
+      float* dst = p.part_o + row * DV + half * (DV / 2) + 2 * tq;
+#pragma unroll
+      for (int j = 0; j < kNt; ++j) {
+        dst[j * 8] = o[j][2 * hr] * inv;
+        dst[j * 8 + 1] = o[j][2 * hr + 1] * inv;
+      }
+      if (half == 0 && tq == 0) p.part_lse[row] = l > 0.0f ? row_m[r] + log2f(l) : -INFINITY;
+    }
+  }
+}
+
+// Merges the splits of row (token, head) by their log-sum-exp (log2 units).
+__global__ void MergeKernel(const float* part_o, const float* part_lse, int num_splits, std::int64_t total_rows,
+                            int dv, const std::int64_t* rows, void* out, Elem oe) {
+  const std::int64_t row = rows[blockIdx.x];
+  float mx = -INFINITY;
+  for (int s = 0; s < num_splits; ++s) mx = fmaxf(mx, part_lse[s * total_rows + row]);
+  for (int c = threadIdx.x; c < dv; c += blockDim.x) {
+    float num = 0.0f, den = 0.0f;
+    for (int s = 0; s < num_splits; ++s) {
+      const float lse = part_lse[s * total_rows + row];
+      if (lse == -INFINITY) continue;
+      const float w = exp2f(lse - mx);
+      num += w * part_o[(s * total_rows + row) * dv + c];
+      den += w;
+    }
+    StoreF(out, row * dv + c, oe, den > 0.0f ? num / den : 0.0f);
+  }
+}
+
+}  // namespace fission::kernels::cuda::mla
