@@ -14,6 +14,7 @@
 namespace fission::kernels::cuda {
 
 [[noreturn]] void CudaFailed(const char* file, int line, const char* what, const char* message);
+[[noreturn]] void CublasFailed(const char* file, int line, const char* what, int status);
 
 }  // namespace fission::kernels::cuda
 
@@ -29,7 +30,7 @@ namespace fission::kernels::cuda {
   do {                                                                                              \
     cublasStatus_t fission_st_ = (call);                                                            \
     if (fission_st_ != CUBLAS_STATUS_SUCCESS) [[unlikely]]                                          \
-      ::fission::kernels::cuda::CudaFailed(__FILE__, __LINE__, #call, cublasGetStatusString(fission_st_)); \
+      ::fission::kernels::cuda::CublasFailed(__FILE__, __LINE__, #call, static_cast<int>(fission_st_)); \
   } while (0)
 
 // After every launch: launch-configuration errors surface here, asynchronous faults at the next call.

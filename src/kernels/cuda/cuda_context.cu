@@ -10,6 +10,11 @@ namespace fission::kernels::cuda {
   CheckFailed(file, line, what, StrCat("CUDA: ", message));
 }
 
+// libcublasLt alone has no status-to-string function; the numbers are cublasStatus_t's.
+[[noreturn]] void CublasFailed(const char* file, int line, const char* what, int status) {
+  CheckFailed(file, line, what, StrCat("cuBLAS status ", status));
+}
+
 namespace {
 constexpr std::size_t kWorkspaceBytes = 64u << 20;  // cuBLASLt's recommendation for Hopper is >= 32 MiB
 
