@@ -21,3 +21,12 @@ if(FISSION_ENABLE_CUDA)
     message(STATUS "fission: CUDA backend disabled (no nvcc or no sources)")
   endif()
 endif()
+
+# Kernel benchmarks (programs, not tests).
+if(TARGET fission_kernels_cuda)
+  file(GLOB FISSION_CUDA_BENCH_SOURCES CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/bench/cuda/*.cc)
+  if(FISSION_CUDA_BENCH_SOURCES)
+    add_executable(fission_cuda_bench ${FISSION_CUDA_BENCH_SOURCES})
+    target_link_libraries(fission_cuda_bench PRIVATE fission_kernels_cuda)
+  endif()
+endif()
