@@ -95,9 +95,15 @@ TEST(CudaMla, AbsorbedDecodeWithSplitKeys) {
   std::mt19937 rng(31);
   // Long and short contexts in one batch (the long one is split over keys, the short ones have empty
   // splits), plus a sequence with three new tokens (causal within the step).
-  const std::vector<SeqSpec> decode = {{0, 1}, {199, 1}, {1499, 1}, {4999, 1}, {37, 3}};
-  for (DType dtype : {DType::kF32, DType::kBF16}) Check(decode, 16, 16, dtype, Form::kAbsorbed, rng);
-  Check(decode, 128, 64, DType::kBF16, Form::kAbsorbed, rng);
+  const std::vector<SeqSpec> decode = {{0, 1}, {199, 1}, {1499, 1}, {4999, 1}};
+  std::vector<SeqSpec> with_chunk = decode;
+  with_chunk.push_back({37, 3});
+  for (DType dtype : {DType::kF32, DType::kBF16}) {
+    Check(decode, 16, 16, dtype, Form::kAbsorbed, rng);      // 16-row blocks
+    Check(with_chunk, 16, 16, dtype, Form::kAbsorbed, rng);  // 64-row blocks
+  }
+  Check(decode, 8, 32, DType::kBF16, Form::kAbsorbed, rng);  // half-empty 16-row blocks
+  Check(with_chunk, 128, 64, DType::kBF16, Form::kAbsorbed, rng);
   // Many short sequences: enough blocks without splitting.
   std::vector<SeqSpec> many(40, SeqSpec{100, 1});
   Check(many, 128, 16, DType::kBF16, Form::kAbsorbed, rng);

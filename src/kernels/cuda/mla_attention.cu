@@ -60,16 +60,16 @@ Tensor AsBf16(CudaContext& ctx, const Tensor& t, Buffer& holder) {
   return holder.tensor();
 }
 
-template <int DQK, int DV, bool kVFromK>
+template <int DQK, int DV, bool kVFromK, int RB>
 void Launch(CudaContext& ctx, const Params& p, int items, int grid_y) {
-  using L = mla::Smem<DQK, DV, kVFromK>;
+  using L = mla::Smem<DQK, DV, kVFromK, RB>;
   static bool configured = false;  // one attribute call per instantiation and process
   if (!configured) {
-    FISSION_CUDA(cudaFuncSetAttribute(mla::FlashKernel<DQK, DV, kVFromK>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    FISSION_CUDA(cudaFuncSetAttribute(mla::FlashKernel<DQK, DV, kVFromK, RB>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                       static_cast<int>(L::kBytes)));
     configured = true;
   }
-  mla::FlashKernel<DQK, DV, kVFromK>
+  mla::FlashKernel<DQK, DV, kVFromK, RB>
       <<<dim3(static_cast<unsigned>(items), static_cast<unsigned>(grid_y)), mla::kThreads, L::kBytes, ctx.stream()>>>(p);
   FISSION_LAUNCHED();
 }
@@ -94,7 +94,7 @@ void MlaAttentionExpanded(CudaContext& ctx, const Tensor& q, const Tensor& cache
     infos.push_back({s.query_start, s.query_len, s.context_len, static_cast<int>(slots.size()), 0});
     for (int p = 0; p < kv_len; ++p)
       slots.push_back(static_cast<std::int64_t>(s.block_table[p / sh.page_size]) * sh.page_size + p % sh.page_size);
-    for (int r = 0; r < s.query_len; r += mla::kRows)
+    for (int r = 0; r < s.query_len; r += mla::kMaxRows)
       items.push_back({static_cast<int>(i), r, 0, kv_len, 0});
   }
   if (items.empty()) return;
@@ -153,7 +153,7 @@ void MlaAttentionExpanded(CudaContext& ctx, const Tensor& q, const Tensor& cache
   p.out_head_stride = vdim;
   p.num_splits = 1;
   p.total_rows = 0;
-  Launch<192, 128, false>(ctx, p, static_cast<int>(items.size()), static_cast<int>(heads));
+  Launch<192, 128, false, 4>(ctx, p, static_cast<int>(items.size()), static_cast<int>(heads));
 }
 
 void MlaAttentionAbsorbed(CudaContext& ctx, const Tensor& q, const Tensor& cache, const Tensor& kv_b,
@@ -198,18 +198,24 @@ void MlaAttentionAbsorbed(CudaContext& ctx, const Tensor& q, const Tensor& cache
     FISSION_CHECK(ctx.Gemm(g), "cuBLASLt has no algorithm for the MLA query absorption");
   }
 
-  // Work: 64 (token, head) rows of one sequence per block, the keys split so the grid fills the chip.
+  // Work: 16 or 64 (token, head) rows of one sequence per block (16 when no sequence has more, so
+  // no tensor work goes to empty rows), the keys split so that the grid fills the chip.
+  std::int64_t max_rows = 0;
+  for (const SeqAttention& s : seqs) max_rows = std::max<std::int64_t>(max_rows, s.query_len * heads);
+  const int rows_per_block = max_rows <= 16 ? 16 : mla::kMaxRows;
+  const int blocks_per_sm = rows_per_block == 16 ? 2 : 1;
   std::vector<SeqInfo> infos;
   std::vector<std::int32_t> tables;
   std::int64_t base_blocks = 0, max_kv = 0;
   for (const SeqAttention& s : seqs) {
     infos.push_back({s.query_start, s.query_len, s.context_len, 0, static_cast<int>(tables.size())});
     tables.insert(tables.end(), s.block_table.begin(), s.block_table.end());
-    base_blocks += (s.query_len * heads + mla::kRows - 1) / mla::kRows;
+    base_blocks += (s.query_len * heads + rows_per_block - 1) / rows_per_block;
     max_kv = std::max<std::int64_t>(max_kv, s.context_len + s.query_len);
   }
   constexpr std::int64_t kMinKeysPerSplit = 256;
-  const std::int64_t want = (2 * ctx.sm_count() + base_blocks - 1) / std::max<std::int64_t>(base_blocks, 1);
+  const std::int64_t want =
+      (2 * blocks_per_sm * ctx.sm_count() + base_blocks - 1) / std::max<std::int64_t>(base_blocks, 1);
   const int splits = static_cast<int>(
       std::clamp<std::int64_t>(want, 1, std::max<std::int64_t>(1, (max_kv + kMinKeysPerSplit - 1) / kMinKeysPerSplit)));
   std::vector<WorkItem> items;
@@ -218,7 +224,7 @@ void MlaAttentionAbsorbed(CudaContext& ctx, const Tensor& q, const Tensor& cache
     const SeqAttention& s = seqs[i];
     const int kv_len = s.context_len + s.query_len;
     const int chunk = ((kv_len + splits - 1) / splits + mla::kKeys - 1) / mla::kKeys * mla::kKeys;
-    for (int r = 0; r < s.query_len * heads; r += mla::kRows)
+    for (int r = 0; r < s.query_len * heads; r += rows_per_block)
       for (int sp = 0; sp < splits; ++sp)
         items.push_back({static_cast<int>(i), r, std::min(kv_len, sp * chunk), std::min(kv_len, (sp + 1) * chunk), sp});
     if (splits > 1)
@@ -253,7 +259,10 @@ void MlaAttentionAbsorbed(CudaContext& ctx, const Tensor& q, const Tensor& cache
   p.part_o = splits > 1 ? part_o.ptr<float>() : nullptr;
   p.part_lse = splits > 1 ? part_lse.ptr<float>() : nullptr;
   p.total_rows = n * heads;
-  Launch<576, 512, true>(ctx, p, static_cast<int>(items.size()), 1);
+  if (rows_per_block == 16)
+    Launch<576, 512, true, 1>(ctx, p, static_cast<int>(items.size()), 1);
+  else
+    Launch<576, 512, true, 4>(ctx, p, static_cast<int>(items.size()), 1);
   if (splits > 1) {
     Buffer rows_dev = ctx.Upload(std::span<const std::int64_t>(rows));
     mla::MergeKernel<<<static_cast<unsigned>(rows.size()), 256, 0, ctx.stream()>>>(

@@ -1,15 +1,17 @@
 // The flash-style attention kernel behind both MLA forms: online softmax over key tiles, no S×S
 // materialisation, bf16 tensor-core products (mma.sync m16n8k16) with fp32 accumulation.
 //
-// A block owns 64 query rows and walks 64-key tiles. Rows are (token, head) pairs: in the expanded
+// A block owns 16·RB query rows (RB = 1 or 4) and walks 64-key tiles. Rows are (token, head) pairs: in the expanded
 // (prefill) form a block holds 64 tokens of one head (grid.y = head), each head with its own keys;
 // in the absorbed (decode) form a block holds 64 (token, head) pairs of one sequence that share the
 // latent rows as keys, and the values are the first DV columns of those rows. Per tile:
-//   1. S = Q·Kᵀ: 8 warps, each 16 rows × 32 keys, written to shared memory (scaled to log2 units,
-//      causal mask applied per row).
-//   2. Online softmax: 4 threads per row update the running max and sum, write P (bf16).
-//   3. O += P·V: each warp 16 rows × DV/2 columns, accumulators in registers, rescaled by the
+//   1. S = Q·Kᵀ: 8 warps, each 16 rows × 8·RB keys, written to shared memory (scaled to log2
+//      units, causal mask applied per row).
+//   2. Online softmax: 16/RB threads per row update the running max and sum, write P (bf16).
+//   3. O += P·V: each warp 16 rows × DV·RB/8 columns, accumulators in registers, rescaled by the
 //      change of the running max first.
+// RB = 1 serves decode batches with at most 16 rows per sequence (16 heads under tensor
+// parallelism): no tensor work is spent on empty rows and two blocks fit on a multiprocessor.
 // A block may cover one split of the keys; partial results then carry their log-sum-exp and a
 // second kernel merges the splits.
 #pragma once
@@ -18,7 +20,7 @@
 
 namespace fission::kernels::cuda::mla {
 
-constexpr int kRows = 64, kKeys = 64, kThreads = 256;
+constexpr int kMaxRows = 64, kKeys = 64, kThreads = 256;
 
 // Where a row of Q, K or V comes from: element c < count of row (index, head) is at
 // ptr[index * tok_stride + head * head_stride + c].
@@ -86,13 +88,13 @@ __device__ __forceinline__ uint4 Load8(const void* base, std::int64_t idx, Elem 
   return r;
 }
 
-// Fills rows [0, 64) of a [64][ld] bf16 tile: row r from (index[r], head[r]) of a then b, or zeros
+// Fills rows [0, NR) of an [NR][ld] bf16 tile: row r from (index[r], head[r]) of a then b, or zeros
 // where index[r] < 0. Counts are multiples of 8.
-template <int D>
+template <int D, int NR>
 __device__ __forceinline__ void LoadTile(__nv_bfloat16* tile, int ld, const RowSrc& a, const RowSrc& b,
                                          const std::int64_t* index, const int* head) {
   constexpr int kChunks = D / 8;
-  for (int e = threadIdx.x; e < kRows * kChunks; e += kThreads) {
+  for (int e = threadIdx.x; e < NR * kChunks; e += kThreads) {
     const int r = e / kChunks, c = (e % kChunks) * 8;
     uint4 v = make_uint4(0, 0, 0, 0);
     const std::int64_t i = index[r];
@@ -106,8 +108,9 @@ __device__ __forceinline__ void LoadTile(__nv_bfloat16* tile, int ld, const RowS
   }
 }
 
-template <int DQK, int DV, bool kVFromK>
+template <int DQK, int DV, bool kVFromK, int RB>
 struct Smem {
+  static constexpr int kRows = 16 * RB;
   static constexpr int kLdQK = DQK + 8, kLdV = DV + 8, kLdS = kKeys + 4, kLdP = kKeys + 8;
   static constexpr std::size_t kQ = 0;
   static constexpr std::size_t kK = kQ + sizeof(__nv_bfloat16) * kRows * kLdQK;
@@ -116,12 +119,18 @@ struct Smem {
   static constexpr std::size_t kP = kS + sizeof(float) * kRows * kLdS;
   static constexpr std::size_t kStats = kP + sizeof(__nv_bfloat16) * kRows * kLdP;
   // m, l, alpha (float), limit, head (int), token and key index (int64)
-  static constexpr std::size_t kBytes = kStats + kRows * (3 * 4 + 2 * 4) + (kRows + kKeys) * 8;
+  static constexpr std::size_t kBytes = kStats + kMaxRows * (3 * 4 + 2 * 4) + (kMaxRows + kKeys) * 8;
 };
 
-template <int DQK, int DV, bool kVFromK>
-__global__ void __launch_bounds__(kThreads, 1) FlashKernel(const Params p) {
-  using L = Smem<DQK, DV, kVFromK>;
+template <int DQK, int DV, bool kVFromK, int RB>
+__global__ void __launch_bounds__(kThreads, (RB == 1 || DQK <= 192) ? 2 : 1) FlashKernel(const Params p) {
+  using L = Smem<DQK, DV, kVFromK, RB>;
+  constexpr int kRows = L::kRows;
+  constexpr int kGroups = 8 / RB;              // warps sharing a row block
+  constexpr int kKeysPerWarp = kKeys / kGroups;  // phase 1
+  constexpr int kColsPerWarp = DV / kGroups;     // phase 3
+  constexpr int kTpr = kThreads / kRows;         // phase 2: threads per row
+  constexpr int kVpt = kKeys / kTpr;             // and values per thread
   extern __shared__ __align__(16) unsigned char smem[];
   __nv_bfloat16* qs = reinterpret_cast<__nv_bfloat16*>(smem + L::kQ);
   __nv_bfloat16* ks = reinterpret_cast<__nv_bfloat16*>(smem + L::kK);
@@ -130,21 +139,21 @@ __global__ void __launch_bounds__(kThreads, 1) FlashKernel(const Params p) {
   float* ss = reinterpret_cast<float*>(smem + L::kS);
   __nv_bfloat16* ps = reinterpret_cast<__nv_bfloat16*>(smem + L::kP);
   float* row_m = reinterpret_cast<float*>(smem + L::kStats);
-  float* row_l = row_m + kRows;
-  float* row_alpha = row_l + kRows;
-  int* row_limit = reinterpret_cast<int*>(row_alpha + kRows);
-  int* row_head = row_limit + kRows;
-  std::int64_t* row_token = reinterpret_cast<std::int64_t*>(row_head + kRows);
-  std::int64_t* key_index = row_token + kRows;
+  float* row_l = row_m + kMaxRows;
+  float* row_alpha = row_l + kMaxRows;
+  int* row_limit = reinterpret_cast<int*>(row_alpha + kMaxRows);
+  int* row_head = row_limit + kMaxRows;
+  std::int64_t* row_token = reinterpret_cast<std::int64_t*>(row_head + kMaxRows);
+  std::int64_t* key_index = row_token + kMaxRows;
 
   const WorkItem item = p.items[blockIdx.x];
   const SeqInfo seq = p.seqs[item.seq];
   const int rows_total = seq.query_len * p.rows_heads;
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, tq = lane & 3;
 
-  if (tid < kRows) {
+  if (tid < kMaxRows) {
     const int f = item.row_begin + tid;
-    const bool valid = f < rows_total;
+    const bool valid = f < rows_total && tid < kRows;
     const int t = valid ? f / p.rows_heads : 0;
     row_head[tid] = p.rows_heads == 1 ? static_cast<int>(blockIdx.y) : f % p.rows_heads;
     row_token[tid] = valid ? seq.query_start + t : -1;
@@ -153,12 +162,12 @@ __global__ void __launch_bounds__(kThreads, 1) FlashKernel(const Params p) {
     row_l[tid] = 0.0f;
   }
   __syncthreads();
-  LoadTile<DQK>(qs, L::kLdQK, p.qa, p.qb, row_token, row_head);
+  LoadTile<DQK, kRows>(qs, L::kLdQK, p.qa, p.qb, row_token, row_head);
   const int last = min(item.row_begin + kRows, rows_total) - 1;
   const int key_end = min(item.key_end, seq.context_len + last / p.rows_heads + 1);
 
-  const int rb = warp & 3, half = warp >> 2;  // row block of 16, and which half of the keys / of DV
-  constexpr int kNt = DV / 2 / 8;             // n-tiles of O per warp
+  const int rb = warp % RB, cg = warp / RB;  // row block of 16, and which share of the keys / of DV
+  constexpr int kNt = kColsPerWarp / 8;      // n-tiles of O per warp
   float o[kNt][4];
 #pragma unroll
   for (int j = 0; j < kNt; ++j) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
@@ -176,17 +185,19 @@ __global__ void __launch_bounds__(kThreads, 1) FlashKernel(const Params p) {
     }
     __syncthreads();
     // K rows and (for the expanded form) V rows share the head of the block.
-    LoadTile<DQK>(ks, L::kLdQK, p.ka, p.kb, key_index, row_head + 0 * kRows);
+    // Keys share the block's head (expanded form) or ignore it (absorbed form, head stride 0).
+    LoadTile<DQK, kKeys>(ks, L::kLdQK, p.ka, p.kb, key_index, row_head);
     if constexpr (!kVFromK) {
       RowSrc none;
-      LoadTile<DV>(vs, kLdV, p.v, none, key_index, row_head);
+      LoadTile<DV, kKeys>(vs, kLdV, p.v, none, key_index, row_head);
     }
     __syncthreads();
 
-    // 1. S = Q·Kᵀ for rows r0, r0 + 8 and keys half*32 + [0, 32).
-    float s[4][4];
+    // 1. S = Q·Kᵀ for rows r0, r0 + 8 and keys cg·kKeysPerWarp + [0, kKeysPerWarp).
+    constexpr int kNs = kKeysPerWarp / 8;
+    float s[kNs][4];
 #pragma unroll
-    for (int j = 0; j < 4; ++j) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
+    for (int j = 0; j < kNs; ++j) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
 #pragma unroll 4
     for (int kk = 0; kk < DQK; kk += 16) {
       const std::uint32_t a0 = *reinterpret_cast<const std::uint32_t*>(qs + r0 * L::kLdQK + kk + 2 * tq);
@@ -194,15 +205,15 @@ __global__ void __launch_bounds__(kThreads, 1) FlashKernel(const Params p) {
       const std::uint32_t a2 = *reinterpret_cast<const std::uint32_t*>(qs + r0 * L::kLdQK + kk + 2 * tq + 8);
       const std::uint32_t a3 = *reinterpret_cast<const std::uint32_t*>(qs + (r0 + 8) * L::kLdQK + kk + 2 * tq + 8);
 #pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        const __nv_bfloat16* krow = ks + (half * 32 + j * 8 + g) * L::kLdQK + kk + 2 * tq;
+      for (int j = 0; j < kNs; ++j) {
+        const __nv_bfloat16* krow = ks + (cg * kKeysPerWarp + j * 8 + g) * L::kLdQK + kk + 2 * tq;
         Mma(s[j], a0, a1, a2, a3, *reinterpret_cast<const std::uint32_t*>(krow),
             *reinterpret_cast<const std::uint32_t*>(krow + 8));
       }
     }
 #pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const int c = half * 32 + j * 8 + 2 * tq;
+    for (int j = 0; j < kNs; ++j) {
+      const int c = cg * kKeysPerWarp + j * 8 + 2 * tq;
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int r = r0 + (e >> 1) * 8, cc = c + (e & 1);
@@ -211,31 +222,31 @@ __global__ void __launch_bounds__(kThreads, 1) FlashKernel(const Params p) {
     }
     __syncthreads();
 
-    // 2. Online softmax, 4 threads per row, 16 keys each.
+    // 2. Online softmax, kTpr threads per row, kVpt keys each.
     {
-      const int r = tid >> 2, part = tid & 3;
-      float v[16];
+      const int r = tid / kTpr, part = tid % kTpr;
+      float v[kVpt];
       float mx = -INFINITY;
 #pragma unroll
-      for (int i = 0; i < 16; ++i) {
-        v[i] = ss[r * L::kLdS + part * 16 + i];
+      for (int i = 0; i < kVpt; ++i) {
+        v[i] = ss[r * L::kLdS + part * kVpt + i];
         mx = fmaxf(mx, v[i]);
       }
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+#pragma unroll
+      for (int o = 1; o < kTpr; o <<= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
       const float m_old = row_m[r];
       const float m_new = fmaxf(m_old, mx);
       const float base = m_new == -INFINITY ? 0.0f : m_new;  // a row with nothing visible yet stays at zero
       float sum = 0.0f;
 #pragma unroll
-      for (int i = 0; i < 16; i += 2) {
+      for (int i = 0; i < kVpt; i += 2) {
         const float e0 = exp2f(v[i] - base), e1 = exp2f(v[i + 1] - base);
         sum += e0 + e1;
-        *reinterpret_cast<std::uint32_t*>(ps + r * L::kLdP + part * 16 + i) =
+        *reinterpret_cast<std::uint32_t*>(ps + r * L::kLdP + part * kVpt + i) =
             Pack(__float2bfloat16_rn(e0), __float2bfloat16_rn(e1));
       }
-      sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-      sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+#pragma unroll
+      for (int o = 1; o < kTpr; o <<= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
       if (part == 0) {
         const float alpha = exp2f(m_old - base);
         row_l[r] = row_l[r] * alpha + sum;
@@ -245,7 +256,7 @@ __global__ void __launch_bounds__(kThreads, 1) FlashKernel(const Params p) {
     }
     __syncthreads();
 
-    // 3. O = O·alpha + P·V for rows r0, r0 + 8 and columns half * DV/2 + [0, DV/2).
+    // 3. O = O·alpha + P·V for rows r0, r0 + 8 and columns cg·kColsPerWarp + [0, kColsPerWarp).
     {
       const float al0 = row_alpha[r0], al1 = row_alpha[r0 + 8];
 #pragma unroll
@@ -261,7 +272,7 @@ __global__ void __launch_bounds__(kThreads, 1) FlashKernel(const Params p) {
         const std::uint32_t a1 = *reinterpret_cast<const std::uint32_t*>(ps + (r0 + 8) * L::kLdP + kk + 2 * tq);
         const std::uint32_t a2 = *reinterpret_cast<const std::uint32_t*>(ps + r0 * L::kLdP + kk + 2 * tq + 8);
         const std::uint32_t a3 = *reinterpret_cast<const std::uint32_t*>(ps + (r0 + 8) * L::kLdP + kk + 2 * tq + 8);
-        const __nv_bfloat16* v0 = vs + (kk + 2 * tq) * kLdV + half * (DV / 2) + g;
+        const __nv_bfloat16* v0 = vs + (kk + 2 * tq) * kLdV + cg * kColsPerWarp + g;
 #pragma unroll
         for (int j = 0; j < kNt; ++j) {
           const __nv_bfloat16* vp = v0 + j * 8;
@@ -284,7 +295,7 @@ __global__ void __launch_bounds__(kThreads, 1) FlashKernel(const Params p) {
     const float inv = l > 0.0f ? 1.0f / l : 0.0f;
     const int head = row_head[r];
     if (p.num_splits == 1) {
-      const std::int64_t base = token * p.out_tok_stride + head * p.out_head_stride + half * (DV / 2) + 2 * tq;
+      const std::int64_t base = token * p.out_tok_stride + head * p.out_head_stride + cg * kColsPerWarp + 2 * tq;
 #pragma unroll
       for (int j = 0; j < kNt; ++j) {
         StoreF(p.out, base + j * 8, p.out_elem, o[j][2 * hr] * inv);
@@ -292,13 +303,13 @@ __global__ void __launch_bounds__(kThreads, 1) FlashKernel(const Params p) {
       }
     } else {
       const std::int64_t row = static_cast<std::int64_t>(item.split) * p.total_rows + token * p.heads + head;
-      float* dst = p.part_o + row * DV + half * (DV / 2) + 2 * tq;
+      float* dst = p.part_o + row * DV + cg * kColsPerWarp + 2 * tq;
 #pragma unroll
       for (int j = 0; j < kNt; ++j) {
         dst[j * 8] = o[j][2 * hr] * inv;
         dst[j * 8 + 1] = o[j][2 * hr + 1] * inv;
       }
-      if (half == 0 && tq == 0) p.part_lse[row] = l > 0.0f ? row_m[r] + log2f(l) : -INFINITY;
+      if (cg == 0 && tq == 0) p.part_lse[row] = l > 0.0f ? row_m[r] + log2f(l) : -INFINITY;
     }
   }
 }
