@@ -63,7 +63,7 @@ struct Params {
 
 __device__ __forceinline__ void Mma(float (&d)[4], std::uint32_t a0, std::uint32_t a1, std::uint32_t a2,
                                     std::uint32_t a3, std::uint32_t b0, std::uint32_t b1) {
-  asm volatile(
+  asm(
       "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
       "{%0,%1,%2,%3};\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
