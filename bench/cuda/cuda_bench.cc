@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <span>
 #include <random>
 #include <string>
 #include <vector>
@@ -86,6 +87,7 @@ const GemmShape kGemms[] = {{"q_a_proj", 1536, 7168},  {"q_b_proj", 24576, 1536}
                             {"o_proj", 7168, 16384},   {"expert_gate_up", 4096, 7168},
                             {"expert_down", 7168, 2048}};
 const std::int64_t kMs[] = {1, 64, 4096};
+const std::int64_t kFp8Ms[] = {1, 8, 32, 64, 4096};  // FP8 switches kernels between 16 and 64 tokens
 
 // Enough weight copies that one pass over them is well past the 60 MB L2.
 int Copies(std::int64_t bytes) { return static_cast<int>(std::clamp<std::int64_t>((256ll << 20) / bytes + 1, 1, 16)); }
@@ -100,7 +102,7 @@ void BenchGemm(bool fp8) {
       w.push_back(RandomDevice(wt, Shape{g.n, g.k}, fp8 ? 100.0f : 0.02f, rng));
       if (fp8) ws.push_back(RandomDevice(DType::kF32, Shape{(g.n + 127) / 128, (g.k + 127) / 128}, 1e-4f, rng));
     }
-    for (std::int64_t m : kMs) {
+    for (std::int64_t m : fp8 ? std::span<const std::int64_t>(kFp8Ms) : std::span<const std::int64_t>(kMs)) {
       Buffer x = RandomDevice(DType::kBF16, Shape{m, g.k}, 1.0f, rng);
       Buffer out(DType::kBF16, Shape{m, g.n}, gpu->allocator());
       const double us = TimeUs([&](int i) {

@@ -13,6 +13,7 @@ import torch.nn.functional as F
 GEMMS = [("q_a_proj", 1536, 7168), ("q_b_proj", 24576, 1536), ("kv_a_proj", 576, 7168),
          ("o_proj", 7168, 16384), ("expert_gate_up", 4096, 7168), ("expert_down", 7168, 2048)]
 MS = [1, 64, 4096]
+FP8_MS = [1, 8, 32, 64, 4096]
 
 
 def time_us(fn, warmup=3, reps=15):
@@ -86,7 +87,7 @@ def gemm_fp8():
     for name, n, k in GEMMS:
         c = copies(n * k)
         ws = [(torch.randn(n, k, device="cuda") * 100).clamp(-448, 448).to(torch.float8_e4m3fn) for _ in range(c)]
-        for m in MS:
+        for m in FP8_MS:
             x = torch.randn(m, k, device="cuda").to(torch.float8_e4m3fn)
             done = False
             for variant, sa_fn, sb_fn in scaled_mm_variants(m, n, k):

@@ -102,6 +102,64 @@ __global__ void Fp8GemmKernel(const std::uint8_t* xq, const float* xs, std::int6
     }
 }
 
+// e4m3 bits placed into an fp32's exponent and mantissa: exactly code · 2^-120, subnormal codes
+// included (they land on fp32 subnormals), in two integer operations instead of conversions.
+__device__ __forceinline__ float E4M3Scaled(std::uint32_t byte) {
+  return __uint_as_float(((byte & 0x80u) << 24) | ((byte & 0x7Fu) << 20));
+}
+
+__global__ void DecodeCodesKernel(const std::uint8_t* codes, float* out, std::int64_t n) {
+  const std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
+  if (i < n) out[i] = E4M3ToFloat(codes[i]);
+}
+
+// Few tokens (decode): one warp per output row streams the weight row in 16-byte chunks (16 codes,
+// all inside one 128-group) and serves up to kGemvTokens tokens from each load; memory-bound.
+// xf holds the activation codes as fp32 (read through L1), xs their scales [n][kb].
+constexpr int kGemvTokens = 8, kGemvWarps = 8;
+constexpr float kTwoPow120 = 1.329227995784916e36f;
+__global__ void Fp8GemvKernel(const float* xf, const float* xs, std::int64_t n, const std::uint8_t* w,
+                              const float* ws, std::int64_t m, std::int64_t k, void* out, Elem oe) {
+  const std::int64_t row = blockIdx.x * static_cast<std::int64_t>(kGemvWarps) + (threadIdx.x >> 5);
+  if (row >= m) return;
+  const int lane = threadIdx.x & 31;
+  const std::int64_t kb = (k + kGroup - 1) / kGroup, chunks = k / 16;
+  const std::uint8_t* wr = w + row * k;
+  const float* wsr = ws + (row / kGroup) * kb;
+  float acc[kGemvTokens] = {};
+#pragma unroll 2
+  for (std::int64_t ch = lane; ch < chunks; ch += 32) {
+    const uint4 wv = __ldg(reinterpret_cast<const uint4*>(wr + ch * 16));
+    const std::int64_t g = ch * 16 / kGroup;
+    float wf[16];
+    const std::uint32_t words[4] = {wv.x, wv.y, wv.z, wv.w};
+#pragma unroll
+    for (int q = 0; q < 4; ++q)
+#pragma unroll
+      for (int b = 0; b < 4; ++b) wf[q * 4 + b] = E4M3Scaled(words[q] >> (8 * b));
+    const float wscale = wsr[g] * kTwoPow120;
+#pragma unroll
+    for (int t = 0; t < kGemvTokens; ++t) {
+      if (t >= n) break;
+      const float4* xp = reinterpret_cast<const float4*>(xf + t * k + ch * 16);
+      float part = 0.0f;
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        const float4 xv = xp[q];
+        part += xv.x * wf[q * 4] + xv.y * wf[q * 4 + 1] + xv.z * wf[q * 4 + 2] + xv.w * wf[q * 4 + 3];
+      }
+      acc[t] += part * (xs[t * kb + g] * wscale);
+    }
+  }
+#pragma unroll
+  for (int t = 0; t < kGemvTokens; ++t) {
+    if (t >= n) break;
+    float v = acc[t];
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    if (lane == 0) StoreF(out, t * m + row, oe, v);
+  }
+}
+
 __global__ void TransposeKernel(const float* src, float* dst, std::int64_t rows, std::int64_t cols) {
   const std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
   if (i < rows * cols) dst[(i % cols) * rows + i / cols] = src[i];
@@ -236,6 +294,24 @@ void LinearFp8(CudaContext& ctx, const Tensor& x, const Tensor& w, const Tensor&
                 "LinearFp8 shapes x", x.shape.ToString(), " w", w.shape.ToString(), " w_scale",
                 w_scale.shape.ToString(), " out", out.shape.ToString());
   if (n == 0) return;
+  // Decode-sized batches: the GEMV kernel, up to kGemvTokens tokens a pass (cuBLASLt's block-scaled
+  // kernels are slow for a handful of tokens).
+  if (n <= 2 * kGemvTokens && k % 16 == 0) {
+    Quantized q = QuantizeFor(ctx, x, n, k, true);
+    Buffer xf(DType::kF32, Shape{n, k}, ctx.allocator());
+    DecodeCodesKernel<<<Blocks(n * k, 256), 256, 0, ctx.stream()>>>(q.codes.ptr<std::uint8_t>(), xf.ptr<float>(), n * k);
+    FISSION_LAUNCHED();
+    for (std::int64_t t0 = 0; t0 < n; t0 += kGemvTokens) {
+      const std::int64_t nt = std::min<std::int64_t>(kGemvTokens, n - t0);
+      const std::int64_t kb = Ceil(k, kGroup);
+      Fp8GemvKernel<<<Blocks(m, kGemvWarps), kGemvWarps * 32, 0, ctx.stream()>>>(
+          xf.ptr<float>() + t0 * k, q.scales.ptr<float>() + t0 * kb, nt, w.ptr<std::uint8_t>(),
+          w_scale.ptr<float>(), m, k, static_cast<unsigned char*>(out.data) + DTypeBytes(out.dtype, t0 * m),
+          ElemOf(out));
+      FISSION_LAUNCHED();
+    }
+    return;
+  }
   if (ctx.fp8_layout < 0) ctx.fp8_layout = ProbeLayout(ctx);
   const int mode = ctx.fp8_layout;
   if (mode != kFp8OwnKernel) {

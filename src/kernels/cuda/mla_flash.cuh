@@ -88,23 +88,65 @@ __device__ __forceinline__ uint4 Load8(const void* base, std::int64_t idx, Elem 
   return r;
 }
 
+// 16 bytes global -> shared without a register round trip; src_bytes 0 writes zeros.
+__device__ __forceinline__ void CpAsync16(void* smem_dst, const void* src, int src_bytes) {
+  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem_dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
+}
+__device__ __forceinline__ void CpAsyncWaitAll() {
+  asm volatile("cp.async.commit_group;\n" ::);
+  asm volatile("cp.async.wait_group 0;\n" ::);
+}
+
 // Fills rows [0, NR) of an [NR][ld] bf16 tile: row r from (index[r], head[r]) of a then b, or zeros
-// where index[r] < 0. Counts are multiples of 8.
+// where index[r] < 0. Counts are multiples of 8. bf16 sources are copied asynchronously (every copy
+// of the tile in flight at once; CpAsyncWaitAll before use); fp32 sources are converted through
+// registers, eight loads in flight per thread.
 template <int D, int NR>
 __device__ __forceinline__ void LoadTile(__nv_bfloat16* tile, int ld, const RowSrc& a, const RowSrc& b,
                                          const std::int64_t* index, const int* head) {
   constexpr int kChunks = D / 8;
-  for (int e = threadIdx.x; e < NR * kChunks; e += kThreads) {
-    const int r = e / kChunks, c = (e % kChunks) * 8;
-    uint4 v = make_uint4(0, 0, 0, 0);
-    const std::int64_t i = index[r];
-    if (i >= 0) {
-      if (c < a.count)
-        v = Load8(a.ptr, i * a.tok_stride + head[r] * a.head_stride + c, a.elem);
-      else
-        v = Load8(b.ptr, i * b.tok_stride + head[r] * b.head_stride + (c - a.count), b.elem);
+  constexpr int kTotal = NR * kChunks;
+  if (a.elem == Elem::kBF16 && (b.count == 0 || b.elem == Elem::kBF16)) {
+    for (int e = threadIdx.x; e < kTotal; e += kThreads) {
+      const int r = e / kChunks, c = (e % kChunks) * 8;
+      const std::int64_t i = index[r];
+      const __nv_bfloat16* src = static_cast<const __nv_bfloat16*>(a.ptr);
+      if (i >= 0) {
+        src = c < a.count ? static_cast<const __nv_bfloat16*>(a.ptr) + i * a.tok_stride + head[r] * a.head_stride + c
+                          : static_cast<const __nv_bfloat16*>(b.ptr) + i * b.tok_stride + head[r] * b.head_stride +
+                                (c - a.count);
+      }
+      CpAsync16(tile + r * ld + c, src, i >= 0 ? 16 : 0);
     }
-    *reinterpret_cast<uint4*>(tile + r * ld + c) = v;
+    return;
+  }
+  constexpr int kBatch = 8;
+  for (int e0 = threadIdx.x; e0 < kTotal; e0 += kThreads * kBatch) {
+    uint4 v[kBatch];
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) {
+      const int e = e0 + u * kThreads;
+      v[u] = make_uint4(0, 0, 0, 0);
+      if (e < kTotal) {
+        const int r = e / kChunks, c = (e % kChunks) * 8;
+        const std::int64_t i = index[r];
+        if (i >= 0) {
+          if (c < a.count)
+            v[u] = Load8(a.ptr, i * a.tok_stride + head[r] * a.head_stride + c, a.elem);
+          else
+            v[u] = Load8(b.ptr, i * b.tok_stride + head[r] * b.head_stride + (c - a.count), b.elem);
+        }
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) {
+      const int e = e0 + u * kThreads;
+      if (e < kTotal) {
+        const int r = e / kChunks, c = (e % kChunks) * 8;
+        *reinterpret_cast<uint4*>(tile + r * ld + c) = v[u];
+      }
+    }
   }
 }
 
@@ -163,6 +205,7 @@ __global__ void __launch_bounds__(kThreads, (RB == 1 || DQK <= 192) ? 2 : 1) Fla
   }
   __syncthreads();
   LoadTile<DQK, kRows>(qs, L::kLdQK, p.qa, p.qb, row_token, row_head);
+  CpAsyncWaitAll();  // visible to all threads after the loop's first barrier
   const int last = min(item.row_begin + kRows, rows_total) - 1;
   const int key_end = min(item.key_end, seq.context_len + last / p.rows_heads + 1);
 
@@ -191,6 +234,7 @@ __global__ void __launch_bounds__(kThreads, (RB == 1 || DQK <= 192) ? 2 : 1) Fla
       RowSrc none;
       LoadTile<DV, kKeys>(vs, kLdV, p.v, none, key_index, row_head);
     }
+    CpAsyncWaitAll();
     __syncthreads();
 
     // 1. S = Q·Kᵀ for rows r0, r0 + 8 and keys cg·kKeysPerWarp + [0, kKeysPerWarp).
