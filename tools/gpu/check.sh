@@ -29,10 +29,24 @@ done
 } > "$OUT/env.txt" 2>&1
 head -3 "$OUT/env.txt"
 
+NVCC="$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)"
+# The whole project when its dependencies are here; otherwise the CUDA backend, its tests (when
+# GoogleTest is here) and its benchmarks alone (tools/gpu/cuda_only). Leaves the binaries' paths in
+# BUILT_TESTS and BUILT_BENCH.
 build() {
-  cmake -S . -B $BUILD -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \
-    -DCMAKE_CUDA_COMPILER="$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)" &&
-    ninja -C $BUILD -j"${JOBS:-16}" fission_kernels_cuda_tests fission_cuda_bench
+  if cmake -S . -B $BUILD -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \
+       -DCMAKE_CUDA_COMPILER="$NVCC"; then
+    ninja -C $BUILD -j"${JOBS:-16}" fission_kernels_cuda_tests fission_cuda_bench || return 1
+    echo "BUILT $BUILD/tests/fission_kernels_cuda_tests $BUILD/fission_cuda_bench"
+  else
+    echo "full configure failed: building tools/gpu/cuda_only"
+    cmake -S tools/gpu/cuda_only -B $BUILD-cuda -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \
+      -DCMAKE_CUDA_COMPILER="$NVCC" && ninja -C $BUILD-cuda -j"${JOBS:-16}" || return 1
+    echo "BUILT $BUILD-cuda/fission_kernels_cuda_tests $BUILD-cuda/fission_cuda_bench"
+  fi
+}
+built() {  # field $1 of the BUILT line of the build log
+  grep '^BUILT ' "$OUT/build.log" | tail -1 | cut -d' ' -f$(( $1 + 1 ))
 }
 
 t0=$(date +%s)
@@ -49,6 +63,9 @@ else
     tail -30 "$OUT/build.log"; echo "BUILD FAILED"; exit 1
   fi
   echo "build: $(( $(date +%s) - t0 )) s"
+  TESTS=$(built 1)
+  BENCHBIN=$(built 2)
+  [[ -x "$TESTS" ]] || { echo "no GoogleTest here: the CUDA tests were not built"; exit 1; }
   BUILD_PID=""
 fi
 
@@ -72,8 +89,8 @@ grep -E "^\[  (PASSED|FAILED|SKIPPED) |Failure|Expected|Which is|RelErr|FP8 GEMM
 
 if [[ -n "$BUILD_PID" ]]; then
   if wait "$BUILD_PID"; then
-    echo "build here: ok"
-    BENCHBIN=$BUILD/fission_cuda_bench
+    echo "build here: ok ($(built 2))"
+    BENCHBIN=$(built 2)
   else
     echo "build here: FAILED"; tail -20 "$OUT/build.log"
   fi
