@@ -7,6 +7,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 #include <functional>
@@ -139,12 +140,16 @@ void BenchPrefill() {
     std::shuffle(table.begin(), table.end(), rng);
     std::vector<SeqAttention> seqs = {{0, static_cast<std::int32_t>(s), 0, table}};
     const MlaShape sh = V3Mla(heads, page);
-    const double us = TimeUs([&](int) { gpu->MlaAttentionExpanded(q, cache, kv_b, seqs, sh, out); }, 2, 5);
     // Causal attention FLOPs (QK over 192 dims, PV over 128), the same count torch's SDPA gets at d=160.
     const double flops = 2.0 * heads * (static_cast<double>(s) * (s + 1) / 2) * (192 + 128);
-    std::printf("RESULT prefill_mla_s%lld %.1f %.1f TFLOP/s\n", static_cast<long long>(s), us,
-                flops / (us * 1e-6) / 1e12);
-    std::fflush(stdout);
+    for (const char* kernel : {"default", "generic"}) {
+      setenv("FISSION_MLA_PREFILL", kernel, 1);
+      const double us = TimeUs([&](int) { gpu->MlaAttentionExpanded(q, cache, kv_b, seqs, sh, out); }, 2, 5);
+      std::printf("RESULT prefill_mla%s_s%lld %.1f %.1f TFLOP/s\n", kernel[0] == 'g' ? "_generic" : "",
+                  static_cast<long long>(s), us, flops / (us * 1e-6) / 1e12);
+      std::fflush(stdout);
+    }
+    unsetenv("FISSION_MLA_PREFILL");
   }
 }
 

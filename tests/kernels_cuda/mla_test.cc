@@ -1,4 +1,5 @@
 // MLA attention, both forms, over a paged latent cache with ragged batches: CUDA against the CPU.
+#include <cstdlib>
 #include <numeric>
 
 #include "kernels/cuda/cuda_backend.h"
@@ -79,15 +80,21 @@ void Check(const std::vector<SeqSpec>& specs, std::int64_t heads, std::int64_t p
       << " page=" << page_size << " seqs=" << specs.size();
 }
 
+// Both expanded-form kernels: the default (register softmax) and FISSION_MLA_PREFILL=generic.
 TEST(CudaMla, ExpandedRaggedPrefillWithCachedPrefix) {
   FISSION_REQUIRE_GPU();
   std::mt19937 rng(30);
-  const std::vector<SeqSpec> ragged = {{0, 70}, {100, 5}, {3, 130}, {0, 1}, {64, 64}};
-  for (DType dtype : {DType::kF32, DType::kBF16}) {
-    Check(ragged, 4, 16, dtype, Form::kExpanded, rng);
-    Check(ragged, 16, 64, dtype, Form::kExpanded, rng);
+  const std::vector<SeqSpec> ragged = {{0, 70}, {100, 5}, {3, 130}, {0, 1}, {64, 64}, {300, 200}};
+  for (const char* kernel : {"default", "generic"}) {
+    SCOPED_TRACE(kernel);
+    setenv("FISSION_MLA_PREFILL", kernel, 1);
+    for (DType dtype : {DType::kF32, DType::kBF16}) {
+      Check(ragged, 4, 16, dtype, Form::kExpanded, rng);
+      Check(ragged, 16, 64, dtype, Form::kExpanded, rng);
+    }
+    Check({{0, 1000}}, 2, 32, DType::kBF16, Form::kExpanded, rng);  // one long prompt, many row tiles
   }
-  Check({{0, 1000}}, 2, 32, DType::kBF16, Form::kExpanded, rng);  // one long prompt, 16 row tiles
+  unsetenv("FISSION_MLA_PREFILL");
 }
 
 TEST(CudaMla, AbsorbedDecodeWithSplitKeys) {

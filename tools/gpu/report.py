@@ -32,7 +32,7 @@ def main():
     print("| case | fission us | fission rate | torch us | torch rate | fission/torch | of ceiling |")
     print("|---|---:|---:|---:|---:|---:|---:|")
     for name, (us, rate, unit) in ours.items():
-        ref_name = "torch_" + name.replace("prefill_mla", "prefill_sdpa")
+        ref_name = "torch_" + re.sub(r"prefill_mla(_generic)?", "prefill_sdpa", name)
         ref = theirs.get(ref_name)
         if name.startswith("gemm_fp8"):
             ceiling = fp8_ceiling

@@ -1,11 +1,14 @@
 // Host side of MLA attention: builds the per-sequence metadata and work list, prepares the operands
 // of each form, launches mla::FlashKernel and, for split keys, mla::MergeKernel.
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 #include <vector>
 
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/mla_flash.cuh"
+#include "kernels/cuda/mla_prefill.cuh"
 
 namespace fission::kernels::cuda {
 namespace {
@@ -84,6 +87,11 @@ void MlaAttentionExpanded(CudaContext& ctx, const Tensor& q, const Tensor& cache
                 sh.qk_nope_head_dim, "/", sh.qk_rope_head_dim, "/", sh.v_head_dim);
   const std::int64_t heads = sh.num_heads, lora = sh.kv_lora_rank, row_w = cache.shape[1];
   const std::int64_t nope = sh.qk_nope_head_dim, vdim = sh.v_head_dim, qk = nope + sh.qk_rope_head_dim;
+  // The register-softmax kernel (mla_prefill.cuh) by default; FISSION_MLA_PREFILL=generic selects the
+  // shared-memory-softmax kernel (mla_flash.cuh), kept for comparison.
+  const char* choice = std::getenv("FISSION_MLA_PREFILL");
+  const bool generic = choice != nullptr && std::strcmp(choice, "generic") == 0;
+  const int rows_per_block = generic ? mla::kMaxRows : mla::kPrefillRows;
   // Gather every sequence's latent rows (cached prefix and new tokens) into one contiguous bf16 block.
   std::vector<SeqInfo> infos;
   std::vector<std::int64_t> slots;
@@ -94,7 +102,7 @@ void MlaAttentionExpanded(CudaContext& ctx, const Tensor& q, const Tensor& cache
     infos.push_back({s.query_start, s.query_len, s.context_len, static_cast<int>(slots.size()), 0});
     for (int p = 0; p < kv_len; ++p)
       slots.push_back(static_cast<std::int64_t>(s.block_table[p / sh.page_size]) * sh.page_size + p % sh.page_size);
-    for (int r = 0; r < s.query_len; r += mla::kMaxRows)
+    for (int r = 0; r < s.query_len; r += rows_per_block)
       items.push_back({static_cast<int>(i), r, 0, kv_len, 0});
   }
   if (items.empty()) return;
@@ -153,7 +161,19 @@ void MlaAttentionExpanded(CudaContext& ctx, const Tensor& q, const Tensor& cache
   p.out_head_stride = vdim;
   p.num_splits = 1;
   p.total_rows = 0;
-  Launch<192, 128, false, 4>(ctx, p, static_cast<int>(items.size()), static_cast<int>(heads));
+  if (generic) {
+    Launch<192, 128, false, 4>(ctx, p, static_cast<int>(items.size()), static_cast<int>(heads));
+    return;
+  }
+  static bool configured = false;
+  if (!configured) {
+    FISSION_CUDA(cudaFuncSetAttribute(mla::PrefillKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                      static_cast<int>(mla::PrefillSmem::kBytes)));
+    configured = true;
+  }
+  mla::PrefillKernel<<<dim3(static_cast<unsigned>(items.size()), static_cast<unsigned>(heads)), mla::kThreads,
+                       mla::PrefillSmem::kBytes, ctx.stream()>>>(p);
+  FISSION_LAUNCHED();
 }
 
 void MlaAttentionAbsorbed(CudaContext& ctx, const Tensor& q, const Tensor& cache, const Tensor& kv_b,
