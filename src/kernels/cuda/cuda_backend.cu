@@ -87,14 +87,13 @@ void CudaBackend::CopyFromHost(const float* src, const Tensor& dst) {
     default:
       Fail("CopyFromHost into a ", DTypeName(dst.dtype), " tensor is not supported");
   }
-  // The host buffer may be pageable and short-lived: make sure the copy has left it.
-  ctx_->Synchronize();
+  // No wait: UploadBytes has copied small sources into pinned staging, and a pageable copy returns
+  // only once its source has been read.
 }
 
 void CudaBackend::CopyBytesToHost(const Tensor& src, void* dst) { ctx_->DownloadBytes(dst, src.data, src.bytes()); }
 void CudaBackend::CopyBytesFromHost(const void* src, const Tensor& dst) {
   ctx_->UploadBytes(dst.data, src, dst.bytes());
-  ctx_->Synchronize();
 }
 void CudaBackend::Synchronize() { ctx_->Synchronize(); }
 

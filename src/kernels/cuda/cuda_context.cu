@@ -1,6 +1,7 @@
 #include "kernels/cuda/cuda_context.h"
 
 #include <cstdio>
+#include <cstring>
 
 #include "kernels/cuda/cuda_common.cuh"
 
@@ -17,6 +18,8 @@ namespace fission::kernels::cuda {
 
 namespace {
 constexpr std::size_t kWorkspaceBytes = 64u << 20;  // cuBLASLt's recommendation for Hopper is >= 32 MiB
+constexpr std::size_t kStagingBytes = 32u << 20;     // pinned ring for host metadata
+constexpr std::size_t kMaxStaged = 4u << 20;         // larger copies (weights) go direct
 
 // RAII holders so an error thrown mid-setup leaks no descriptor.
 struct LayoutHolder {
@@ -62,18 +65,55 @@ CudaContext::CudaContext(int device) : device_(device), allocator_(device) {
   FISSION_CUDA(cudaMalloc(&workspace_, kWorkspaceBytes));
   workspace_bytes_ = kWorkspaceBytes;
   FISSION_CUDA(cudaDeviceGetAttribute(&sm_count_, cudaDevAttrMultiProcessorCount, device));
+  FISSION_CUDA(cudaMallocHost(reinterpret_cast<void**>(&staging_), kStagingBytes));
 }
 
 CudaContext::~CudaContext() {
   if (cudaSetDevice(device_) != cudaSuccess) return;
   (void)cudaStreamSynchronize(stream_);
+  for (const Staged& st : staged_) (void)cudaEventDestroy(st.done);
+  for (cudaEvent_t e : spare_events_) (void)cudaEventDestroy(e);
+  (void)cudaFreeHost(staging_);
   (void)cudaFree(workspace_);
   if (lt_) cublasLtDestroy(lt_);
   (void)cudaStreamDestroy(stream_);
 }
 
 void CudaContext::UploadBytes(void* dst, const void* src, std::size_t bytes) {
-  FISSION_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_));
+  if (bytes > kMaxStaged) {
+    FISSION_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_));
+    return;
+  }
+  const std::size_t size = (bytes + 255) / 256 * 256;
+  if (staging_head_ + size > kStagingBytes) staging_head_ = 0;
+  const std::size_t begin = staging_head_, end = begin + size;
+  // Regions are handed out in ring order and the stream finishes copies in order: drop what is
+  // done, then wait for any older copy still reading the region.
+  auto retire_front = [&] {
+    spare_events_.push_back(staged_.front().done);
+    staged_.pop_front();
+  };
+  while (!staged_.empty() && cudaEventQuery(staged_.front().done) == cudaSuccess) retire_front();
+  (void)cudaGetLastError();  // cudaEventQuery's cudaErrorNotReady is not an error
+  for (std::size_t i = 0; i < staged_.size(); ++i) {
+    if (staged_[i].begin < end && begin < staged_[i].end) {
+      FISSION_CUDA(cudaEventSynchronize(staged_[i].done));
+      for (std::size_t j = 0; j <= i; ++j) retire_front();
+      i = static_cast<std::size_t>(-1);  // rescan from the new front
+    }
+  }
+  std::memcpy(staging_ + begin, src, bytes);
+  FISSION_CUDA(cudaMemcpyAsync(dst, staging_ + begin, bytes, cudaMemcpyHostToDevice, stream_));
+  cudaEvent_t done;
+  if (spare_events_.empty()) {
+    FISSION_CUDA(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
+  } else {
+    done = spare_events_.back();
+    spare_events_.pop_back();
+  }
+  FISSION_CUDA(cudaEventRecord(done, stream_));
+  staged_.push_back({begin, end, done});
+  staging_head_ = end;
 }
 
 void CudaContext::DownloadBytes(void* dst, const void* src, std::size_t bytes) {

@@ -6,7 +6,9 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <deque>
 #include <map>
+#include <vector>
 #include <span>
 #include <tuple>
 
@@ -58,6 +60,8 @@ class CudaContext {
     if (bytes > 0) UploadBytes(buf.tensor().data, values.data(), values.size_bytes());
     return buf;
   }
+  // Small copies go through a pinned staging ring and return at once: a copy from pageable memory
+  // would wait for all queued work first.
   void UploadBytes(void* dst, const void* src, std::size_t bytes);
   void DownloadBytes(void* dst, const void* src, std::size_t bytes);  // waits for the stream
   void Synchronize();
@@ -74,6 +78,15 @@ class CudaContext {
   std::size_t workspace_bytes_ = 0;
   int sm_count_ = 0;
   CachingAllocator allocator_;
+  // The pinned staging ring: [begin, end) regions still read by queued copies, oldest first.
+  struct Staged {
+    std::size_t begin, end;
+    cudaEvent_t done;
+  };
+  char* staging_ = nullptr;
+  std::size_t staging_head_ = 0;
+  std::deque<Staged> staged_;
+  std::vector<cudaEvent_t> spare_events_;
   // Heuristic results per problem, since the query costs more than a small GEMM.
   using GemmKey = std::tuple<int, int, std::int64_t, std::int64_t, std::int64_t, int, int, int, std::int64_t,
                              std::int64_t, std::int64_t, int, bool>;

@@ -27,20 +27,38 @@ __global__ void QuantizeKernel(const void* x, Elem xe, std::int64_t n, std::int6
   if (item >= n * groups) return;
   const int lane = threadIdx.x & 31;
   const std::int64_t t = item / groups, g = item - t * groups;
+  // Lane owns 4 consecutive elements: one 8- or 16-byte load when the group is whole and aligned.
   float v[4];
+  const std::int64_t c0 = g * kGroup + lane * 4;
+  const std::int64_t idx = t * k + c0;
+  if (c0 + 4 <= k && idx % 4 == 0) {
+    if (xe == Elem::kF32) {
+      const float4 f = *reinterpret_cast<const float4*>(static_cast<const float*>(x) + idx);
+      v[0] = f.x, v[1] = f.y, v[2] = f.z, v[3] = f.w;
+    } else {
+      const uint2 u = *reinterpret_cast<const uint2*>(static_cast<const __nv_bfloat16*>(x) + idx);
+      v[0] = __uint_as_float(u.x << 16), v[1] = __uint_as_float(u.x & 0xffff0000u);
+      v[2] = __uint_as_float(u.y << 16), v[3] = __uint_as_float(u.y & 0xffff0000u);
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) v[i] = c0 + i < k ? LoadF(x, idx + i, xe) : 0.0f;
+  }
   float amax = 0.0f;
 #pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const std::int64_t c = g * kGroup + i * 32 + lane;
-    v[i] = c < k ? LoadF(x, t * k + c, xe) : 0.0f;
-    amax = fmaxf(amax, fabsf(v[i]));
-  }
+  for (int i = 0; i < 4; ++i) amax = fmaxf(amax, fabsf(v[i]));
   for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
   const float scale = fmaxf(amax, 1e-4f) / kE4M3Max;
+  std::uint32_t packed = 0;
 #pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const std::int64_t c = g * kGroup + i * 32 + lane;
-    if (c < k) codes[t * k + c] = static_cast<std::uint8_t>(__nv_cvt_float_to_fp8(v[i] / scale, __NV_SATFINITE, __NV_E4M3));
+  for (int i = 0; i < 4; ++i)
+    packed |= static_cast<std::uint32_t>(__nv_cvt_float_to_fp8(v[i] / scale, __NV_SATFINITE, __NV_E4M3)) << (8 * i);
+  if (c0 + 4 <= k && idx % 4 == 0) {
+    *reinterpret_cast<std::uint32_t*>(codes + idx) = packed;
+  } else {
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+      if (c0 + i < k) codes[idx + i] = static_cast<std::uint8_t>(packed >> (8 * i));
   }
   if (lane == 0) scales[t * ts + g * gs] = scale;
 }
@@ -117,6 +135,7 @@ __global__ void DecodeCodesKernel(const std::uint8_t* codes, float* out, std::in
 // all inside one 128-group) and serves up to kGemvTokens tokens from each load; memory-bound.
 // xf holds the activation codes as fp32 (read through L1), xs their scales [n][kb].
 constexpr int kGemvTokens = 8, kGemvWarps = 8;
+constexpr std::int64_t kGemvMaxTokens = 2, kPadTokens = 32;
 constexpr float kTwoPow120 = 1.329227995784916e36f;
 __global__ void Fp8GemvKernel(const float* xf, const float* xs, std::int64_t n, const std::uint8_t* w,
                               const float* ws, std::int64_t m, std::int64_t k, void* out, Elem oe) {
@@ -127,7 +146,7 @@ __global__ void Fp8GemvKernel(const float* xf, const float* xs, std::int64_t n, 
   const std::uint8_t* wr = w + row * k;
   const float* wsr = ws + (row / kGroup) * kb;
   float acc[kGemvTokens] = {};
-#pragma unroll 2
+#pragma unroll 4
   for (std::int64_t ch = lane; ch < chunks; ch += 32) {
     const uint4 wv = __ldg(reinterpret_cast<const uint4*>(wr + ch * 16));
     const std::int64_t g = ch * 16 / kGroup;
@@ -294,9 +313,9 @@ void LinearFp8(CudaContext& ctx, const Tensor& x, const Tensor& w, const Tensor&
                 "LinearFp8 shapes x", x.shape.ToString(), " w", w.shape.ToString(), " w_scale",
                 w_scale.shape.ToString(), " out", out.shape.ToString());
   if (n == 0) return;
-  // Decode-sized batches: the GEMV kernel, up to kGemvTokens tokens a pass (cuBLASLt's block-scaled
-  // kernels are slow for a handful of tokens).
-  if (n <= 2 * kGemvTokens && k % 16 == 0) {
+  // One or two tokens: the GEMV kernel (cuBLASLt's block-scaled kernels are slow for a handful of
+  // tokens). Up to kPadTokens: cuBLASLt on a zero-padded batch.
+  if (n <= kGemvMaxTokens && k % 16 == 0) {
     Quantized q = QuantizeFor(ctx, x, n, k, true);
     Buffer xf(DType::kF32, Shape{n, k}, ctx.allocator());
     DecodeCodesKernel<<<Blocks(n * k, 256), 256, 0, ctx.stream()>>>(q.codes.ptr<std::uint8_t>(), xf.ptr<float>(), n * k);
@@ -314,6 +333,19 @@ void LinearFp8(CudaContext& ctx, const Tensor& x, const Tensor& w, const Tensor&
   }
   if (ctx.fp8_layout < 0) ctx.fp8_layout = ProbeLayout(ctx);
   const int mode = ctx.fp8_layout;
+  if (mode != kFp8OwnKernel && n < kPadTokens) {
+    // Quantize into a zero-padded batch of kPadTokens tokens, keep the first n output rows.
+    Buffer x_pad(x.dtype, Shape{kPadTokens, k}, ctx.allocator());
+    FISSION_CUDA(cudaMemsetAsync(x_pad.tensor().data, 0, x_pad.tensor().bytes(), ctx.stream()));
+    FISSION_CUDA(cudaMemcpyAsync(x_pad.tensor().data, x.data, DTypeBytes(x.dtype, n * k), cudaMemcpyDeviceToDevice,
+                                 ctx.stream()));
+    Quantized q = QuantizeFor(ctx, x_pad, kPadTokens, k, mode & 1);
+    Buffer d(DType::kBF16, Shape{kPadTokens, m}, ctx.allocator());
+    if (CublasFp8(ctx, mode, q, w, w_scale, kPadTokens, d)) {
+      Convert(ctx, d.tensor().Rows(0, n), out.View(Shape{n, m}));
+      return;
+    }
+  }
   if (mode != kFp8OwnKernel) {
     Quantized q = QuantizeFor(ctx, x, n, k, mode & 1);
     Buffer tmp;

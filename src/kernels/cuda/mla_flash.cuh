@@ -88,6 +88,25 @@ __device__ __forceinline__ uint4 Load8(const void* base, std::int64_t idx, Elem 
   return r;
 }
 
+__device__ __forceinline__ unsigned SmemAddr(const void* p) {
+  return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ void LdMatrixX4(std::uint32_t (&r)[4], const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(SmemAddr(p)));
+}
+__device__ __forceinline__ void LdMatrixX4Trans(std::uint32_t (&r)[4], const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(SmemAddr(p)));
+}
+__device__ __forceinline__ void CpAsyncCommit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void CpAsyncWait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
 // 16 bytes global -> shared without a register round trip; src_bytes 0 writes zeros.
 __device__ __forceinline__ void CpAsync16(void* smem_dst, const void* src, int src_bytes) {
   const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem_dst));
@@ -242,17 +261,35 @@ __global__ void __launch_bounds__(kThreads, (RB == 1 || DQK <= 192) ? 2 : 1) Fla
     float s[kNs][4];
 #pragma unroll
     for (int j = 0; j < kNs; ++j) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
+    {
+      const int q4 = lane >> 3, r8 = lane & 7;
+      const __nv_bfloat16* qrow = qs + (rb * 16 + (q4 & 1) * 8 + r8) * L::kLdQK + (q4 >> 1) * 8;
+      if constexpr (kNs >= 2) {
 #pragma unroll 4
-    for (int kk = 0; kk < DQK; kk += 16) {
-      const std::uint32_t a0 = *reinterpret_cast<const std::uint32_t*>(qs + r0 * L::kLdQK + kk + 2 * tq);
-      const std::uint32_t a1 = *reinterpret_cast<const std::uint32_t*>(qs + (r0 + 8) * L::kLdQK + kk + 2 * tq);
-      const std::uint32_t a2 = *reinterpret_cast<const std::uint32_t*>(qs + r0 * L::kLdQK + kk + 2 * tq + 8);
-      const std::uint32_t a3 = *reinterpret_cast<const std::uint32_t*>(qs + (r0 + 8) * L::kLdQK + kk + 2 * tq + 8);
+        for (int kk = 0; kk < DQK; kk += 16) {
+          std::uint32_t a[4];
+          LdMatrixX4(a, qrow + kk);
 #pragma unroll
-      for (int j = 0; j < kNs; ++j) {
-        const __nv_bfloat16* krow = ks + (cg * kKeysPerWarp + j * 8 + g) * L::kLdQK + kk + 2 * tq;
-        Mma(s[j], a0, a1, a2, a3, *reinterpret_cast<const std::uint32_t*>(krow),
-            *reinterpret_cast<const std::uint32_t*>(krow + 8));
+          for (int j = 0; j < kNs; j += 2) {
+            std::uint32_t b[4];
+            LdMatrixX4(b, ks + (cg * kKeysPerWarp + j * 8 + (q4 >> 1) * 8 + r8) * L::kLdQK + kk + (q4 & 1) * 8);
+            Mma(s[j], a[0], a[1], a[2], a[3], b[0], b[1]);
+            Mma(s[j + 1], a[0], a[1], a[2], a[3], b[2], b[3]);
+          }
+        }
+      } else {
+        // One n-tile per warp: one ldmatrix brings the key fragments of two k-steps.
+        static_assert(DQK % 32 == 0);
+        const __nv_bfloat16* krow = ks + (cg * kKeysPerWarp + r8) * L::kLdQK + q4 * 8;
+#pragma unroll 4
+        for (int kk = 0; kk < DQK; kk += 32) {
+          std::uint32_t a[4], a2[4], b[4];
+          LdMatrixX4(a, qrow + kk);
+          LdMatrixX4(a2, qrow + kk + 16);
+          LdMatrixX4(b, krow + kk);
+          Mma(s[0], a[0], a[1], a[2], a[3], b[0], b[1]);
+          Mma(s[0], a2[0], a2[1], a2[2], a2[3], b[2], b[3]);
+        }
       }
     }
 #pragma unroll
@@ -316,13 +353,14 @@ __global__ void __launch_bounds__(kThreads, (RB == 1 || DQK <= 192) ? 2 : 1) Fla
         const std::uint32_t a1 = *reinterpret_cast<const std::uint32_t*>(ps + (r0 + 8) * L::kLdP + kk + 2 * tq);
         const std::uint32_t a2 = *reinterpret_cast<const std::uint32_t*>(ps + r0 * L::kLdP + kk + 2 * tq + 8);
         const std::uint32_t a3 = *reinterpret_cast<const std::uint32_t*>(ps + (r0 + 8) * L::kLdP + kk + 2 * tq + 8);
-        const __nv_bfloat16* v0 = vs + (kk + 2 * tq) * kLdV + cg * kColsPerWarp + g;
+        const int q4 = lane >> 3, r8 = lane & 7;
+        const __nv_bfloat16* vrow = vs + (kk + (q4 & 1) * 8 + r8) * kLdV + cg * kColsPerWarp + (q4 >> 1) * 8;
 #pragma unroll
-        for (int j = 0; j < kNt; ++j) {
-          const __nv_bfloat16* vp = v0 + j * 8;
-          const std::uint32_t b0 = Pack(vp[0], vp[kLdV]);
-          const std::uint32_t b1 = Pack(vp[8 * kLdV], vp[9 * kLdV]);
-          Mma(o[j], a0, a1, a2, a3, b0, b1);
+        for (int j = 0; j < kNt; j += 2) {
+          std::uint32_t b[4];
+          LdMatrixX4Trans(b, vrow + j * 8);
+          Mma(o[j], a0, a1, a2, a3, b[0], b[1]);
+          Mma(o[j + 1], a0, a1, a2, a3, b[2], b[3]);
         }
       }
     }

@@ -21,25 +21,6 @@ struct PrefillSmem {
   static constexpr std::size_t kBytes = kV + 2 * 2 * kKeys * kLdV;
 };
 
-__device__ __forceinline__ unsigned SmemAddr(const void* p) {
-  return static_cast<unsigned>(__cvta_generic_to_shared(p));
-}
-__device__ __forceinline__ void LdMatrixX4(std::uint32_t (&r)[4], const void* p) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(SmemAddr(p)));
-}
-__device__ __forceinline__ void LdMatrixX4Trans(std::uint32_t (&r)[4], const void* p) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(SmemAddr(p)));
-}
-__device__ __forceinline__ void CpAsyncCommit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N>
-__device__ __forceinline__ void CpAsyncWait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
-
 // Issues the copies of key tile [k0, k0 + 64) of head h into stage buffers ks/vs (zeros past key_end).
 __device__ __forceinline__ void PrefillLoadKv(__nv_bfloat16* ks, __nv_bfloat16* vs, const Params& p, int kv_base,
                                               int k0, int key_end, int h) {
