@@ -315,7 +315,10 @@ void LinearFp8(CudaContext& ctx, const Tensor& x, const Tensor& w, const Tensor&
   if (n == 0) return;
   // One or two tokens: the GEMV kernel (cuBLASLt's block-scaled kernels are slow for a handful of
   // tokens). Up to kPadTokens: cuBLASLt on a zero-padded batch.
-  if (n <= kGemvMaxTokens && k % 16 == 0) {
+  // cuBLASLt's block-scaled GEMM gave wrong results for a k with a partial 128-group on a padded
+  // batch (seen on H200, CUDA 13.0): such shapes take the GEMV kernel, in passes of 8 tokens.
+  const bool whole_groups = k % kGroup == 0;
+  if ((n <= kGemvMaxTokens || !whole_groups) && k % 16 == 0) {
     Quantized q = QuantizeFor(ctx, x, n, k, true);
     Buffer xf(DType::kF32, Shape{n, k}, ctx.allocator());
     DecodeCodesKernel<<<Blocks(n * k, 256), 256, 0, ctx.stream()>>>(q.codes.ptr<std::uint8_t>(), xf.ptr<float>(), n * k);
@@ -333,7 +336,7 @@ void LinearFp8(CudaContext& ctx, const Tensor& x, const Tensor& w, const Tensor&
   }
   if (ctx.fp8_layout < 0) ctx.fp8_layout = ProbeLayout(ctx);
   const int mode = ctx.fp8_layout;
-  if (mode != kFp8OwnKernel && n < kPadTokens) {
+  if (mode != kFp8OwnKernel && whole_groups && n < kPadTokens) {
     // Quantize into a zero-padded batch of kPadTokens tokens, keep the first n output rows.
     Buffer x_pad(x.dtype, Shape{kPadTokens, k}, ctx.allocator());
     FISSION_CUDA(cudaMemsetAsync(x_pad.tensor().data, 0, x_pad.tensor().bytes(), ctx.stream()));
@@ -346,7 +349,7 @@ void LinearFp8(CudaContext& ctx, const Tensor& x, const Tensor& w, const Tensor&
       return;
     }
   }
-  if (mode != kFp8OwnKernel) {
+  if (mode != kFp8OwnKernel && whole_groups) {
     Quantized q = QuantizeFor(ctx, x, n, k, mode & 1);
     Buffer tmp;
     const Tensor* d = &out;
