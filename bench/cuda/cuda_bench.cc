@@ -138,7 +138,9 @@ void BenchPrefill() {
     std::vector<std::int32_t> table(pages);
     for (std::int64_t i = 0; i < pages; ++i) table[i] = static_cast<std::int32_t>(i);
     std::shuffle(table.begin(), table.end(), rng);
-    std::vector<SeqAttention> seqs = {{0, static_cast<std::int32_t>(s), 0, table}};
+    std::vector<std::int32_t> positions(s);
+    for (std::int64_t i = 0; i < s; ++i) positions[i] = static_cast<std::int32_t>(i);
+    std::vector<SeqAttention> seqs = {{0, static_cast<std::int32_t>(s), static_cast<std::int32_t>(s), positions, table}};
     const MlaShape sh = V3Mla(heads, page);
     // Causal attention FLOPs (QK over 192 dims, PV over 128), the same count torch's SDPA gets at d=160.
     const double flops = 2.0 * heads * (static_cast<double>(s) * (s + 1) / 2) * (192 + 128);
@@ -171,9 +173,11 @@ void BenchDecode() {
     std::shuffle(order.begin(), order.end(), rng);
     std::vector<std::vector<std::int32_t>> tables(c.batch);
     std::vector<SeqAttention> seqs;
+    const std::int32_t position = static_cast<std::int32_t>(c.ctx);  // the new token follows ctx cached ones
     for (std::int64_t b = 0; b < c.batch; ++b) {
       tables[b].assign(order.begin() + b * pages_per, order.begin() + (b + 1) * pages_per);
-      seqs.push_back({static_cast<std::int32_t>(b), 1, static_cast<std::int32_t>(c.ctx), tables[b]});
+      seqs.push_back({static_cast<std::int32_t>(b), 1, static_cast<std::int32_t>(c.ctx + 1),
+                      std::span<const std::int32_t>(&position, 1), tables[b]});
     }
     const MlaShape sh = V3Mla(c.heads, page);
     const double us = TimeUs([&](int) { gpu->MlaAttentionAbsorbed(q, cache, kv_b, seqs, sh, out); });

@@ -82,11 +82,16 @@ TEST(CudaElementwise, EmbeddingWriteKvGatherRows) {
     auto table = Prepare(Random(vocab * d, rng), c.dtype);
     std::vector<std::int32_t> ids(n);
     for (auto& id : ids) id = static_cast<std::int32_t>(rng() % vocab);
+    // A vocab-parallel shard: rows [vocab_start, vocab_start + rows); other ids give zeros.
+    const std::int64_t vocab_start = 300, shard_rows = 400;
+    std::vector<float> shard(table.begin() + vocab_start * d, table.begin() + (vocab_start + shard_rows) * d);
     std::vector<float> emb(n * d);
-    Cpu().Embedding(HostView(table, Shape{vocab, d}), ids, HostView(emb, Shape{n, d}));
-    Buffer dtable = ToDevice(c.dtype, Shape{vocab, d}, table), demb = Poisoned(c.dtype, Shape{n, d});
-    Gpu().Embedding(dtable, ids, demb);
+    Cpu().Embedding(HostView(shard, Shape{shard_rows, d}), ids, vocab_start, HostView(emb, Shape{n, d}));
+    Buffer dtable = ToDevice(c.dtype, Shape{shard_rows, d}, shard), demb = Poisoned(c.dtype, Shape{n, d});
+    Gpu().Embedding(dtable, ids, vocab_start, demb);
     EXPECT_EQ(RelErr(ToHost(demb), emb), 0.0) << "Embedding " << DTypeName(c.dtype);
+    Gpu().Zero(demb);
+    for (float v : ToHost(demb)) ASSERT_EQ(v, 0.0f) << "Zero";
 
     // KV rows into random distinct slots of a cache that holds other values elsewhere.
     auto cache = Prepare(Random(slots * width, rng), c.dtype);
@@ -113,9 +118,9 @@ TEST(CudaElementwise, EmbeddingWriteKvGatherRows) {
 
 TEST(CudaElementwise, BadIndicesAreRejected) {
   FISSION_REQUIRE_GPU();
-  Buffer table = Poisoned(DType::kF32, Shape{10, 4}), out = Poisoned(DType::kF32, Shape{1, 4});
+  Buffer rows = Poisoned(DType::kF32, Shape{10, 4}), out = Poisoned(DType::kF32, Shape{1, 4});
   const std::int32_t bad[] = {10};
-  EXPECT_DEATH(Gpu().Embedding(table, bad, out), "outside vocabulary");
+  EXPECT_DEATH(Gpu().GatherRows(rows, bad, out), "GatherRows index");
 }
 
 TEST(CudaAllocator, ReusesFreedBlocks) {

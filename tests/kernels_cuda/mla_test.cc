@@ -8,8 +8,11 @@
 namespace fission::kernels::cuda::testing {
 namespace {
 
+// A sequence's new tokens follow context_len cached ones; with stride > 1 the step holds only every
+// stride-th of them (a context-parallel rank's share), so query positions are not consecutive.
 struct SeqSpec {
   int context_len, query_len;
+  int stride = 1;
 };
 
 // A batch: a cache of random latent rows, random pages per sequence, queries and kv_b.
@@ -17,15 +20,17 @@ struct Batch {
   MlaShape shape;
   std::int64_t n = 0, pages = 0;
   std::vector<float> q, cache, kv_b;
-  std::vector<std::vector<std::int32_t>> tables;
+  std::vector<std::vector<std::int32_t>> tables, positions;
   std::vector<SeqAttention> seqs;
+
+  static int KvLen(const SeqSpec& s) { return s.context_len + (s.query_len - 1) * s.stride + 1; }
 
   Batch(const std::vector<SeqSpec>& specs, std::int64_t heads, std::int64_t page_size, bool bf16, std::mt19937& rng) {
     shape = {heads, 128, 64, 128, 512, 1.0f / std::sqrt(192.0f), page_size};
     std::int64_t need = 0;
     for (const SeqSpec& s : specs) {
       n += s.query_len;
-      need += (s.context_len + s.query_len + page_size - 1) / page_size;
+      need += (KvLen(s) + page_size - 1) / page_size;
     }
     pages = need + 3;  // spare pages that no sequence owns
     std::vector<std::int32_t> order(pages);
@@ -33,13 +38,19 @@ struct Batch {
     std::shuffle(order.begin(), order.end(), rng);
     std::int64_t next = 0, start = 0;
     for (const SeqSpec& s : specs) {
-      const std::int64_t np = (s.context_len + s.query_len + page_size - 1) / page_size;
+      const std::int64_t np = (KvLen(s) + page_size - 1) / page_size;
       tables.emplace_back(order.begin() + next, order.begin() + next + np);
       next += np;
-      seqs.push_back({static_cast<std::int32_t>(start), s.query_len, s.context_len, {}});
+      std::vector<std::int32_t> pos(s.query_len);
+      for (int t = 0; t < s.query_len; ++t) pos[t] = s.context_len + t * s.stride;
+      positions.push_back(pos);
+      seqs.push_back({static_cast<std::int32_t>(start), s.query_len, KvLen(s), {}, {}});
       start += s.query_len;
     }
-    for (std::size_t i = 0; i < seqs.size(); ++i) seqs[i].block_table = tables[i];
+    for (std::size_t i = 0; i < seqs.size(); ++i) {
+      seqs[i].block_table = tables[i];
+      seqs[i].query_positions = positions[i];
+    }
     q = Random(n * heads * 192, rng);
     cache = Random(pages * page_size * 576, rng);
     kv_b = Random(heads * 256 * 512, rng, 0.05f);
@@ -120,6 +131,21 @@ TEST(CudaMla, BothFormsAgreeOnPrefill) {
   FISSION_REQUIRE_GPU();
   std::mt19937 rng(32);
   Check({{10, 40}, {0, 9}}, 8, 16, DType::kBF16, Form::kAbsorbed, rng);  // absorbed over prefill chunks too
+}
+
+// Context parallelism: each rank attends every C-th query of a prompt against all of its keys.
+TEST(CudaMla, NonConsecutiveQueryPositions) {
+  FISSION_REQUIRE_GPU();
+  std::mt19937 rng(34);
+  const std::vector<SeqSpec> strided = {{0, 100, 2}, {37, 45, 4}, {0, 1, 3}, {500, 3, 2}};
+  for (const char* kernel : {"default", "generic"}) {
+    SCOPED_TRACE(kernel);
+    setenv("FISSION_MLA_PREFILL", kernel, 1);
+    Check(strided, 8, 16, DType::kBF16, Form::kExpanded, rng);
+  }
+  unsetenv("FISSION_MLA_PREFILL");
+  Check(strided, 16, 16, DType::kBF16, Form::kAbsorbed, rng);
+  Check({{0, 1, 1}, {1000, 1, 1}, {33, 2, 5}}, 16, 16, DType::kBF16, Form::kAbsorbed, rng);
 }
 
 // The model runs the expanded form for prefill sequences and the absorbed form for decodes on one

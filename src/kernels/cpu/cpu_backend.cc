@@ -14,9 +14,11 @@ class CpuBackend final : public Backend {
   void LinearFp8(const Tensor& x, const Tensor& w, const Tensor& w_scale, const Tensor& out) override {
     cpu::LinearFp8(x, w, w_scale, out);
   }
-  void Embedding(const Tensor& table, std::span<const std::int32_t> ids, const Tensor& out) override {
-    cpu::Embedding(table, ids, out);
+  void Embedding(const Tensor& table, std::span<const std::int32_t> ids, std::int64_t vocab_start,
+                 const Tensor& out) override {
+    cpu::Embedding(table, ids, vocab_start, out);
   }
+  void Zero(const Tensor& x) override { cpu::Zero(x); }
   void RmsNorm(const Tensor& x, const Tensor& weight, float eps, const Tensor& out) override {
     cpu::RmsNorm(x, weight, eps, out);
   }

@@ -17,9 +17,11 @@ void CudaBackend::Linear(const Tensor& x, const Tensor& w, const Tensor& out) { 
 void CudaBackend::LinearFp8(const Tensor& x, const Tensor& w, const Tensor& w_scale, const Tensor& out) {
   cuda::LinearFp8(*ctx_, x, w, w_scale, out);
 }
-void CudaBackend::Embedding(const Tensor& table, std::span<const std::int32_t> ids, const Tensor& out) {
-  cuda::Embedding(*ctx_, table, ids, out);
+void CudaBackend::Embedding(const Tensor& table, std::span<const std::int32_t> ids, std::int64_t vocab_start,
+                            const Tensor& out) {
+  cuda::Embedding(*ctx_, table, ids, vocab_start, out);
 }
+void CudaBackend::Zero(const Tensor& x) { cuda::Zero(*ctx_, x); }
 void CudaBackend::RmsNorm(const Tensor& x, const Tensor& weight, float eps, const Tensor& out) {
   cuda::RmsNorm(*ctx_, x, weight, eps, out);
 }

@@ -20,7 +20,9 @@ class CudaBackend final : public Backend {
   Allocator* allocator() override;
   void Linear(const Tensor& x, const Tensor& w, const Tensor& out) override;
   void LinearFp8(const Tensor& x, const Tensor& w, const Tensor& w_scale, const Tensor& out) override;
-  void Embedding(const Tensor& table, std::span<const std::int32_t> ids, const Tensor& out) override;
+  void Embedding(const Tensor& table, std::span<const std::int32_t> ids, std::int64_t vocab_start,
+                 const Tensor& out) override;
+  void Zero(const Tensor& x) override;
   void RmsNorm(const Tensor& x, const Tensor& weight, float eps, const Tensor& out) override;
   void Add(const Tensor& a, const Tensor& b, const Tensor& out) override;
   void SiluMul(const Tensor& gate_up, const Tensor& out) override;

@@ -12,7 +12,10 @@ namespace fission::kernels::cuda {
 
 // elementwise.cu
 void Convert(CudaContext& ctx, const Tensor& src, const Tensor& dst);  // fp32 <-> bf16 (or copy)
-void Embedding(CudaContext& ctx, const Tensor& table, std::span<const std::int32_t> ids, const Tensor& out);
+// Rows ids[i] - vocab_start of the table; zeros for ids outside it (vocab-parallel shards).
+void Embedding(CudaContext& ctx, const Tensor& table, std::span<const std::int32_t> ids, std::int64_t vocab_start,
+               const Tensor& out);
+void Zero(CudaContext& ctx, const Tensor& x);
 void RmsNorm(CudaContext& ctx, const Tensor& x, const Tensor& weight, float eps, const Tensor& out);
 void Add(CudaContext& ctx, const Tensor& a, const Tensor& b, const Tensor& out);
 void SiluMul(CudaContext& ctx, const Tensor& gate_up, const Tensor& out);

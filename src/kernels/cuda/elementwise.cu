@@ -32,6 +32,15 @@ __global__ void CopyRowsKernel(const void* src, Elem se, const SrcIndex* src_row
     StoreF(dst, d * width + j, de, LoadF(src, s * width + j, se));
 }
 
+__global__ void EmbeddingKernel(const void* table, Elem te, std::int64_t rows, const std::int32_t* ids,
+                                std::int64_t vocab_start, void* out, Elem oe, std::int64_t width) {
+  const std::int64_t i = blockIdx.x;
+  const std::int64_t row = static_cast<std::int64_t>(ids[i]) - vocab_start;
+  const bool inside = row >= 0 && row < rows;
+  for (std::int64_t j = threadIdx.x; j < width; j += blockDim.x)
+    StoreF(out, i * width + j, oe, inside ? LoadF(table, row * width + j, te) : 0.0f);
+}
+
 __global__ void RmsNormKernel(const void* x, Elem xe, const void* w, Elem we, void* out, Elem oe,
                               std::int64_t d, std::int64_t width, float eps) {
   const std::int64_t row = blockIdx.x;
@@ -118,16 +127,21 @@ void Convert(CudaContext& ctx, const Tensor& src, const Tensor& dst) {
   FISSION_LAUNCHED();
 }
 
-void Embedding(CudaContext& ctx, const Tensor& table, std::span<const std::int32_t> ids, const Tensor& out) {
+void Embedding(CudaContext& ctx, const Tensor& table, std::span<const std::int32_t> ids, std::int64_t vocab_start,
+               const Tensor& out) {
   CheckDevice(ctx, table, "Embedding table");
-  const std::int64_t vocab = table.shape[0], d = table.shape[1];
+  const std::int64_t rows = table.shape[0], d = table.shape[1];
   FISSION_CHECK(out.numel() == static_cast<std::int64_t>(ids.size()) * d, "Embedding out ", out.shape.ToString());
-  for (std::int32_t id : ids) FISSION_CHECK(id >= 0 && id < vocab, "token id ", id, " outside vocabulary of ", vocab);
   if (ids.empty()) return;
   Buffer dev = ctx.Upload(ids);
-  CopyRowsKernel<std::int32_t, std::int32_t><<<static_cast<unsigned>(ids.size()), kThreads, 0, ctx.stream()>>>(
-      table.data, ElemOf(table), dev.ptr<std::int32_t>(), out.data, ElemOf(out), nullptr, d);
+  EmbeddingKernel<<<static_cast<unsigned>(ids.size()), kThreads, 0, ctx.stream()>>>(
+      table.data, ElemOf(table), rows, dev.ptr<std::int32_t>(), vocab_start, out.data, ElemOf(out), d);
   FISSION_LAUNCHED();
+}
+
+void Zero(CudaContext& ctx, const Tensor& x) {
+  if (x.numel() == 0) return;
+  FISSION_CUDA(cudaMemsetAsync(x.data, 0, x.bytes(), ctx.stream()));
 }
 
 void RmsNorm(CudaContext& ctx, const Tensor& x, const Tensor& weight, float eps, const Tensor& out) {

@@ -30,10 +30,11 @@ void CheckShapes(const Tensor& q, const Tensor& cache, const Tensor& kv_b, std::
   const std::int64_t n = q.numel() / (heads * qk);
   FISSION_CHECK(out.numel() == n * heads * sh.v_head_dim, "MLA out ", out.shape.ToString());
   for (const SeqAttention& s : seqs) {
-    const std::int64_t kv_len = s.context_len + s.query_len;
-    FISSION_CHECK(static_cast<std::int64_t>(s.block_table.size()) * sh.page_size >= kv_len, "block table of ",
-                  s.block_table.size(), " pages cannot hold ", kv_len, " tokens");
+    FISSION_CHECK(static_cast<std::int64_t>(s.block_table.size()) * sh.page_size >= s.kv_len, "block table of ",
+                  s.block_table.size(), " pages cannot hold ", s.kv_len, " tokens");
     FISSION_CHECK(s.query_start >= 0 && s.query_start + s.query_len <= n, "sequence rows out of range");
+    FISSION_CHECK(static_cast<std::int32_t>(s.query_positions.size()) == s.query_len, "query positions");
+    for (std::int32_t pos : s.query_positions) FISSION_CHECK(pos >= 0 && pos < s.kv_len, "query position ", pos);
     for (std::int32_t page : s.block_table)
       FISSION_CHECK(page >= 0 && (page + 1) * sh.page_size <= cache.shape[0], "page ", page, " outside the cache");
   }
@@ -95,21 +96,27 @@ void MlaAttentionExpanded(CudaContext& ctx, const Tensor& q, const Tensor& cache
   // Gather every sequence's latent rows (cached prefix and new tokens) into one contiguous bf16 block.
   std::vector<SeqInfo> infos;
   std::vector<std::int64_t> slots;
+  std::vector<std::int32_t> positions;
   std::vector<WorkItem> items;
   for (std::size_t i = 0; i < seqs.size(); ++i) {
     const SeqAttention& s = seqs[i];
-    const int kv_len = s.context_len + s.query_len;
-    infos.push_back({s.query_start, s.query_len, s.context_len, static_cast<int>(slots.size()), 0});
+    const int kv_len = s.kv_len;
+    infos.push_back({s.query_start, s.query_len, kv_len, static_cast<int>(slots.size()), 0,
+                     static_cast<int>(positions.size())});
+    positions.insert(positions.end(), s.query_positions.begin(), s.query_positions.end());
     for (int p = 0; p < kv_len; ++p)
       slots.push_back(static_cast<std::int64_t>(s.block_table[p / sh.page_size]) * sh.page_size + p % sh.page_size);
     for (int r = 0; r < s.query_len; r += rows_per_block)
       items.push_back({static_cast<int>(i), r, 0, kv_len, 0});
   }
   if (items.empty()) return;
-  // Most keys first, so the longest blocks start early.
-  std::stable_sort(items.begin(), items.end(), [&](const WorkItem& a, const WorkItem& b) {
-    return infos[a.seq].context_len + a.row_begin > infos[b.seq].context_len + b.row_begin;
-  });
+  // Most keys first (by the block's last row), so the longest blocks start early.
+  auto reach = [&](const WorkItem& w) {
+    const SeqAttention& s = seqs[w.seq];
+    return s.query_positions[std::min(w.row_begin + rows_per_block, s.query_len) - 1];
+  };
+  std::stable_sort(items.begin(), items.end(),
+                   [&](const WorkItem& a, const WorkItem& b) { return reach(a) > reach(b); });
   const std::int64_t total_kv = static_cast<std::int64_t>(slots.size());
   Buffer latent(DType::kBF16, Shape{total_kv, row_w}, ctx.allocator());
   FISSION_CHECK(cache.shape[0] < (std::int64_t{1} << 31), "cache too large for 32-bit slots");
@@ -140,7 +147,9 @@ void MlaAttentionExpanded(CudaContext& ctx, const Tensor& q, const Tensor& cache
 
   Buffer info_dev = ctx.Upload(std::span<const SeqInfo>(infos));
   Buffer items_dev = ctx.Upload(std::span<const WorkItem>(items));
+  Buffer positions_dev = ctx.Upload(std::span<const std::int32_t>(positions));
   Params p{};
+  p.positions = positions_dev.ptr<std::int32_t>();
   p.qa = {q16.data, Elem::kBF16, heads * qk, qk, static_cast<int>(qk)};
   p.qb = {q16.data, Elem::kBF16, 0, 0, 0};
   p.ka = {kv.tensor().data, Elem::kBF16, heads * (nope + vdim), nope + vdim, static_cast<int>(nope)};
@@ -225,13 +234,15 @@ void MlaAttentionAbsorbed(CudaContext& ctx, const Tensor& q, const Tensor& cache
   const int rows_per_block = max_rows <= 16 ? 16 : mla::kMaxRows;
   const int blocks_per_sm = rows_per_block == 16 ? 2 : 1;
   std::vector<SeqInfo> infos;
-  std::vector<std::int32_t> tables;
+  std::vector<std::int32_t> tables, positions;
   std::int64_t base_blocks = 0, max_kv = 0;
   for (const SeqAttention& s : seqs) {
-    infos.push_back({s.query_start, s.query_len, s.context_len, 0, static_cast<int>(tables.size())});
+    infos.push_back({s.query_start, s.query_len, s.kv_len, 0, static_cast<int>(tables.size()),
+                     static_cast<int>(positions.size())});
     tables.insert(tables.end(), s.block_table.begin(), s.block_table.end());
+    positions.insert(positions.end(), s.query_positions.begin(), s.query_positions.end());
     base_blocks += (s.query_len * heads + rows_per_block - 1) / rows_per_block;
-    max_kv = std::max<std::int64_t>(max_kv, s.context_len + s.query_len);
+    max_kv = std::max<std::int64_t>(max_kv, s.kv_len);
   }
   constexpr std::int64_t kMinKeysPerSplit = 256;
   const std::int64_t want =
@@ -242,7 +253,7 @@ void MlaAttentionAbsorbed(CudaContext& ctx, const Tensor& q, const Tensor& cache
   std::vector<std::int64_t> rows;  // flattened (token, head) rows that the merge writes
   for (std::size_t i = 0; i < seqs.size(); ++i) {
     const SeqAttention& s = seqs[i];
-    const int kv_len = s.context_len + s.query_len;
+    const int kv_len = s.kv_len;
     const int chunk = ((kv_len + splits - 1) / splits + mla::kKeys - 1) / mla::kKeys * mla::kKeys;
     for (int r = 0; r < s.query_len * heads; r += rows_per_block)
       for (int sp = 0; sp < splits; ++sp)
@@ -254,6 +265,7 @@ void MlaAttentionAbsorbed(CudaContext& ctx, const Tensor& q, const Tensor& cache
   Buffer info_dev = ctx.Upload(std::span<const SeqInfo>(infos));
   Buffer items_dev = ctx.Upload(std::span<const WorkItem>(items));
   Buffer tables_dev = ctx.Upload(std::span<const std::int32_t>(tables));
+  Buffer positions_dev = ctx.Upload(std::span<const std::int32_t>(positions));
   Buffer part_o, part_lse;
   if (splits > 1) {
     part_o = Buffer(DType::kF32, Shape{splits, n * heads, lora}, ctx.allocator());
@@ -267,6 +279,7 @@ void MlaAttentionAbsorbed(CudaContext& ctx, const Tensor& q, const Tensor& cache
   p.seqs = reinterpret_cast<const SeqInfo*>(info_dev.tensor().data);
   p.items = reinterpret_cast<const WorkItem*>(items_dev.tensor().data);
   p.block_tables = tables_dev.ptr<std::int32_t>();
+  p.positions = positions_dev.ptr<std::int32_t>();
   p.page_size = static_cast<int>(sh.page_size);
   p.heads = static_cast<int>(heads);
   p.rows_heads = static_cast<int>(heads);

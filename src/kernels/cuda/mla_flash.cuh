@@ -31,8 +31,10 @@ struct RowSrc {
   int count = 0;
 };
 
+// A sequence of the batch: its query rows, its keys, where its keys start in a contiguous key
+// block (kv_base) or its block table (bt_offset), and where its query positions start (pos_offset).
 struct SeqInfo {
-  int query_start, query_len, context_len, kv_base, bt_offset;
+  int query_start, query_len, kv_len, kv_base, bt_offset, pos_offset;
 };
 
 struct WorkItem {
@@ -46,6 +48,7 @@ struct Params {
   const SeqInfo* seqs;
   const WorkItem* items;
   const std::int32_t* block_tables;  // paged keys: slot = table[key / page] * page + key % page
+  const std::int32_t* positions;     // query t of a sequence sees keys [0, positions[pos_offset + t]]
   int page_size;                     // 0: keys are contiguous from kv_base
   int heads;
   int rows_heads;  // heads when a block's rows are (token, head) pairs, 1 when grid.y is the head
@@ -218,15 +221,16 @@ __global__ void __launch_bounds__(kThreads, (RB == 1 || DQK <= 192) ? 2 : 1) Fla
     const int t = valid ? f / p.rows_heads : 0;
     row_head[tid] = p.rows_heads == 1 ? static_cast<int>(blockIdx.y) : f % p.rows_heads;
     row_token[tid] = valid ? seq.query_start + t : -1;
-    row_limit[tid] = valid ? min(item.key_end, seq.context_len + t + 1) : 0;
+    row_limit[tid] = valid ? min(item.key_end, p.positions[seq.pos_offset + t] + 1) : 0;
     row_m[tid] = -INFINITY;
     row_l[tid] = 0.0f;
   }
   __syncthreads();
   LoadTile<DQK, kRows>(qs, L::kLdQK, p.qa, p.qb, row_token, row_head);
   CpAsyncWaitAll();  // visible to all threads after the loop's first barrier
-  const int last = min(item.row_begin + kRows, rows_total) - 1;
-  const int key_end = min(item.key_end, seq.context_len + last / p.rows_heads + 1);
+  // The block's keys end where its furthest-seeing row's do (positions need not be consecutive).
+  int key_end = 0;
+  for (int r = 0; r < kRows; ++r) key_end = max(key_end, row_limit[r]);
 
   const int rb = warp % RB, cg = warp / RB;  // row block of 16, and which share of the keys / of DV
   constexpr int kNt = kColsPerWarp / 8;      // n-tiles of O per warp

@@ -18,7 +18,8 @@ struct PrefillSmem {
   static constexpr std::size_t kQ = 0;
   static constexpr std::size_t kK = kQ + 2 * kPrefillRows * kLdQK;
   static constexpr std::size_t kV = kK + 2 * 2 * kKeys * kLdQK;  // two stages
-  static constexpr std::size_t kBytes = kV + 2 * 2 * kKeys * kLdV;
+  static constexpr std::size_t kLimits = kV + 2 * 2 * kKeys * kLdV;  // int per query row
+  static constexpr std::size_t kBytes = kLimits + 4 * kPrefillRows;
 };
 
 // Issues the copies of key tile [k0, k0 + 64) of head h into stage buffers ks/vs (zeros past key_end).
@@ -60,7 +61,13 @@ __global__ void __launch_bounds__(kThreads, 1) PrefillKernel(const Params p) {
   const int h = blockIdx.y;
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, tq = lane & 3;
   const int rows_valid = min(kPrefillRows, seq.query_len - item.row_begin);
-  const int key_end = min(item.key_end, seq.context_len + item.row_begin + rows_valid);
+  // Causal limit of each row (positions need not be consecutive); the block's keys end at the largest.
+  int* limits = reinterpret_cast<int*>(smem + L::kLimits);
+  if (tid < kPrefillRows)
+    limits[tid] = tid < rows_valid ? min(item.key_end, p.positions[seq.pos_offset + item.row_begin + tid] + 1) : 0;
+  __syncthreads();
+  int key_end = 0;
+  for (int r = 0; r < kPrefillRows; ++r) key_end = max(key_end, limits[r]);
 
   // Q tile: rows past the sequence are zeros.
   {
@@ -80,8 +87,7 @@ __global__ void __launch_bounds__(kThreads, 1) PrefillKernel(const Params p) {
 
   // This thread's two rows and their causal limits.
   const int row0 = warp * 16 + g, row1 = row0 + 8;
-  const int limit0 = row0 < rows_valid ? seq.context_len + item.row_begin + row0 + 1 : 0;
-  const int limit1 = row1 < rows_valid ? seq.context_len + item.row_begin + row1 + 1 : 0;
+  const int limit0 = limits[row0], limit1 = limits[row1];
   float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
   float o[kPrefillV / 8][4];
 #pragma unroll
