@@ -6,6 +6,7 @@ const std::vector<Command>& AllCommands() {
   static const std::vector<Command> kCommands = {
       {"model", RunModel},
       {"generate", RunGenerate},
+      {"tokenize", RunTokenize},
   };
   return kCommands;
 }

@@ -12,6 +12,7 @@ struct Command {
 };
 
 const std::vector<Command>& AllCommands();
+int RunTokenize(const std::vector<std::string>& args);
 
 int RunModel(const std::vector<std::string>& args);
 int RunGenerate(const std::vector<std::string>& args);

@@ -9,6 +9,8 @@
 #include <string_view>
 #include <vector>
 
+#include "tokenizer/tokenizer_config.h"
+
 namespace fission::tokenizer {
 
 class Tokenizer {
@@ -26,6 +28,12 @@ class Tokenizer {
   virtual std::optional<std::int32_t> TokenToId(std::string_view token) const = 0;
   virtual std::optional<std::int32_t> bos_token_id() const = 0;
   virtual std::optional<std::int32_t> eos_token_id() const = 0;
+  // The token text of `id` (added tokens included), or nullopt for an unknown id.
+  virtual std::optional<std::string> IdToToken(std::int32_t id) const = 0;
+  // Whether `id` is a special added token (dropped by skip_special_tokens).
+  virtual bool IsSpecial(std::int32_t id) const = 0;
+  // tokenizer_config.json's settings: special-token strings, chat template, ...
+  virtual const TokenizerConfig& config() const = 0;
 };
 
 }  // namespace fission::tokenizer
