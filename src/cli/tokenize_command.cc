@@ -161,4 +161,6 @@ int RunTokenize(const std::vector<std::string>& args) {
   return 0;
 }
 
+FISSION_COMMAND("tokenize", "encode, decode or render a chat with a model's tokenizer", RunTokenize);
+
 }  // namespace fission::cli
