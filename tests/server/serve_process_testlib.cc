@@ -142,3 +142,64 @@ double MetricValue(const std::string& metrics, const std::string& name) {
 }
 
 }  // namespace fission::server
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+
+namespace fission::server {
+
+int ConnectTo(int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return -1;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<std::uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+std::string RawExchange(int port, const std::string& bytes, int timeout_ms, int* status) {
+  *status = 0;
+  const int fd = ConnectTo(port);
+  if (fd < 0) return "";
+  std::size_t sent = 0;
+  while (sent < bytes.size()) {
+    const ssize_t n = ::send(fd, bytes.data() + sent, bytes.size() - sent, MSG_NOSIGNAL);
+    if (n <= 0) break;
+    sent += static_cast<std::size_t>(n);
+  }
+  std::string reply;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  char buffer[4096];
+  while (std::chrono::steady_clock::now() < deadline) {
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 20) <= 0) {
+      // A complete response with a body length we can see ends the wait early.
+      if (reply.find("\r\n\r\n") != std::string::npos && reply.find("Content-Length: 0") != std::string::npos) break;
+      continue;
+    }
+    const ssize_t n = ::recv(fd, buffer, sizeof(buffer), 0);
+    if (n <= 0) break;
+    reply.append(buffer, static_cast<std::size_t>(n));
+    const auto header_end = reply.find("\r\n\r\n");
+    if (header_end != std::string::npos) {
+      // Stop once Content-Length bytes of body have arrived.
+      const auto cl = reply.find("Content-Length: ");
+      if (cl != std::string::npos && cl < header_end) {
+        const std::size_t length = std::stoul(reply.substr(cl + 16));
+        if (reply.size() >= header_end + 4 + length) break;
+      }
+    }
+  }
+  ::close(fd);
+  if (reply.rfind("HTTP/1.", 0) == 0 && reply.size() >= 12) *status = std::atoi(reply.substr(9, 3).c_str());
+  return reply;
+}
+
+}  // namespace fission::server

@@ -48,3 +48,14 @@ std::string DemoModelDir();
 std::string FissionBinary();
 
 }  // namespace fission::server
+
+namespace fission::server {
+
+// Sends raw bytes on a fresh connection and returns what comes back until the server closes the
+// connection or `timeout_ms` passes. The status of the first response is parsed into *status (0
+// when none came).
+std::string RawExchange(int port, const std::string& bytes, int timeout_ms, int* status);
+// A connected TCP socket to 127.0.0.1:port (caller closes), or -1.
+int ConnectTo(int port);
+
+}  // namespace fission::server
