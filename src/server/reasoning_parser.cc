@@ -99,7 +99,7 @@ std::unique_ptr<ReasoningParser> ReasoningParser::Create(std::string_view name) 
   if (name == "qwen3") parser = new ReasoningParser("qwen3", "<tool_call>", Default::kEnableThinking);
   if (parser == nullptr) {
     std::string valid;
-    for (const std::string& n : Names()) valid += (valid.empty() ? "" : ", ") + n;
+    for (const std::string& n : Names()) valid += StrCat(valid.empty() ? "" : ", ", n);
     Fail("unknown --reasoning-parser '", name, "' (valid: ", valid, ")");
   }
   return std::unique_ptr<ReasoningParser>(parser);

@@ -202,7 +202,8 @@ void RequireChoice(std::string_view flag, const std::string& value, std::initial
   std::string list;
   for (std::string_view c : choices) {
     if (c == value) return;
-    list += (list.empty() ? "" : ", ") + std::string(c);
+    if (!list.empty()) list += ", ";
+    list += c;
   }
   Fail(flag, " '", value, "' is not one of: ", list);
 }
@@ -296,7 +297,8 @@ void Validate(ServerArgs* out) {
   if (out->nnodes > 1) Fail("--nnodes ", out->nnodes, ": multi-node serving has not landed yet (use 1)");
   if (out->node_rank != 0) Fail("--node-rank ", out->node_rank, ": only rank 0 exists until multi-node lands");
   if (out->kv_cache_dtype != "auto" && out->kv_cache_dtype != "bf16" && out->kv_cache_dtype != "bfloat16") {
-    const std::string device = out->device == "auto" ? "" : " on " + out->device;
+    std::string device;
+    if (out->device != "auto") device = StrCat(" on ", out->device);
     Fail("--kv-cache-dtype ", out->kv_cache_dtype, ": a quantized KV cache has not landed yet", device,
          " (use auto or bf16)");
   }
@@ -315,7 +317,10 @@ void Validate(ServerArgs* out) {
 std::string ServerArgs::IgnoredFlagsLine() const {
   if (ignored_flags.empty()) return "";
   std::string line = "ignored flags (no effect in Fission):";
-  for (const std::string& f : ignored_flags) line += " " + f;
+  for (const std::string& f : ignored_flags) {
+    line += ' ';
+    line += f;
+  }
   return line;
 }
 
@@ -364,7 +369,7 @@ ServerArgs ParseServerArgs(const std::vector<std::string>& args) {
     } else {
       // Hand the flag, under its canonical name, to the parser that owns it.
       std::vector<std::string> sub = {std::string(flag->name)};
-      if (flag->type != T::kBool) sub[0] += "=" + values[0];
+      if (flag->type != T::kBool) sub[0] += StrCat("=", values[0]);
       std::size_t j = 0;
       const bool taken = flag->parser == P::kEngine ? engine::ParseEngineFlag(sub, &j, &out.engine)
                                                     : model::ParseLoadFlag(sub, &j, &out.load);
@@ -383,12 +388,12 @@ std::string ServerArgsHelp() {
       "no effect, listed at start-up); not landed (values needing a missing feature are errors).\n\n";
   for (const FlagInfo& f : ServerFlags()) {
     std::string names(f.name);
-    for (std::string_view a : f.aliases) names += ", " + std::string(a);
-    if (!f.value_name.empty()) names += " " + std::string(f.value_name);
-    text += "  " + names + "\n      ";
-    if (!f.help.empty()) text += std::string(f.help) + ". ";
-    if (!f.default_text.empty()) text += "Default: " + std::string(f.default_text) + ". ";
-    text += "[" + std::string(FlagKindName(f.kind)) + "]\n";
+    for (std::string_view a : f.aliases) names += StrCat(", ", a);
+    if (!f.value_name.empty()) names += StrCat(" ", f.value_name);
+    text += StrCat("  ", names, "\n      ");
+    if (!f.help.empty()) text += StrCat(f.help, ". ");
+    if (!f.default_text.empty()) text += StrCat("Default: ", f.default_text, ". ");
+    text += StrCat("[", FlagKindName(f.kind), "]\n");
   }
   text += "  -h, --help\n      this text\n";
   return text;

@@ -370,7 +370,11 @@ class DeepSeekV4Stream : public ToolCallStream {
       value = OrderedJson::parse(raw.begin(), raw.end(), nullptr, /*allow_exceptions=*/false);
       if (value.is_discarded()) value = std::string(raw);
     }
-    AppendArguments((params_ == 0 ? "{" : ",") + DumpJson(OrderedJson(param_name_)) + ":" + DumpJson(value));
+    std::string pair = params_ == 0 ? "{" : ",";
+    pair += DumpJson(OrderedJson(param_name_));
+    pair += ':';
+    pair += DumpJson(value);
+    AppendArguments(pair);
     ++params_;
     buffer_.erase(0, at + kParamEnd.size());
     state_ = State::kBody;

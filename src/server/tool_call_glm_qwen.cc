@@ -140,7 +140,11 @@ class GlmStream : public ToolCallStream {
     const std::string_view raw =
         std::string_view(buffer_).substr(value_at + kValue.size(), value_end - value_at - kValue.size());
     const OrderedJson value = ConvertArgumentValue(raw, ParameterSchema(key));
-    AppendArguments((params_ == 0 ? "{" : ",") + DumpJson(OrderedJson(key)) + ":" + DumpJson(value));
+    std::string pair = params_ == 0 ? "{" : ",";
+    pair += DumpJson(OrderedJson(key));
+    pair += ':';
+    pair += DumpJson(value);
+    AppendArguments(pair);
     ++params_;
     buffer_.erase(0, value_end + kValueEnd.size());
     return true;
@@ -194,7 +198,8 @@ class QwenStream : public ToolCallStream {
     const bool readable = call.is_object() && call.contains("name") && call["name"].is_string() &&
                           (args == nullptr || args->is_object() || args->is_string());
     if (!readable) {
-      EmitContent(std::string(kStart) + buffer_.substr(0, at + kEnd.size()));
+      EmitContent(kStart);
+      EmitContent(std::string_view(buffer_).substr(0, at + kEnd.size()));
     } else if (BeginCall(call["name"].get<std::string>())) {
       if (args == nullptr) {
         AppendArguments("{}");

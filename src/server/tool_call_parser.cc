@@ -222,7 +222,7 @@ std::unique_ptr<ToolCallParser> ToolCallParser::Create(std::string_view name) {
   for (const std::string& n : Names())
     if (n == name) return std::unique_ptr<ToolCallParser>(new ToolCallParser(n));
   std::string valid;
-  for (const std::string& n : Names()) valid += (valid.empty() ? "" : ", ") + n;
+  for (const std::string& n : Names()) valid += StrCat(valid.empty() ? "" : ", ", n);
   Fail("unknown --tool-call-parser '", name, "' (valid: ", valid, ")");
 }
 
