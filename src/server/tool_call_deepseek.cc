@@ -335,9 +335,10 @@ class DeepSeekV4Stream : public ToolCallStream {
     }
     if (buffer_.empty()) return false;
     if (!at_end && (MayBecome(buffer_, kParam) || MayBecome(buffer_, kInvokeEnd))) return false;
-    // Stray text inside an invoke is dropped a byte at a time, so the next tag is found wherever
-    // the text was cut.
-    buffer_.erase(0, 1);
+    // Stray text inside an invoke is dropped up to the next byte that may start something we read
+    // ('<', or '{' for a JSON body), so the verdict is the same wherever the text was cut.
+    const std::size_t next = buffer_.find_first_of(params_ == 0 ? "<{" : "<", 1);
+    buffer_.erase(0, next == std::string::npos ? buffer_.size() : next);
     return true;
   }
 

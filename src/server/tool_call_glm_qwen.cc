@@ -102,9 +102,9 @@ class GlmStream : public ToolCallStream {
     if (StartsWith(buffer_, kKey)) return StepPair(at_end);
     if (buffer_.empty()) return false;
     if (!at_end && (MayBecome(buffer_, kKey) || MayBecome(buffer_, kEnd) || buffer_ == "\\")) return false;
-    // Stray text between pairs is dropped a byte at a time, so the next tag is found wherever the
-    // text was cut.
-    buffer_.erase(0, 1);
+    // Stray text between pairs is dropped up to the next '<', which may start a tag.
+    const std::size_t next = buffer_.find('<', 1);
+    buffer_.erase(0, next == std::string::npos ? buffer_.size() : next);
     return true;
   }
 
