@@ -77,6 +77,9 @@ struct ServerArgs {
 
   // The line start-up prints when ignored_flags is not empty.
   std::string IgnoredFlagsLine() const;
+  // The names with their defaults resolved (both default to the model path).
+  const std::string& ServedModelName() const { return served_model_name.empty() ? model_path : served_model_name; }
+  const std::string& TokenizerPath() const { return tokenizer_path.empty() ? model_path : tokenizer_path; }
 };
 
 // Parses `args` (the words after `fission serve`). Bad input throws fission::Error naming the flag:

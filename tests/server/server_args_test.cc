@@ -40,6 +40,14 @@ TEST(ServerArgsTest, Defaults) {
   EXPECT_FALSE(a.engine.disable_radix_cache);
   EXPECT_TRUE(a.ignored_flags.empty());
   EXPECT_EQ(a.IgnoredFlagsLine(), "");
+  EXPECT_EQ(a.ServedModelName(), "/models/tiny");
+  EXPECT_EQ(a.TokenizerPath(), "/models/tiny");
+}
+
+TEST(ServerArgsTest, RepeatedIgnoredFlagIsListedOnce) {
+  ServerArgs a = Parse({"--trust-remote-code", "--enable-torch-compile", "--trust-remote-code"});
+  EXPECT_EQ(a.ignored_flags, (std::vector<std::string>{"--trust-remote-code", "--enable-torch-compile"}));
+  EXPECT_EQ(a.IgnoredFlagsLine(), "ignored flags (no effect in Fission): --trust-remote-code --enable-torch-compile");
 }
 
 TEST(ServerArgsTest, ThePublishedRecipeParses) {
@@ -100,6 +108,8 @@ TEST(ServerArgsTest, EachFlagParsesWithATypicalValue) {
                         "0", "--dist-init-addr", "10.0.0.1:5000", "--device", "cpu"});
   EXPECT_EQ(a.tokenizer_path, "/tok");
   EXPECT_EQ(a.served_model_name, "tiny");
+  EXPECT_EQ(a.ServedModelName(), "tiny");
+  EXPECT_EQ(a.TokenizerPath(), "/tok");
   EXPECT_EQ(a.load.tp_size, 2);
   EXPECT_EQ(a.engine.max_running_requests, 64);
   EXPECT_EQ(a.engine.max_total_tokens, 8192);
