@@ -3,6 +3,7 @@
 // GLM-4.5: <tool_call>NAME\n<arg_key>K</arg_key>\n<arg_value>V</arg_value>\n...</tool_call>
 // GLM-4.7: the same without the newlines: <tool_call>NAME<arg_key>K</arg_key><arg_value>V</arg_value></tool_call>
 // Qwen:    <tool_call>\n{"name": "NAME", "arguments": {...}}\n</tool_call>
+#include <algorithm>
 #include <string>
 
 #include "server/text_scan.h"
@@ -166,26 +167,169 @@ class GlmStream : public ToolCallStream {
   int params_ = 0;
 };
 
+enum class Match { kYes, kMaybe, kNo };
+
+// Matches the usual head of a Hermes call, `{"name": "NAME", "arguments": ` (or "parameters"),
+// with any whitespace between tokens. kMaybe: `text` is a prefix of such a head.
+Match MatchHermesHead(std::string_view text, std::string* name, std::size_t* args_at) {
+  std::size_t i = 0;
+  auto space = [&] {
+    while (i < text.size() && IsAsciiSpace(text[i])) ++i;
+  };
+  auto literal = [&](std::string_view token) {
+    const std::size_t n = std::min(token.size(), text.size() - i);
+    if (text.substr(i, n) != token.substr(0, n)) return Match::kNo;
+    if (n < token.size()) return Match::kMaybe;
+    i += token.size();
+    return Match::kYes;
+  };
+  for (std::string_view token : {"{", "\"name\"", ":", "\""}) {
+    space();
+    if (const Match m = literal(token); m != Match::kYes) return m;
+  }
+  const std::size_t name_at = i;
+  while (i < text.size() && text[i] != '"' && text[i] != '\\' && i - name_at <= kMaxName) ++i;
+  if (i - name_at > kMaxName) return Match::kNo;
+  if (i == text.size()) return Match::kMaybe;
+  if (text[i] == '\\' || i == name_at) return Match::kNo;
+  *name = std::string(text.substr(name_at, i - name_at));
+  ++i;
+  space();
+  if (const Match m = literal(","); m != Match::kYes) return m;
+  space();
+  const std::size_t key_at = i;
+  const Match arguments = literal("\"arguments\"");
+  if (arguments != Match::kYes) {
+    i = key_at;
+    const Match parameters = literal("\"parameters\"");
+    if (parameters == Match::kNo && arguments == Match::kNo) return Match::kNo;
+    if (parameters != Match::kYes) return Match::kMaybe;
+  }
+  space();
+  if (const Match m = literal(":"); m != Match::kYes) return m;
+  space();
+  if (i == text.size()) return Match::kMaybe;
+  *args_at = i;
+  return Match::kYes;
+}
+
 class QwenStream : public ToolCallStream {
  public:
   QwenStream(std::vector<ToolSpec> tools, std::uint64_t seed) : ToolCallStream(std::move(tools), seed) {}
 
  private:
+  // kHead: deciding how to read the call. kArgs: streaming an `arguments` object as it is written.
+  // kTail: after it, up to the closing tag. kWhole: any other layout, read once the tag closes.
+  // kSkip: a call to a function the request does not offer.
+  enum class State { kContent, kHead, kArgs, kTail, kWhole, kSkip };
+
   bool Step(bool at_end) override {
-    if (!in_call_) {
-      std::size_t which = 0;
-      if (!ScanContent({kStart}, at_end, &which)) return false;
-      in_call_ = true;
+    switch (state_) {
+      case State::kContent: {
+        std::size_t which = 0;
+        if (!ScanContent({kStart}, at_end, &which)) return false;
+        state_ = State::kHead;
+        return true;
+      }
+      case State::kHead:
+        return StepHead(at_end);
+      case State::kArgs:
+        return StepArgs(at_end);
+      case State::kTail:
+      case State::kSkip:
+        return StepToEnd(at_end);
+      case State::kWhole:
+        return StepWhole(at_end);
+    }
+    return false;
+  }
+
+  bool StepHead(bool at_end) {
+    std::string name;
+    std::size_t args_at = 0;
+    const Match m = MatchHermesHead(buffer_, &name, &args_at);
+    if (m == Match::kMaybe && !at_end) return false;
+    if (m != Match::kYes || buffer_[args_at] != '{') {
+      state_ = State::kWhole;
       return true;
     }
-    // The call is one JSON object, read once its closing tag is here.
+    if (!BeginCall(name)) {
+      state_ = State::kSkip;
+      return true;
+    }
+    buffer_.erase(0, args_at);
+    depth_ = 0;
+    in_string_ = escaped_ = false;
+    state_ = State::kArgs;
+    return true;
+  }
+
+  // Emits the object's text up to its matching brace, tracking strings so braces inside them do
+  // not count. A '<' outside a string cannot be JSON: the arguments end there (and are invalid).
+  bool StepArgs(bool at_end) {
+    std::size_t i = 0;
+    bool done = false;
+    for (; i < buffer_.size() && !done; ++i) {
+      const char c = buffer_[i];
+      if (in_string_) {
+        if (escaped_) {
+          escaped_ = false;
+        } else if (c == '\\') {
+          escaped_ = true;
+        } else if (c == '"') {
+          in_string_ = false;
+        }
+      } else if (c == '"') {
+        in_string_ = true;
+      } else if (c == '{' || c == '[') {
+        ++depth_;
+      } else if (c == '}' || c == ']') {
+        done = --depth_ == 0;
+      } else if (c == '<') {
+        done = true;
+        --i;  // the '<' is not part of the arguments
+      }
+    }
+    AppendArguments(std::string_view(buffer_).substr(0, i));
+    buffer_.erase(0, i);
+    if (done) {
+      state_ = State::kTail;
+      return true;
+    }
+    if (at_end) EndCall(/*complete=*/false);
+    if (at_end) state_ = State::kContent;
+    return false;
+  }
+
+  // Drops the rest of the call (the outer '}', or a skipped call) through the closing tag.
+  bool StepToEnd(bool at_end) {
+    const std::size_t at = buffer_.find(kEnd);
+    if (at == std::string::npos) {
+      if (at_end) {
+        buffer_.clear();
+        if (call_open()) EndCall(/*complete=*/true);
+        state_ = State::kContent;
+        return false;
+      }
+      buffer_.erase(0, buffer_.size() - PartialTagSuffix(buffer_, {kEnd}));
+      return false;
+    }
+    buffer_.erase(0, at + kEnd.size());
+    if (call_open()) EndCall(/*complete=*/true);
+    AfterBlock();
+    state_ = State::kContent;
+    return true;
+  }
+
+  // Any other layout is one JSON object, read once its closing tag is here.
+  bool StepWhole(bool at_end) {
     const std::size_t at = buffer_.find(kEnd);
     if (at == std::string::npos) {
       if (!at_end) return false;
       EmitContent(kStart);  // never closed: the text stays content
       EmitContent(buffer_);
       buffer_.clear();
-      in_call_ = false;
+      state_ = State::kContent;
       return false;
     }
     const std::string_view body = TrimSpace(std::string_view(buffer_).substr(0, at));
@@ -200,24 +344,23 @@ class QwenStream : public ToolCallStream {
     if (!readable) {
       EmitContent(kStart);
       EmitContent(std::string_view(buffer_).substr(0, at + kEnd.size()));
-    } else if (BeginCall(call["name"].get<std::string>())) {
-      if (args == nullptr) {
-        AppendArguments("{}");
-      } else {
-        // Arguments given as a JSON string are passed through as that string.
-        AppendArguments(args->is_string() ? args->get<std::string>() : DumpJson(*args));
-      }
-      EndCall(/*complete=*/true);
-      AfterBlock();
     } else {
+      if (BeginCall(call["name"].get<std::string>())) {
+        // Arguments given as a JSON string are passed through as that string.
+        AppendArguments(args == nullptr ? "{}" : args->is_string() ? args->get<std::string>() : DumpJson(*args));
+        EndCall(/*complete=*/true);
+      }
       AfterBlock();  // a call to a function the request does not offer is dropped
     }
     buffer_.erase(0, at + kEnd.size());
-    in_call_ = false;
+    state_ = State::kContent;
     return true;
   }
 
-  bool in_call_ = false;
+  State state_ = State::kContent;
+  int depth_ = 0;
+  bool in_string_ = false;
+  bool escaped_ = false;
 };
 
 }  // namespace

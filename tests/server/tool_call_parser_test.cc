@@ -325,27 +325,74 @@ TEST(ToolCallParserTest, GlmTruncatedAndMalformed) {
 TEST(ToolCallParserTest, QwenHermesCalls) {
   const std::string text =
       "Sure.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Berlin\", \"days\": 2}}\n"
-      "</tool_call>\n<tool_call>\n{\"name\": \"get_time\", \"arguments\": {\"zone\": \"CET\"}}\n</tool_call>";
+      "</tool_call>\n<tool_call>\n{\"name\": \"get_time\", \"arguments\": {\"zone\": \"C}E{T\\\"\"}}\n</tool_call>";
   ToolCallResult r = ParseChecked("qwen", text);
   EXPECT_EQ(r.content, "Sure.");
   ASSERT_EQ(r.tool_calls.size(), 2u);
-  EXPECT_EQ(r.tool_calls[0].arguments, R"({"city":"Berlin","days":2})");
+  EXPECT_EQ(r.tool_calls[0].arguments, R"({"city": "Berlin", "days": 2})");
   EXPECT_EQ(r.tool_calls[1].name, "get_time");
-  EXPECT_TRUE(r.tool_calls[1].valid);
+  EXPECT_EQ(r.tool_calls[1].arguments, R"({"zone": "C}E{T\""})");  // braces in strings do not count
+  EXPECT_TRUE(r.tool_calls[0].valid && r.tool_calls[1].valid);
 }
 
-TEST(ToolCallParserTest, QwenMalformedCallsStayText) {
-  const std::string bad = "<tool_call>\n{\"name\": \"get_time\", \"arguments\": {zone}}\n</tool_call>";
-  ToolCallResult r = ParseChecked("qwen", bad);
-  EXPECT_TRUE(r.tool_calls.empty());
-  EXPECT_EQ(r.content, bad);
-  const std::string open = "Text <tool_call>{\"name\": \"get_time\"";
-  ToolCallResult o = ParseChecked("qwen", open);
-  EXPECT_TRUE(o.tool_calls.empty());
-  EXPECT_EQ(o.content, "Text<tool_call>{\"name\": \"get_time\"");
+TEST(ToolCallParserTest, QwenArgumentsStreamAsWritten) {
+  auto parser = ToolCallParser::Create("qwen");
+  auto stream = parser->NewStream(WeatherTools(), kSeed);
+  ToolCallChunk a = stream->Feed("<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Li");
+  ASSERT_EQ(a.tool_calls.size(), 2u);
+  EXPECT_EQ(a.tool_calls[0].name, "get_weather");
+  EXPECT_EQ(a.tool_calls[1].arguments, "{\"city\": \"Li");
+  ToolCallChunk b = stream->Feed("ma\", \"tags\": [\"x\"]}}\n</tool_call>");
+  ASSERT_EQ(b.tool_calls.size(), 1u);
+  EXPECT_EQ(b.tool_calls[0].arguments, "ma\", \"tags\": [\"x\"]}");
+  stream->Finish();
+  EXPECT_TRUE(stream->calls().at(0).valid);
+}
+
+TEST(ToolCallParserTest, QwenOtherLayoutsAreReadWhole) {
+  // Arguments before the name, and arguments given as a JSON string.
+  ToolCallResult r = ParseChecked(
+      "qwen", "<tool_call>{\"arguments\": {\"zone\": \"X\"}, \"name\": \"get_time\"}</tool_call>"
+              "<tool_call>{\"name\": \"get_time\", \"arguments\": \"{\\\"zone\\\": 1}\"}</tool_call>"
+              "<tool_call>{\"name\": \"get_time\"}</tool_call>");
+  ASSERT_EQ(r.tool_calls.size(), 3u);
+  EXPECT_EQ(r.tool_calls[0].arguments, R"({"zone":"X"})");
+  EXPECT_EQ(r.tool_calls[1].arguments, R"({"zone": 1})");
+  EXPECT_EQ(r.tool_calls[2].arguments, "{}");
   ToolCallResult params = ParseChecked("qwen", "<tool_call>{\"name\": \"get_time\", \"parameters\": {\"zone\": \"X\"}}</tool_call>");
   ASSERT_EQ(params.tool_calls.size(), 1u);
-  EXPECT_EQ(params.tool_calls[0].arguments, R"({"zone":"X"})");
+  EXPECT_EQ(params.tool_calls[0].arguments, R"({"zone": "X"})");
+}
+
+TEST(ToolCallParserTest, QwenMalformedCalls) {
+  // Invalid arguments after a well-formed head: the call is reported, marked invalid.
+  ToolCallResult bad = ParseChecked("qwen", "<tool_call>\n{\"name\": \"get_time\", \"arguments\": {zone}}\n</tool_call>");
+  ASSERT_EQ(bad.tool_calls.size(), 1u);
+  EXPECT_EQ(bad.tool_calls[0].arguments, "{zone}");
+  EXPECT_FALSE(bad.tool_calls[0].valid);
+  // Arguments cut by the closing tag.
+  ToolCallResult cut = ParseChecked("qwen", "<tool_call>{\"name\": \"get_time\", \"arguments\": {\"zone\": 1</tool_call>x");
+  ASSERT_EQ(cut.tool_calls.size(), 1u);
+  EXPECT_EQ(cut.tool_calls[0].arguments, "{\"zone\": 1");
+  EXPECT_FALSE(cut.tool_calls[0].valid);
+  EXPECT_EQ(cut.content, "x");
+  // JSON that is not a call stays text, tags included.
+  const std::string list = "<tool_call>[1, 2]</tool_call>";
+  ToolCallResult l = ParseChecked("qwen", list);
+  EXPECT_TRUE(l.tool_calls.empty());
+  EXPECT_EQ(l.content, list);
+  // Never closed, and not yet a call: text.
+  ToolCallResult o = ParseChecked("qwen", "Text <tool_call>{\"name\": \"get_time\"");
+  EXPECT_TRUE(o.tool_calls.empty());
+  EXPECT_EQ(o.content, "Text<tool_call>{\"name\": \"get_time\"");
+  // Cut inside the arguments: an incomplete call.
+  ToolCallResult t = ParseChecked("qwen", "<tool_call>{\"name\": \"get_time\", \"arguments\": {\"zo");
+  ASSERT_EQ(t.tool_calls.size(), 1u);
+  EXPECT_FALSE(t.tool_calls[0].complete);
+  // An unknown function is dropped.
+  ToolCallResult u = ParseChecked("qwen", "<tool_call>{\"name\": \"nope\", \"arguments\": {}}</tool_call> after");
+  EXPECT_TRUE(u.tool_calls.empty());
+  EXPECT_EQ(u.content, "after");
 }
 
 TEST(ToolCallParserTest, TextWithoutCallsPassesThroughUntouched) {
