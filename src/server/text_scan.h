@@ -17,6 +17,14 @@ std::size_t PartialTagSuffix(std::string_view text, std::initializer_list<std::s
 std::size_t FindFirstOf(std::string_view text, std::initializer_list<std::string_view> tokens, std::size_t from,
                         std::size_t* which);
 
+inline bool StartsWith(std::string_view text, std::string_view prefix) {
+  return text.substr(0, prefix.size()) == prefix;
+}
+// True when `text` could still grow into `token` (a non-empty proper prefix of it).
+inline bool MayBecome(std::string_view text, std::string_view token) {
+  return !text.empty() && text.size() < token.size() && StartsWith(token, text);
+}
+
 inline bool IsAsciiSpace(char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; }
 // Number of leading / trailing ASCII whitespace characters.
 std::size_t LeadingSpace(std::string_view text);

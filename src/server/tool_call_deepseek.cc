@@ -17,11 +17,6 @@ namespace {
 // Longest tool-call head (name and tags) we wait for before calling the markup malformed.
 constexpr std::size_t kMaxHead = 512;
 
-bool StartsWith(std::string_view text, std::string_view prefix) { return text.substr(0, prefix.size()) == prefix; }
-// True when `text` could still grow into `token` (a non-empty proper prefix of it).
-bool MayBecome(std::string_view text, std::string_view token) {
-  return !text.empty() && text.size() < token.size() && StartsWith(token, text);
-}
 
 class DeepSeekV3Stream : public ToolCallStream {
  public:

@@ -16,10 +16,6 @@ constexpr std::string_view kStart = "<tool_call>";
 constexpr std::string_view kEnd = "</tool_call>";
 constexpr std::size_t kMaxName = 512;
 
-bool StartsWith(std::string_view text, std::string_view prefix) { return text.substr(0, prefix.size()) == prefix; }
-bool MayBecome(std::string_view text, std::string_view token) {
-  return !text.empty() && text.size() < token.size() && StartsWith(token, text);
-}
 
 class GlmStream : public ToolCallStream {
  public:
