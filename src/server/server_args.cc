@@ -146,6 +146,24 @@ const FlagInfo* FindFlag(std::string_view name) {
   return nullptr;
 }
 
+// argparse accepts an unambiguous prefix of a long flag (SGLang's documented `--tp 2` relies on
+// it); so does Fission. An ambiguous prefix is an Error listing the candidates.
+const FlagInfo* FindByPrefix(std::string_view name) {
+  const FlagInfo* found = nullptr;
+  bool ambiguous = false;
+  std::string candidates;
+  for (const FlagInfo& f : ServerFlags()) {
+    bool match = f.name.substr(0, name.size()) == name;
+    for (std::string_view a : f.aliases) match = match || a.substr(0, name.size()) == name;
+    if (!match) continue;
+    candidates += StrCat(candidates.empty() ? "" : ", ", f.name);
+    if (found != nullptr) ambiguous = true;
+    found = &f;
+  }
+  if (ambiguous) Fail("ambiguous flag '", name, "' (could be ", candidates, ")");
+  return found;
+}
+
 std::size_t EditDistance(std::string_view a, std::string_view b) {
   std::vector<std::size_t> row(b.size() + 1);
   for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
@@ -343,6 +361,7 @@ ServerArgs ParseServerArgs(const std::vector<std::string>& args) {
       value = arg.substr(eq + 1);
     }
     const FlagInfo* flag = FindFlag(name);
+    if (flag == nullptr) flag = FindByPrefix(name);
     if (flag == nullptr) Fail("unknown flag '", name, "' (did you mean ", ClosestFlag(name), "?)");
     std::vector<std::string> values;
     if (flag->type == T::kBool) {

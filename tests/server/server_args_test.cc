@@ -179,9 +179,20 @@ TEST(ServerArgsTest, BadValuesNameTheFlag) {
 TEST(ServerArgsTest, UnknownFlagSuggestsTheClosest) {
   EXPECT_TRUE(Contains(ErrorOf({"--tp-sise", "2"}), "did you mean --tp-size?"));
   EXPECT_TRUE(Contains(ErrorOf({"--chunked-prefil-size", "2"}), "did you mean --chunked-prefill-size?"));
-  EXPECT_TRUE(Contains(ErrorOf({"--disable-radix"}), "did you mean --disable-radix-cache?"));
-  EXPECT_TRUE(Contains(ErrorOf({"--mem-fraction=0.9"}), "did you mean --mem-fraction-static?"));
+  EXPECT_TRUE(Contains(ErrorOf({"--disable-radx-cache"}), "did you mean --disable-radix-cache?"));
+  EXPECT_TRUE(Contains(ErrorOf({"--mem-fraction-statc=0.9"}), "did you mean --mem-fraction-static?"));
   EXPECT_TRUE(Contains(ErrorOf({"--frobnicate"}), "unknown flag '--frobnicate'"));
+}
+
+TEST(ServerArgsTest, UnambiguousPrefixesAreAcceptedAsArgparseDoes) {
+  EXPECT_DOUBLE_EQ(Parse({"--mem-fraction", "0.9"}).mem_fraction_static, 0.9);
+  EXPECT_TRUE(Parse({"--disable-radix"}).engine.disable_radix_cache);
+  EXPECT_EQ(Parse({"--served-model=x"}).served_model_name, "x");
+  EXPECT_TRUE(Parse({"--disable-c"}).disable_cuda_graph);
+  const std::string msg = ErrorOf({"--disable"});
+  EXPECT_TRUE(Contains(msg, "ambiguous flag '--disable'")) << msg;
+  EXPECT_TRUE(Contains(msg, "--disable-cuda-graph")) << msg;
+  EXPECT_TRUE(Contains(msg, "--disable-radix-cache")) << msg;
 }
 
 TEST(ServerArgsTest, FeaturesNotLandedAreErrorsThatSaySo) {
