@@ -3,7 +3,9 @@
 #pragma once
 
 #include <memory>
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "base/json.h"
 
@@ -27,6 +29,16 @@ class ChatOutputSplitter {
 
 // Plain content: every piece of text is content.
 std::unique_ptr<ChatOutputSplitter> MakePlainSplitter();
+
+class ReasoningParser;
+class ToolCallParser;
+struct ToolSpec;
+
+// Reasoning first (when a reasoning parser is given), then tool calls in the content that remains
+// (when a tool-call parser is given and the request offers tools). Either may be null.
+std::unique_ptr<ChatOutputSplitter> MakeParsedSplitter(const ReasoningParser* reasoning, bool in_reasoning,
+                                                       bool stream_reasoning, const ToolCallParser* tools,
+                                                       std::vector<ToolSpec> specs, std::uint64_t id_seed);
 
 // Accumulates deltas into a final assistant message: content, reasoning_content, tool_calls.
 class ChatMessageBuilder {

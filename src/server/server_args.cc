@@ -243,7 +243,7 @@ void Apply(const FlagInfo& f, const std::vector<std::string>& values, ServerArgs
   if (n == "--host") out->host = v;
   if (n == "--api-key") out->api_key = v;
   if (n == "--port") {
-    if (i < 1 || i > 65535) Fail("--port must be in [1, 65535], got ", v);
+    if (i < 0 || i > 65535) Fail("--port must be in [0, 65535] (0: any free port), got ", v);
     out->port = static_cast<int>(i);
   }
   if (n == "--dtype") {
@@ -327,7 +327,6 @@ void Validate(ServerArgs* out) {
          ": only fp8 (block-scaled, as the checkpoint declares) has landed; omit the flag to use the checkpoint's");
   out->engine.Validate();
   model::ValidateLoadOptions(out->load);
-  if (!out->help && out->model_path.empty()) Fail("--model-path is required (see fission serve --help)");
 }
 
 }  // namespace
@@ -402,7 +401,8 @@ ServerArgs ParseServerArgs(const std::vector<std::string>& args) {
 
 std::string ServerArgsHelp() {
   std::string text =
-      "Usage: fission serve --model-path PATH [flags]\n"
+      "Usage: fission serve [--model-path PATH] [flags]\n"
+      "Without --model-path the bundled demo model (models/demo-deepseek-v3) is served.\n"
       "OpenAI-compatible server taking sglang.launch_server's flags. Kinds: applied; ignored (accepted,\n"
       "no effect, listed at start-up); not landed (values needing a missing feature are errors).\n\n";
   for (const FlagInfo& f : ServerFlags()) {

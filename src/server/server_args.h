@@ -39,7 +39,7 @@ const std::vector<FlagInfo>& ServerFlags();
 const char* FlagKindName(FlagKind kind);
 
 struct ServerArgs {
-  std::string model_path;         // --model-path (required)
+  std::string model_path;         // --model-path (empty: the caller's default model)
   std::string tokenizer_path;     // empty: model_path
   std::string served_model_name;  // empty: model_path
   std::string host = "127.0.0.1";

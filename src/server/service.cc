@@ -18,7 +18,8 @@ void SendJson(const std::shared_ptr<http::Responder>& r, int status, const Json&
 
 Service::Service(ServiceOptions options, engine::Engine& engine, const tokenizer::Tokenizer& tokenizer)
     : options_(std::move(options)), engine_(engine), tokenizer_(tokenizer), metrics_(options_.served_model_name) {
-  if (!options_.splitters) options_.splitters = MakePlainSplitter;
+  if (!options_.reasoning_parser.empty()) reasoning_parser_ = ReasoningParser::Create(options_.reasoning_parser);
+  if (!options_.tool_call_parser.empty()) tool_call_parser_ = ToolCallParser::Create(options_.tool_call_parser);
   try {
     chat_template_.emplace(tokenizer::ChatTemplate::ForModel(tokenizer_.config(), options_.chat_template_file));
   } catch (const Error& e) {
@@ -134,6 +135,29 @@ std::string Service::RenderChat(const ChatRequest& request) const {
   }
 }
 
+SplitterFactory Service::SplittersFor(const ChatRequest& request) const {
+  const ReasoningParser* reasoning = request.separate_reasoning ? reasoning_parser_.get() : nullptr;
+  const bool tools_offered = request.tools.is_array() && !request.tools.empty() &&
+                             !(request.tool_choice.is_string() && request.tool_choice == "none");
+  const ToolCallParser* tools = tools_offered ? tool_call_parser_.get() : nullptr;
+  if (!reasoning && !tools) return MakePlainSplitter;
+  const Json kwargs = Json::parse(request.chat_template_kwargs.dump());
+  const bool in_reasoning = reasoning && reasoning->StartsInReasoning(kwargs);
+  std::vector<ToolSpec> specs;
+  if (tools) {
+    try {
+      specs = ToolSpecsFromJson(Json::parse(request.tools.dump()));
+    } catch (const Error& e) {
+      throw ApiError(400, e.what(), "tools");
+    }
+  }
+  const bool stream_reasoning = request.stream_reasoning;
+  return [reasoning, in_reasoning, stream_reasoning, tools, specs] {
+    static std::atomic<std::uint64_t> next_seed{0x5eed};
+    return MakeParsedSplitter(reasoning, in_reasoning, stream_reasoning, tools, specs, next_seed++);
+  };
+}
+
 void Service::ChatCompletions(const http::Request& req, const std::shared_ptr<http::Responder>& r) {
   ChatRequest request = ParseChatRequest(req.body);
   CheckModel(request.model);
@@ -144,7 +168,7 @@ void Service::ChatCompletions(const http::Request& req, const std::shared_ptr<ht
   CheckContext(prompt.size(), request.params.max_new_tokens);
   auto job = std::make_shared<ChatJob>(engine_, metrics_, r, tokenizer_,
                                        request.model.empty() ? options_.served_model_name : request.model, request,
-                                       request.params.n, options_.splitters);
+                                       request.params.n, SplittersFor(request));
   job->Submit({prompt}, request.params);
 }
 

@@ -14,6 +14,8 @@
 #include "http/server.h"
 #include "server/api_jobs.h"
 #include "server/metrics.h"
+#include "server/reasoning_parser.h"
+#include "server/tool_call_parser.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
@@ -25,8 +27,9 @@ struct ServiceOptions {
   std::string tokenizer_path;
   std::string api_key;            // when set, every route but /health and /metrics needs "Bearer KEY"
   std::optional<std::string> chat_template_file;
-  // Chat output splitting (--reasoning-parser / --tool-call-parser); null: plain content.
-  SplitterFactory splitters;
+  // --reasoning-parser and --tool-call-parser names; empty: none.
+  std::string reasoning_parser;
+  std::string tool_call_parser;
   // Requests accepted but not finished beyond which new ones get 503.
   std::int64_t max_pending_requests = 4096;
   Json server_info = Json::object();  // /get_server_info
@@ -60,12 +63,16 @@ class Service {
   void CheckContext(std::size_t prompt_tokens, std::int64_t max_new_tokens) const;
   void CheckTokenIds(const std::vector<std::int32_t>& ids, const char* field) const;
   std::string RenderChat(const ChatRequest& request) const;
+  // How a request's generated text is split into content, reasoning and tool calls.
+  SplitterFactory SplittersFor(const ChatRequest& request) const;
 
   ServiceOptions options_;
   engine::Engine& engine_;
   const tokenizer::Tokenizer& tokenizer_;
   std::optional<tokenizer::ChatTemplate> chat_template_;
   std::string chat_template_error_;
+  std::unique_ptr<ReasoningParser> reasoning_parser_;
+  std::unique_ptr<ToolCallParser> tool_call_parser_;
   Metrics metrics_;
   // SGLang's /abort_request names requests by "rid"; native requests register theirs here.
   std::mutex rids_mutex_;

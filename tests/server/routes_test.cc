@@ -222,3 +222,70 @@ TEST(ServeFlags, BadFlagsExitWithCode2) {
 
 }  // namespace
 }  // namespace fission::server
+
+namespace fission::server {
+namespace {
+
+// With a reasoning parser whose model always starts in thinking (deepseek-r1), everything the demo
+// model writes before a </think> it never writes is reasoning: the same text a plain server returns
+// as content comes back as reasoning_content, streamed and not.
+TEST(ServeReasoning, ThinkingGoesToReasoningContent) {
+  const Json body = {{"messages", {{{"role", "user"}, {"content", "Ann has 2 cats and gets 3 more. How many cats?"}}}},
+                     {"max_tokens", 40}, {"temperature", 0}};
+  std::string plain;
+  {
+    ServeProcess server({});
+    plain = Post(server.port(), "/v1/chat/completions", body.dump()).json["choices"][0]["message"]["content"];
+  }
+  ServeProcess server({"--reasoning-parser", "deepseek-r1"});
+  const Reply r = Post(server.port(), "/v1/chat/completions", body.dump());
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.json["choices"][0]["message"]["reasoning_content"], plain);
+  EXPECT_EQ(r.json["choices"][0]["message"]["content"], "");
+  Json streaming = body;
+  streaming["stream"] = true;
+  std::string reasoning;
+  for (const Json& e : SseEvents(Post(server.port(), "/v1/chat/completions", streaming.dump()).body))
+    if (!e["choices"].empty() && e["choices"][0]["delta"].contains("reasoning_content"))
+      reasoning += e["choices"][0]["delta"]["reasoning_content"].get<std::string>();
+  EXPECT_EQ(reasoning, plain);
+  // separate_reasoning: false keeps the text as content.
+  Json together = body;
+  together["separate_reasoning"] = false;
+  EXPECT_EQ(Post(server.port(), "/v1/chat/completions", together.dump()).json["choices"][0]["message"]["content"], plain);
+  EXPECT_EQ(server.Stop(), 0);
+}
+
+// tools and tool_choice reach the chat template (a --chat-template that renders them), and a
+// tool-call parser leaves ordinary answers as content.
+TEST(ServeTools, ToolsReachTheChatTemplate) {
+  const std::string path = ::testing::TempDir() + "/tools_template.jinja";
+  {
+    FILE* f = std::fopen(path.c_str(), "w");
+    std::fputs("{{ bos_token }}{% if tools %}Tools: {{ tools | tojson }}\n{% endif %}"
+               "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+               "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}",
+               f);
+    std::fclose(f);
+  }
+  ServeProcess server({"--chat-template", path, "--tool-call-parser", "qwen"});
+  Json body = {{"messages", {{{"role", "user"}, {"content", "Bo has 5 hats and gets 1 more. How many hats?"}}}},
+               {"max_tokens", 40}, {"temperature", 0}};
+  const Reply without = Post(server.port(), "/v1/chat/completions", body.dump());
+  body["tools"] = Json::parse(R"([{"type": "function", "function": {"name": "add", "description": "adds numbers",
+      "parameters": {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}}}}])");
+  const Reply with = Post(server.port(), "/v1/chat/completions", body.dump());
+  ASSERT_EQ(with.status, 200) << with.body;
+  EXPECT_GT(with.json["usage"]["prompt_tokens"].get<int>(), without.json["usage"]["prompt_tokens"].get<int>() + 10);
+  body["tool_choice"] = "none";
+  const Reply none = Post(server.port(), "/v1/chat/completions", body.dump());
+  EXPECT_EQ(none.json["usage"]["prompt_tokens"], without.json["usage"]["prompt_tokens"]) << "tool_choice none hides tools";
+  EXPECT_FALSE(with.json["choices"][0]["message"].contains("tool_calls"));
+  EXPECT_NE(with.json["choices"][0]["message"]["content"].get<std::string>().find("####"), std::string::npos);
+  body["tools"] = Json::parse(R"([{"type": "function"}])");
+  EXPECT_EQ(Post(server.port(), "/v1/chat/completions", body.dump()).status, 400);
+  EXPECT_EQ(server.Stop(), 0);
+}
+
+}  // namespace
+}  // namespace fission::server

@@ -173,7 +173,8 @@ TEST(ServerArgsTest, BadValuesNameTheFlag) {
   EXPECT_TRUE(Contains(ErrorOf({"--host", "--port", "1"}), "--host needs a value"));
   EXPECT_TRUE(Contains(ErrorOf({"--disable-radix-cache=true"}), "--disable-radix-cache takes no value"));
   EXPECT_TRUE(Contains(ErrorOf({"model"}), "unexpected argument 'model'"));
-  EXPECT_TRUE(Contains(ErrorOf({}, /*add_model=*/false), "--model-path is required"));
+  // No --model-path is allowed: `fission serve` then serves the bundled demo model.
+  EXPECT_EQ(ErrorOf({}, /*add_model=*/false), "");
 }
 
 TEST(ServerArgsTest, UnknownFlagSuggestsTheClosest) {
