@@ -93,6 +93,7 @@ RunResult RunBenchmark(const RunOptions& o, const std::vector<DatasetRow>& rows)
   http::HttpClient client(http::ClientOptions{.io_threads = o.client_threads});
   Driver driver(o, client);
   Warmup(o, driver, rows.front());
+  if (o.after_warmup) o.after_warmup();
 
   RunResult result;
   result.outputs.resize(rows.size());

@@ -29,6 +29,8 @@ struct RunOptions {
   std::vector<http::Header> headers;  // e.g. Authorization
   std::chrono::milliseconds request_timeout{0};
   int client_threads = 1;
+  // Called once the warm-up requests are done, before the first measured request.
+  std::function<void()> after_warmup;
   // Called about ten times a second with (done, total) while the benchmark runs; may be empty.
   std::function<void(int, int)> progress;
 };

@@ -4,6 +4,8 @@ namespace fission::cli {
 
 const std::vector<Command>& AllCommands() {
   static const std::vector<Command> kCommands = {
+      {"bench", RunBench},
+      {"eval", RunEval},
   };
   return kCommands;
 }

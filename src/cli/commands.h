@@ -13,5 +13,8 @@ struct Command {
 
 const std::vector<Command>& AllCommands();
 
+int RunBench(const std::vector<std::string>& args);
+int RunEval(const std::vector<std::string>& args);
+
 
 }  // namespace fission::cli
