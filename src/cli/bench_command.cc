@@ -7,9 +7,15 @@
 
 namespace fission::cli {
 
+namespace {
+
 int RunBench(const std::vector<std::string>& args) {
   return bench::RunBenchCommand(args, std::cout, std::cerr,
                                 [](const std::string& dir) { return tokenizer::Tokenizer::Load(dir); });
 }
+
+}  // namespace
+
+FISSION_COMMAND("bench", "the serving benchmark (sglang.bench_serving's flags and report)", RunBench);
 
 }  // namespace fission::cli

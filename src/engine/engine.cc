@@ -1,0 +1,313 @@
+#include "engine/engine.h"
+
+#include <algorithm>
+#include <chrono>
+#include <exception>
+
+#include "base/error.h"
+#include "base/log.h"
+
+namespace fission::engine {
+
+namespace {
+
+std::int32_t PoolPages(const EngineConfig& config, const model::CausalLM& model) {
+  if (config.kv_cache_bytes > 0) return PagesForByteBudget(config.kv_cache_bytes, model.KvLayout(), config.page_size);
+  return PagesForTokenBudget(config.max_total_tokens, config.page_size);
+}
+
+SchedulerConfig MakeSchedulerConfig(const EngineConfig& config) {
+  SchedulerConfig s;
+  s.page_size = config.page_size;
+  s.max_running_requests = config.max_running_requests;
+  s.chunked_prefill_size = config.chunked_prefill_size;
+  s.max_prefill_tokens = config.max_prefill_tokens;
+  return s;
+}
+
+std::int32_t ContextLength(const EngineConfig& config, const model::CausalLM& model) {
+  if (config.context_length > 0) return config.context_length;
+  return static_cast<std::int32_t>(std::min<std::int64_t>(model.max_position_embeddings(), 1 << 30));
+}
+
+}  // namespace
+
+Engine::Engine(model::CausalLM* model, const EngineConfig& config, const Detokenizer* detokenizer)
+    : config_((config.Validate(), config)),
+      model_(model),
+      vocab_size_(model->vocab_size()),
+      context_length_(ContextLength(config, *model)),
+      sampler_(config.eos_token_ids),
+      outputs_(detokenizer, config.eos_token_ids, context_length_) {
+  const std::int32_t pages = PoolPages(config_, *model);
+  kv_cache_ = std::make_unique<model::KvCache>(model->KvLayout(), pages, config_.page_size);
+  pool_ = std::make_unique<PagePool>(pages);
+  if (!config_.disable_radix_cache) prefix_cache_ = std::make_unique<PrefixCache>(pool_.get(), config_.page_size);
+  scheduler_ = std::make_unique<Scheduler>(MakeSchedulerConfig(config_), pool_.get(), prefix_cache_.get());
+  runner_ = std::make_unique<ModelRunner>(model, kv_cache_.get());
+  published_stats_.free_pages = pool_->num_free();
+}
+
+Engine::~Engine() {
+  Stop();
+  // Sequences let go of their pages before the prefix cache and the pool go away.
+  for (auto& [id, state] : requests_)
+    for (auto& seq : state.sequences)
+      if (!seq->finished()) scheduler_->Finish(seq.get());
+}
+
+std::int64_t Engine::Submit(Request request) {
+  const std::vector<std::int32_t>& prompt = request.prompt_ids;
+  if (prompt.empty()) Fail("prompt_ids must not be empty");
+  for (std::size_t i = 0; i < prompt.size(); ++i)
+    if (prompt[i] < 0 || prompt[i] >= vocab_size_)
+      Fail("prompt_ids[", i, "] must be in [0, ", vocab_size_, "), got ", prompt[i]);
+  const std::int64_t capacity = static_cast<std::int64_t>(pool_->num_pages()) * config_.page_size;
+  if (static_cast<std::int64_t>(prompt.size()) >= context_length_)
+    Fail("the prompt has ", prompt.size(), " tokens; it must be shorter than the context length ", context_length_);
+  if (static_cast<std::int64_t>(prompt.size()) > capacity)
+    Fail("the prompt has ", prompt.size(), " tokens, more than the KV cache holds (", capacity,
+         " tokens; raise --max-total-tokens)");
+  request.params.Validate(vocab_size_);
+  std::lock_guard<std::mutex> lock(mutex_);
+  const std::int64_t id = next_request_id_++;
+  incoming_.push_back({id, std::move(request)});
+  ++live_requests_;
+  wake_.notify_all();
+  return id;
+}
+
+void Engine::Abort(std::int64_t request_id) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  aborts_.push_back(request_id);
+  wake_.notify_all();
+}
+
+bool Engine::HasWork() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return live_requests_ > 0 || !incoming_.empty() || !aborts_.empty();
+}
+
+void Engine::DrainIncoming() {
+  std::vector<Submitted> incoming;
+  std::vector<std::int64_t> aborts;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    incoming.swap(incoming_);
+    aborts.swap(aborts_);
+  }
+  for (Submitted& s : incoming) {
+    RequestState& state = requests_[s.id];
+    state.callback = std::move(s.request.callback);
+    auto params = std::make_shared<const SamplingParams>(std::move(s.request.params));
+    for (std::int32_t i = 0; i < params->n; ++i) {
+      auto seq = std::make_unique<Sequence>();
+      seq->request_id = s.id;
+      seq->index = i;
+      seq->arrival = next_arrival_++;
+      seq->params = params;
+      const std::uint64_t base = params->seed ? *params->seed : MixSeed(config_.random_seed, static_cast<std::uint64_t>(s.id));
+      seq->seed = MixSeed(base, static_cast<std::uint64_t>(i));
+      seq->tokens = s.request.prompt_ids;
+      seq->prompt_len = static_cast<std::int32_t>(seq->tokens.size());
+      if (params->repetition_penalty != 1.0) seq->seen_tokens.insert(seq->tokens.begin(), seq->tokens.end());
+      Sequence* raw = seq.get();
+      state.sequences.push_back(std::move(seq));
+      ++state.unfinished;
+      if (params->max_new_tokens == 0 && !params->prompt_logprobs) {
+        OutputProcessor::SetFinished(raw, FinishReason::kLength);
+        raw->status = SequenceStatus::kFinished;
+        touched_.push_back(raw);
+      } else {
+        scheduler_->Add(raw);
+      }
+    }
+  }
+  for (std::int64_t id : aborts) {
+    auto it = requests_.find(id);
+    if (it == requests_.end()) continue;
+    for (auto& seq : it->second.sequences)
+      if (!seq->finished()) FinishSequence(seq.get(), FinishReason::kAbort, "");
+  }
+}
+
+void Engine::FinishSequence(Sequence* seq, FinishReason reason, const std::string& error) {
+  OutputProcessor::SetFinished(seq, reason, error);
+  scheduler_->Finish(seq);
+  touched_.push_back(seq);
+}
+
+bool Engine::Step() {
+  const auto start = std::chrono::steady_clock::now();
+  const std::size_t touched_before = touched_.size();
+  DrainIncoming();
+  StepPlan plan = scheduler_->Schedule();
+  for (Sequence* seq : plan.failed)
+    FinishSequence(seq, FinishReason::kAbort,
+                   StrCat("the sequence needs more KV cache than the pool holds (",
+                          static_cast<std::int64_t>(pool_->num_pages()) * config_.page_size,
+                          " tokens); raise --max-total-tokens"));
+  bool did_work = touched_.size() > touched_before || !plan.failed.empty();
+  if (!plan.empty()) {
+    did_work = true;
+    std::vector<LogitsRows> rows;
+    Buffer logits;
+    bool ok = true;
+    try {
+      logits = runner_->Run(plan, &rows);
+    } catch (const std::exception& e) {
+      ok = false;
+      Log(LogLevel::kError, "model step failed: ", e.what());
+      for (const ScheduledSequence& item : plan.items)
+        FinishSequence(item.seq, FinishReason::kAbort, StrCat("the model failed: ", e.what()));
+    }
+    if (ok) {
+      scheduler_->Commit(plan);
+      ProcessStep(plan, logits, rows);
+    }
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    ++local_stats_.steps;
+    if (plan.num_prefill_tokens > 0) {
+      local_stats_.prefill_seconds += seconds;
+    } else {
+      local_stats_.decode_seconds += seconds;
+    }
+  }
+  Report();
+  return did_work;
+}
+
+void Engine::ProcessStep(const StepPlan& plan, const Buffer& logits, const std::vector<LogitsRows>& rows) {
+  const float* data = logits.ptr<float>();
+  std::int64_t sampled = 0;
+  for (std::size_t k = 0; k < plan.items.size(); ++k) {
+    const ScheduledSequence& item = plan.items[k];
+    Sequence* seq = item.seq;
+    const SamplingParams& p = *seq->params;
+    for (std::int32_t pos = item.prompt_logprob_begin; pos < item.prompt_logprob_end; ++pos) {
+      FISSION_CHECK_EQ(static_cast<std::int32_t>(seq->prompt_logprobs.size()), pos);
+      const std::int64_t row = rows[k].prompt_logprobs_begin + (pos - item.prompt_logprob_begin);
+      seq->prompt_logprobs.push_back(
+          sampler_.Logprob(data + row * vocab_size_, vocab_size_, seq->tokens[pos + 1], p.top_logprobs));
+      touched_.push_back(seq);
+    }
+    if (!item.sample) continue;
+    if (seq->num_output() >= p.max_new_tokens) {
+      OutputProcessor::SetFinished(seq, FinishReason::kLength);
+    } else {
+      TokenLogprob logprob;
+      const float* row = data + static_cast<std::int64_t>(rows[k].sample) * vocab_size_;
+      const std::int32_t token = sampler_.Sample(row, vocab_size_, *seq, p.logprobs ? &logprob : nullptr);
+      outputs_.Append(seq, token, p.logprobs ? &logprob : nullptr);
+      ++sampled;
+    }
+    touched_.push_back(seq);
+    if (seq->finish_reason != FinishReason::kNone) FinishSequence(seq, seq->finish_reason, seq->error);
+  }
+  local_stats_.generated_tokens += sampled;
+  if (plan.num_prefill_tokens == 0) local_stats_.decode_only_tokens += sampled;
+}
+
+void Engine::Report() {
+  std::sort(touched_.begin(), touched_.end());
+  touched_.erase(std::unique(touched_.begin(), touched_.end()), touched_.end());
+  // Report in FCFS order, so callbacks see a stable order.
+  std::sort(touched_.begin(), touched_.end(), [](const Sequence* a, const Sequence* b) { return a->arrival < b->arrival; });
+  std::int64_t finished_requests = 0;
+  RequestOutput out;
+  for (Sequence* seq : touched_) {
+    auto it = requests_.find(seq->request_id);
+    FISSION_CHECK(it != requests_.end());
+    RequestState& state = it->second;
+    const bool finished = seq->finished();
+    if (outputs_.MakeReport(seq, finished, &out) && state.callback) {
+      try {
+        state.callback(out);
+      } catch (const std::exception& e) {
+        Log(LogLevel::kError, "output callback of request ", seq->request_id, " threw: ", e.what());
+      }
+    }
+    if (finished && --state.unfinished == 0) {
+      requests_.erase(it);  // destroys the sequences
+      ++finished_requests;
+    }
+  }
+  touched_.clear();
+
+  const SchedulerCounters& c = scheduler_->counters();
+  local_stats_.computed_prompt_tokens = c.computed_prompt_tokens;
+  local_stats_.prefix_hit_tokens = c.prefix_hit_tokens;
+  local_stats_.preemptions = c.preemptions;
+  local_stats_.evicted_pages = c.evicted_pages;
+  local_stats_.running = static_cast<std::int32_t>(scheduler_->running().size());
+  local_stats_.waiting = static_cast<std::int32_t>(scheduler_->num_waiting());
+  local_stats_.free_pages = pool_->num_free();
+  local_stats_.cached_pages = prefix_cache_ ? prefix_cache_->num_pages() : 0;
+  std::lock_guard<std::mutex> lock(mutex_);
+  live_requests_ -= finished_requests;
+  published_stats_ = local_stats_;
+}
+
+void Engine::RunUntilIdle() {
+  int idle_steps = 0;
+  while (HasWork()) {
+    if (Step()) {
+      idle_steps = 0;
+    } else {
+      FISSION_CHECK(++idle_steps < 3, "the engine has requests but cannot schedule any");
+    }
+  }
+}
+
+void Engine::Start() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (thread_.joinable()) return;
+  stop_ = false;
+  thread_ = std::thread([this] {
+    while (true) {
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        wake_.wait(lock, [this] { return stop_ || live_requests_ > 0 || !incoming_.empty() || !aborts_.empty(); });
+        if (stop_) return;
+      }
+      Step();
+    }
+  });
+}
+
+void Engine::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stop_ = true;
+    wake_.notify_all();
+  }
+  if (thread_.joinable()) thread_.join();
+}
+
+EngineStats Engine::stats() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return published_stats_;
+}
+
+std::string Engine::CheckPageAccounting() const {
+  std::vector<std::int32_t> expected(pool_->num_pages(), 0);
+  for (const auto& [id, state] : requests_) {
+    for (const auto& seq : state.sequences) {
+      if (seq->finished() && !seq->pages.empty()) return StrCat("finished sequence ", id, " still holds pages");
+      if (seq->status == SequenceStatus::kWaiting && !seq->pages.empty())
+        return StrCat("waiting sequence ", id, " holds pages");
+      for (std::int32_t page : seq->pages) ++expected[page];
+    }
+  }
+  if (prefix_cache_) prefix_cache_->ForEachPage([&](std::int32_t page) { ++expected[page]; });
+  std::int32_t free = 0;
+  for (std::int32_t page = 0; page < pool_->num_pages(); ++page) {
+    if (expected[page] != pool_->ref_count(page))
+      return StrCat("page ", page, " has ", pool_->ref_count(page), " references but ", expected[page], " holders");
+    free += expected[page] == 0;
+  }
+  if (free != pool_->num_free()) return StrCat(free, " pages have no holder but the pool lists ", pool_->num_free(), " free");
+  return "";
+}
+
+}  // namespace fission::engine

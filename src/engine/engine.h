@@ -1,0 +1,131 @@
+// The engine: owns the KV cache, the page pool, the prefix cache, the scheduler, the model runner
+// and the sampler, and runs steps.
+//
+// Threads: Submit, Abort, HasWork and stats may be called from any thread. Step (or the loop
+// Start runs) runs on one engine thread; output callbacks are invoked there, after each step, with
+// the tokens (and text) each sequence produced in it. Nothing throws out of Step: a failing model
+// call finishes the step's requests with FinishReason::kAbort and an error message.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/detokenizer.h"
+#include "engine/engine_config.h"
+#include "engine/model_runner.h"
+#include "engine/output_processor.h"
+#include "engine/page_pool.h"
+#include "engine/prefix_cache.h"
+#include "engine/request.h"
+#include "engine/sampler.h"
+#include "engine/scheduler.h"
+#include "model/causal_lm.h"
+#include "model/kv_cache.h"
+
+namespace fission::engine {
+
+struct EngineStats {
+  std::int64_t steps = 0;
+  std::int64_t computed_prompt_tokens = 0;  // prompt (and recomputed) tokens run through the model
+  std::int64_t prefix_hit_tokens = 0;       // tokens served by the prefix cache
+  std::int64_t generated_tokens = 0;        // tokens sampled
+  std::int64_t decode_only_tokens = 0;      // tokens sampled in steps without prefill work
+  std::int64_t preemptions = 0;
+  std::int64_t evicted_pages = 0;
+  double prefill_seconds = 0.0;  // time of steps with prefill work
+  double decode_seconds = 0.0;   // time of steps with decode work only
+  std::int32_t running = 0;
+  std::int32_t waiting = 0;
+  std::int32_t free_pages = 0;
+  std::int32_t cached_pages = 0;
+};
+
+class Engine {
+ public:
+  // `model` and `detokenizer` (may be null) must outlive the engine.
+  Engine(model::CausalLM* model, const EngineConfig& config, const Detokenizer* detokenizer = nullptr);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Validates and queues a request; returns its id. Throws fission::Error naming the bad field.
+  std::int64_t Submit(Request request);
+  // Aborts a request; its sequences finish with kAbort and their pages are freed at the end of
+  // the current (or next) step. Unknown or finished ids are ignored.
+  void Abort(std::int64_t request_id);
+  // Runs one step: admits submitted requests, schedules, runs the model, samples, reports.
+  // Returns false when there was nothing to do.
+  bool Step();
+  // Steps until no request is left.
+  void RunUntilIdle();
+  bool HasWork() const;
+
+  // A background engine thread that steps while there is work and sleeps otherwise.
+  void Start();
+  void Stop();
+
+  EngineStats stats() const;
+  std::int32_t num_pages() const { return pool_->num_pages(); }
+  std::int32_t page_size() const { return config_.page_size; }
+  std::int64_t vocab_size() const { return vocab_size_; }
+  std::int32_t context_length() const { return context_length_; }
+  // Checks that every page is free or held exactly by the sequences and the prefix cache that
+  // claim it; returns "" or a description of the first discrepancy. Engine thread only.
+  std::string CheckPageAccounting() const;
+  // The last step's batch (tests).
+  const model::ForwardBatch& last_batch() const { return runner_->last_batch(); }
+
+ private:
+  struct RequestState {
+    std::vector<std::unique_ptr<Sequence>> sequences;
+    OutputCallback callback;
+    std::int32_t unfinished = 0;
+  };
+  struct Submitted {
+    std::int64_t id;
+    Request request;
+  };
+
+  void DrainIncoming();
+  void ProcessStep(const StepPlan& plan, const Buffer& logits, const std::vector<LogitsRows>& rows);
+  void FinishSequence(Sequence* seq, FinishReason reason, const std::string& error);
+  void Report();
+
+  EngineConfig config_;
+  model::CausalLM* model_;
+  std::int64_t vocab_size_;
+  std::int32_t context_length_;
+  std::unique_ptr<model::KvCache> kv_cache_;
+  std::unique_ptr<PagePool> pool_;
+  std::unique_ptr<PrefixCache> prefix_cache_;
+  std::unique_ptr<Scheduler> scheduler_;
+  std::unique_ptr<ModelRunner> runner_;
+  Sampler sampler_;
+  OutputProcessor outputs_;
+
+  // Engine-thread state.
+  std::unordered_map<std::int64_t, RequestState> requests_;
+  std::vector<Sequence*> touched_;  // sequences with something to report after this step
+  std::uint64_t next_arrival_ = 0;
+  EngineStats local_stats_;
+
+  // Shared with submitting threads.
+  mutable std::mutex mutex_;
+  std::condition_variable wake_;
+  std::vector<Submitted> incoming_;
+  std::vector<std::int64_t> aborts_;
+  std::int64_t next_request_id_ = 1;
+  std::int64_t live_requests_ = 0;  // submitted and not yet finished
+  EngineStats published_stats_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+}  // namespace fission::engine

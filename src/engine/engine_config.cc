@@ -1,0 +1,84 @@
+#include "engine/engine_config.h"
+
+#include <charconv>
+#include <limits>
+
+#include "base/error.h"
+
+namespace fission::engine {
+
+namespace {
+
+template <typename T>
+T ParseInteger(const std::string& flag, const std::string& value) {
+  T out{};
+  const char* end = value.data() + value.size();
+  auto [ptr, ec] = std::from_chars(value.data(), end, out);
+  if (ec != std::errc() || ptr != end || value.empty()) Fail(flag, " expects an integer, got '", value, "'");
+  return out;
+}
+
+}  // namespace
+
+void EngineConfig::Validate() const {
+  if (page_size < 1 || page_size > 4096) Fail("--page-size must be in [1, 4096], got ", page_size);
+  if (kv_cache_bytes < 0) Fail("the KV cache byte budget must be >= 0, got ", kv_cache_bytes);
+  if (kv_cache_bytes == 0 && max_total_tokens < page_size)
+    Fail("--max-total-tokens must be >= --page-size (", page_size, "), got ", max_total_tokens);
+  if (max_prefill_tokens < 1) Fail("--max-prefill-tokens must be >= 1, got ", max_prefill_tokens);
+  if (max_running_requests < 1) Fail("--max-running-requests must be >= 1, got ", max_running_requests);
+  if (context_length < 0) Fail("--context-length must be >= 0 (0: the model's), got ", context_length);
+}
+
+bool ParseEngineFlag(const std::vector<std::string>& args, std::size_t* i, EngineConfig* config) {
+  std::string flag = args[*i];
+  std::string value;
+  bool inline_value = false;
+  if (const std::size_t eq = flag.find('='); eq != std::string::npos && flag.rfind("--", 0) == 0) {
+    value = flag.substr(eq + 1);
+    flag.resize(eq);
+    inline_value = true;
+  }
+  auto take = [&]() -> const std::string& {
+    if (!inline_value) {
+      if (*i + 1 >= args.size()) Fail(flag, " needs a value");
+      value = args[++*i];
+    }
+    return value;
+  };
+  if (flag == "--disable-radix-cache") {
+    if (inline_value) Fail(flag, " takes no value");
+    config->disable_radix_cache = true;
+  } else if (flag == "--page-size") {
+    config->page_size = ParseInteger<std::int32_t>(flag, take());
+  } else if (flag == "--max-total-tokens") {
+    config->max_total_tokens = ParseInteger<std::int64_t>(flag, take());
+  } else if (flag == "--chunked-prefill-size") {
+    config->chunked_prefill_size = ParseInteger<std::int32_t>(flag, take());
+  } else if (flag == "--max-prefill-tokens") {
+    config->max_prefill_tokens = ParseInteger<std::int32_t>(flag, take());
+  } else if (flag == "--max-running-requests") {
+    config->max_running_requests = ParseInteger<std::int32_t>(flag, take());
+  } else if (flag == "--random-seed") {
+    config->random_seed = ParseInteger<std::uint64_t>(flag, take());
+  } else if (flag == "--context-length") {
+    config->context_length = ParseInteger<std::int32_t>(flag, take());
+  } else {
+    return false;
+  }
+  ++*i;
+  return true;
+}
+
+std::string EngineFlagsHelp() {
+  return "  --page-size N             tokens per KV cache page (default 16)\n"
+         "  --max-total-tokens N      KV cache capacity in tokens (default 16384)\n"
+         "  --chunked-prefill-size N  prompt tokens per step for one request; -1 disables chunking (default 8192)\n"
+         "  --max-prefill-tokens N    prompt tokens per step over all requests (default 16384)\n"
+         "  --max-running-requests N  sequences decoding at once (default 256)\n"
+         "  --disable-radix-cache     turn the prefix cache off\n"
+         "  --random-seed N           seed for requests without one (default 0)\n"
+         "  --context-length N        longest sequence (default: the model's)\n";
+}
+
+}  // namespace fission::engine

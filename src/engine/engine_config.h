@@ -1,0 +1,33 @@
+// Engine settings and their command-line flags (named as SGLang's launch_server names them).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace fission::engine {
+
+struct EngineConfig {
+  std::int32_t page_size = 16;                // --page-size: tokens per KV page
+  std::int64_t max_total_tokens = 16384;      // --max-total-tokens: KV pool size in tokens (CPU)
+  std::int64_t kv_cache_bytes = 0;            // a byte budget instead (GPU callers); 0: use max_total_tokens
+  std::int32_t chunked_prefill_size = 8192;   // --chunked-prefill-size: <= 0 disables chunking
+  std::int32_t max_prefill_tokens = 16384;    // --max-prefill-tokens
+  std::int32_t max_running_requests = 256;    // --max-running-requests
+  bool disable_radix_cache = false;           // --disable-radix-cache
+  std::uint64_t random_seed = 0;              // --random-seed: seeds requests that bring none
+  std::int32_t context_length = 0;            // --context-length: 0 takes the model's
+  std::vector<std::int32_t> eos_token_ids;    // from the checkpoint's config (not a flag)
+
+  // Throws fission::Error naming the flag and its allowed range.
+  void Validate() const;
+};
+
+// If args[*i] is an engine flag (as `--flag value` or `--flag=value`), applies it, advances *i past
+// it and returns true. A bad value throws fission::Error naming the flag.
+bool ParseEngineFlag(const std::vector<std::string>& args, std::size_t* i, EngineConfig* config);
+
+// Help text for the engine flags.
+std::string EngineFlagsHelp();
+
+}  // namespace fission::engine

@@ -1,0 +1,56 @@
+#include "engine/model_runner.h"
+
+#include "base/error.h"
+
+namespace fission::engine {
+
+void BuildForwardBatch(const StepPlan& plan, std::int32_t page_size, model::ForwardBatch* batch,
+                       std::vector<LogitsRows>* rows) {
+  batch->token_ids.clear();
+  batch->positions.clear();
+  batch->kv_slots.clear();
+  batch->logits_indices.clear();
+  batch->sequences.resize(plan.items.size());
+  rows->assign(plan.items.size(), LogitsRows{});
+  for (std::size_t k = 0; k < plan.items.size(); ++k) {
+    const ScheduledSequence& item = plan.items[k];
+    const Sequence& seq = *item.seq;
+    const std::int32_t start = static_cast<std::int32_t>(batch->token_ids.size());
+    const std::int32_t end_pos = item.context_len + item.num_new_tokens;
+    FISSION_CHECK(end_pos <= seq.num_tokens() &&
+                  static_cast<std::int64_t>(seq.pages.size()) * page_size >= end_pos);
+    for (std::int32_t p = item.context_len; p < end_pos; ++p) {
+      batch->token_ids.push_back(seq.tokens[p]);
+      batch->positions.push_back(p);
+      batch->kv_slots.push_back(static_cast<std::int64_t>(seq.pages[p / page_size]) * page_size + p % page_size);
+    }
+    model::SequenceSlice& slice = batch->sequences[k];
+    slice.query_start = start;
+    slice.query_len = item.num_new_tokens;
+    slice.context_len = item.context_len;
+    slice.block_table.assign(seq.pages.begin(), seq.pages.begin() + (end_pos + page_size - 1) / page_size);
+
+    LogitsRows& r = (*rows)[k];
+    r.prompt_logprobs_begin = static_cast<std::int32_t>(batch->logits_indices.size());
+    for (std::int32_t p = item.prompt_logprob_begin; p < item.prompt_logprob_end; ++p)
+      batch->logits_indices.push_back(start + (p - item.context_len));
+    if (item.sample) {
+      r.sample = static_cast<std::int32_t>(batch->logits_indices.size());
+      batch->logits_indices.push_back(start + item.num_new_tokens - 1);
+    }
+  }
+}
+
+ModelRunner::ModelRunner(model::CausalLM* model, model::KvCache* cache) : model_(model), cache_(cache) {}
+
+Buffer ModelRunner::Run(const StepPlan& plan, std::vector<LogitsRows>* rows) {
+  BuildForwardBatch(plan, static_cast<std::int32_t>(cache_->page_size()), &batch_, rows);
+  Buffer logits = model_->Forward(batch_, *cache_);
+  FISSION_CHECK(logits.tensor().dtype == DType::kF32 && logits.tensor().rank() == 2 &&
+                    logits.tensor().dim(0) == static_cast<std::int64_t>(batch_.logits_indices.size()) &&
+                    logits.tensor().dim(1) == model_->vocab_size(),
+                "the model returned logits of shape ", logits.tensor().shape.ToString());
+  return logits;
+}
+
+}  // namespace fission::engine

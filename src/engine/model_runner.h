@@ -1,0 +1,42 @@
+// Turns a step plan into the model's ForwardBatch, runs the model, and says which logits row
+// belongs to which sequence and purpose.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "engine/scheduler.h"
+#include "model/causal_lm.h"
+#include "model/forward_batch.h"
+#include "model/kv_cache.h"
+#include "tensor/tensor.h"
+
+namespace fission::engine {
+
+// Where one planned sequence's logits rows are in the step's output.
+struct LogitsRows {
+  std::int32_t prompt_logprobs_begin = 0;  // rows for prompt positions [prompt_logprob_begin, _end)
+  std::int32_t sample = -1;                // the row to sample from, or -1
+};
+
+// Fills `batch` for `plan` (reusing its storage) and `rows` with one entry per plan item.
+void BuildForwardBatch(const StepPlan& plan, std::int32_t page_size, model::ForwardBatch* batch,
+                       std::vector<LogitsRows>* rows);
+
+class ModelRunner {
+ public:
+  ModelRunner(model::CausalLM* model, model::KvCache* cache);
+
+  // Builds the batch and runs the model: logits [rows, vocab] in fp32 on the host.
+  Buffer Run(const StepPlan& plan, std::vector<LogitsRows>* rows);
+
+  model::CausalLM* model() const { return model_; }
+  const model::ForwardBatch& last_batch() const { return batch_; }
+
+ private:
+  model::CausalLM* model_;
+  model::KvCache* cache_;
+  model::ForwardBatch batch_;
+};
+
+}  // namespace fission::engine

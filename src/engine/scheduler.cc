@@ -1,0 +1,232 @@
+#include "engine/scheduler.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "base/error.h"
+
+namespace fission::engine {
+
+Scheduler::Scheduler(const SchedulerConfig& config, PagePool* pool, PrefixCache* cache)
+    : config_(config), pool_(pool), cache_(cache) {
+  FISSION_CHECK(config.page_size >= 1 && config.max_running_requests >= 1 && config.max_prefill_tokens >= 1);
+}
+
+void Scheduler::Add(Sequence* seq) {
+  FISSION_CHECK(seq->status == SequenceStatus::kWaiting && seq->pages.empty());
+  waiting_.emplace(seq->arrival, seq);
+}
+
+std::int32_t Scheduler::AvailablePages() const {
+  return pool_->num_free() + (cache_ != nullptr ? cache_->CountEvictable() : 0);
+}
+
+bool Scheduler::Reserve(Sequence* seq, std::int32_t tokens) {
+  const std::int32_t need = PagesFor(tokens) - static_cast<std::int32_t>(seq->pages.size());
+  if (need <= 0) return true;
+  if (pool_->num_free() < need && cache_ != nullptr)
+    counters_.evicted_pages += cache_->Evict(need - pool_->num_free());
+  return pool_->Allocate(need, &seq->pages);
+}
+
+void Scheduler::ReleasePages(Sequence* seq) {
+  if (cache_ != nullptr) {
+    // Keep the computed full pages for later requests (and for this one, if it comes back).
+    const std::int32_t full = std::min(seq->num_computed / config_.page_size, static_cast<std::int32_t>(seq->pages.size()));
+    if (full > seq->num_tree_pages) {
+      auto* parent = seq->tree_node != nullptr ? static_cast<PrefixCache::Node*>(seq->tree_node) : cache_->root();
+      cache_->Insert(parent, seq->tokens.data(), seq->pages, seq->num_tree_pages, full);
+    }
+  }
+  for (std::int32_t page : seq->pages) pool_->Unref(page);
+  seq->pages.clear();
+  seq->tree_node = nullptr;
+  seq->num_tree_pages = 0;
+  seq->num_computed = 0;
+}
+
+void Scheduler::Preempt(Sequence* seq) {
+  FISSION_CHECK(seq->status == SequenceStatus::kRunning);
+  ReleasePages(seq);
+  seq->status = SequenceStatus::kWaiting;
+  ++seq->num_preemptions;
+  ++counters_.preemptions;
+  waiting_.emplace(seq->arrival, seq);
+}
+
+void Scheduler::Plan(Sequence* seq, std::int32_t num_new, StepPlan* plan) {
+  ScheduledSequence item;
+  item.seq = seq;
+  item.context_len = seq->num_computed;
+  item.num_new_tokens = num_new;
+  item.sample = seq->num_computed + num_new == seq->num_tokens();
+  item.decode = num_new == 1 && item.sample && seq->num_computed >= seq->prompt_len;
+  if (seq->params->prompt_logprobs) {
+    // Prompt position p gives the logprob of token p + 1; skip those already collected.
+    const std::int32_t done = static_cast<std::int32_t>(seq->prompt_logprobs.size());
+    item.prompt_logprob_begin = std::max(item.context_len, done);
+    item.prompt_logprob_end = std::min(item.context_len + num_new, seq->prompt_len - 1);
+    if (item.prompt_logprob_end < item.prompt_logprob_begin) item.prompt_logprob_end = item.prompt_logprob_begin;
+  }
+  if (item.decode) {
+    plan->num_decode_tokens += 1;
+  } else {
+    plan->num_prefill_tokens += num_new;
+  }
+  plan->items.push_back(item);
+}
+
+bool Scheduler::Admit(Sequence* seq, std::int32_t* budget, bool chunking, StepPlan* plan) {
+  FISSION_CHECK(seq->pages.empty() && seq->num_computed == 0);
+  // Reuse cached whole pages, leaving at least one token to compute (its logits are needed).
+  // Prompt logprobs need the logits of every prompt position, so such sequences reuse nothing
+  // until those are collected.
+  const bool need_prompt_logits =
+      seq->params->prompt_logprobs && static_cast<std::int32_t>(seq->prompt_logprobs.size()) < seq->prompt_len - 1;
+  std::int32_t hit_tokens = 0;
+  PrefixCache::Node* hit_node = nullptr;
+  if (cache_ != nullptr && !need_prompt_logits) {
+    PrefixCache::Match match = cache_->MatchPrefix(seq->tokens.data(), seq->num_tokens() - 1);
+    for (std::int32_t page : match.pages) pool_->Ref(page);
+    seq->pages = std::move(match.pages);
+    hit_tokens = static_cast<std::int32_t>(seq->pages.size()) * config_.page_size;
+    hit_node = match.last;
+  }
+  const std::int32_t remaining = seq->num_tokens() - hit_tokens;
+  std::int32_t want = remaining;
+  if (chunking) {
+    want = std::min(remaining, *budget);
+  } else if (remaining > *budget && plan->num_prefill_tokens > 0) {
+    want = 0;  // a whole prompt over the budget runs in a step of its own
+  }
+  seq->num_computed = hit_tokens;
+  if (want <= 0 || !Reserve(seq, hit_tokens + want)) {
+    for (std::int32_t page : seq->pages) pool_->Unref(page);
+    seq->pages.clear();
+    seq->num_computed = 0;
+    return false;
+  }
+  seq->tree_node = hit_node;
+  seq->num_tree_pages = hit_tokens / config_.page_size;
+  if (seq->cached_tokens < 0) seq->cached_tokens = hit_tokens;
+  counters_.prefix_hit_tokens += hit_tokens;
+  seq->status = SequenceStatus::kRunning;
+  running_.insert(std::upper_bound(running_.begin(), running_.end(), seq,
+                                   [](const Sequence* a, const Sequence* b) { return a->arrival < b->arrival; }),
+                  seq);
+  *budget = std::max(0, *budget - want);
+  Plan(seq, want, plan);
+  return true;
+}
+
+StepPlan Scheduler::Schedule() {
+  StepPlan plan;
+  const bool chunking = config_.chunked_prefill_size > 0;
+  std::int32_t budget =
+      chunking ? std::min(config_.chunked_prefill_size, config_.max_prefill_tokens) : config_.max_prefill_tokens;
+
+  // 1. Running sequences, oldest first. Victims of preemption are taken from the back (youngest),
+  //    which has not been planned yet.
+  std::size_t end = running_.size();  // running_[end..] were preempted in this step
+  for (std::size_t i = 0; i < end; ++i) {
+    Sequence* seq = running_[i];
+    const std::int32_t remaining = seq->num_tokens() - seq->num_computed;
+    FISSION_CHECK(remaining >= 1, "a running sequence with nothing to compute");
+    const bool decode = remaining == 1 && seq->num_computed >= seq->prompt_len;
+    std::int32_t want = decode ? 1 : (chunking ? std::min(remaining, budget) : remaining);
+    if (want == 0) continue;  // no prefill budget left in this step; keeps its pages
+    bool planned = false;
+    while (true) {
+      if (Reserve(seq, seq->num_computed + want)) {
+        planned = true;
+        break;
+      }
+      if (end > i + 1) {  // preempt the youngest running sequence
+        Preempt(running_[--end]);
+        ++plan.num_preempted;
+        continue;
+      }
+      if (!decode) {  // a prompt chunk may shrink to the pages left
+        const std::int32_t fit =
+            (static_cast<std::int32_t>(seq->pages.size()) + AvailablePages()) * config_.page_size - seq->num_computed;
+        if (fit > 0 && fit < want) {
+          want = fit;
+          continue;
+        }
+      }
+      break;
+    }
+    if (planned) {
+      if (!decode) budget = std::max(0, budget - want);
+      Plan(seq, want, &plan);
+      continue;
+    }
+    // No younger sequence is left to preempt. If others hold pages, step aside for them;
+    // alone, the sequence can never fit.
+    bool alone = i == 0;
+    for (std::size_t j = 0; j < i && alone; ++j) alone = running_[j]->pages.empty();
+    if (alone) {
+      plan.failed.push_back(seq);
+    } else {
+      // Move it behind the planned ones; it is the youngest left.
+      Preempt(seq);
+      ++plan.num_preempted;
+      running_[i] = nullptr;
+    }
+  }
+  // Drop preempted and failed sequences from the running list, keeping arrival order.
+  running_.resize(end);
+  std::erase(running_, nullptr);
+  for (Sequence* seq : plan.failed) std::erase(running_, seq);
+
+  // 2. Waiting sequences, oldest first, unless memory was short in this step.
+  if (plan.num_preempted == 0 && plan.failed.empty()) {
+    while (!waiting_.empty() && static_cast<std::int32_t>(running_.size()) < config_.max_running_requests &&
+           budget > 0) {
+      Sequence* seq = waiting_.begin()->second;
+      if (!Admit(seq, &budget, chunking, &plan)) {
+        if (running_.empty() && plan.items.empty() && pool_->num_free() == pool_->num_pages()) {
+          // Nothing else holds pages and it still does not fit.
+          waiting_.erase(waiting_.begin());
+          plan.failed.push_back(seq);
+          continue;
+        }
+        break;
+      }
+      waiting_.erase(waiting_.begin());
+    }
+  }
+  return plan;
+}
+
+void Scheduler::Commit(const StepPlan& plan) {
+  for (const ScheduledSequence& item : plan.items) {
+    Sequence* seq = item.seq;
+    FISSION_CHECK_EQ(seq->num_computed, item.context_len);
+    seq->num_computed += item.num_new_tokens;
+    if (item.decode) {
+      ++counters_.decode_tokens;
+    } else {
+      counters_.computed_prompt_tokens += item.num_new_tokens;
+    }
+    if (cache_ == nullptr) continue;
+    const std::int32_t full = seq->num_computed / config_.page_size;
+    if (full > seq->num_tree_pages) {
+      auto* parent = seq->tree_node != nullptr ? static_cast<PrefixCache::Node*>(seq->tree_node) : cache_->root();
+      seq->tree_node = cache_->Insert(parent, seq->tokens.data(), seq->pages, seq->num_tree_pages, full);
+      seq->num_tree_pages = full;
+    }
+  }
+}
+
+void Scheduler::Finish(Sequence* seq) {
+  if (seq->status == SequenceStatus::kWaiting) {
+    waiting_.erase(seq->arrival);
+  } else if (seq->status == SequenceStatus::kRunning) {
+    std::erase(running_, seq);
+  }
+  ReleasePages(seq);
+  seq->status = SequenceStatus::kFinished;
+}
+
+}  // namespace fission::engine

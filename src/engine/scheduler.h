@@ -1,0 +1,100 @@
+// The scheduler: which sequences run in the next step, with how many tokens each, and which pages
+// hold them. The policy is written down in docs/engine.md; in short:
+//   1. Running sequences, oldest first: a decoding sequence gets its one token; a sequence part-way
+//      through its prompt gets the next chunk the step's prefill budget allows. A sequence that
+//      needs a page and finds none evicts unused prefix-cache pages, then preempts the youngest
+//      running sequences (their KV is dropped and recomputed later); if none is younger it
+//      preempts itself (or, holding the whole pool alone, fails: it cannot fit).
+//   2. Waiting sequences, oldest first, are admitted while the running limit, the prefill budget
+//      and the free pages allow; the first that does not fit stops admission (no overtaking).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <vector>
+
+#include "engine/page_pool.h"
+#include "engine/prefix_cache.h"
+#include "engine/request.h"
+
+namespace fission::engine {
+
+struct SchedulerConfig {
+  std::int32_t page_size = 16;
+  std::int32_t max_running_requests = 256;
+  // Prompt tokens one sequence computes per step; <= 0 disables chunking (whole prompts only).
+  std::int32_t chunked_prefill_size = 8192;
+  // Prompt tokens all sequences compute per step (a whole prompt above it still runs, alone, when
+  // chunking is off).
+  std::int32_t max_prefill_tokens = 16384;
+};
+
+// One sequence's share of a step.
+struct ScheduledSequence {
+  Sequence* seq = nullptr;
+  std::int32_t context_len = 0;     // tokens already in the cache
+  std::int32_t num_new_tokens = 0;  // tokens computed in this step: positions [context_len, +num_new_tokens)
+  bool sample = false;              // the step reaches the last token: sample the next one
+  bool decode = false;              // a single generated token (not prompt or recompute work)
+  // Positions whose logits give prompt logprobs (the logprob of the token after each).
+  std::int32_t prompt_logprob_begin = 0;
+  std::int32_t prompt_logprob_end = 0;
+};
+
+struct StepPlan {
+  std::vector<ScheduledSequence> items;
+  std::vector<Sequence*> failed;  // sequences that cannot fit in the pool even alone
+  std::int32_t num_prefill_tokens = 0;
+  std::int32_t num_decode_tokens = 0;
+  std::int32_t num_preempted = 0;
+  bool empty() const { return items.empty(); }
+};
+
+struct SchedulerCounters {
+  std::int64_t prefix_hit_tokens = 0;       // tokens reused from the prefix cache at admission
+  std::int64_t computed_prompt_tokens = 0;  // prefill tokens run through the model (incl. recompute)
+  std::int64_t decode_tokens = 0;
+  std::int64_t preemptions = 0;
+  std::int64_t evicted_pages = 0;
+};
+
+class Scheduler {
+ public:
+  // `cache` may be null (--disable-radix-cache).
+  Scheduler(const SchedulerConfig& config, PagePool* pool, PrefixCache* cache);
+
+  // Queues a new sequence (status kWaiting, no pages).
+  void Add(Sequence* seq);
+  // Plans the next step and gives its sequences the pages for their new tokens.
+  StepPlan Schedule();
+  // After the step ran: the planned tokens are in the cache; full pages join the prefix cache.
+  void Commit(const StepPlan& plan);
+  // Removes a sequence wherever it is and lets go of its pages (full computed pages stay cached).
+  void Finish(Sequence* seq);
+
+  const std::vector<Sequence*>& running() const { return running_; }
+  std::size_t num_waiting() const { return waiting_.size(); }
+  const SchedulerCounters& counters() const { return counters_; }
+  const SchedulerConfig& config() const { return config_; }
+
+ private:
+  std::int32_t PagesFor(std::int32_t tokens) const { return (tokens + config_.page_size - 1) / config_.page_size; }
+  // Gives `seq` pages for its first `tokens` positions, evicting cached pages if needed.
+  bool Reserve(Sequence* seq, std::int32_t tokens);
+  // Free pages plus pages the prefix cache could give up.
+  std::int32_t AvailablePages() const;
+  void ReleasePages(Sequence* seq);
+  void Preempt(Sequence* seq);
+  // Moves the head of the waiting queue into the plan if it fits; false stops admission.
+  bool Admit(Sequence* seq, std::int32_t* budget, bool chunking, StepPlan* plan);
+  void Plan(Sequence* seq, std::int32_t num_new, StepPlan* plan);
+
+  SchedulerConfig config_;
+  PagePool* pool_;
+  PrefixCache* cache_;
+  std::map<std::uint64_t, Sequence*> waiting_;  // by arrival
+  std::vector<Sequence*> running_;              // by arrival
+  SchedulerCounters counters_;
+};
+
+}  // namespace fission::engine

@@ -1,0 +1,154 @@
+#include "io/checkpoint.h"
+
+#include <dirent.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "base/json.h"
+#include "base/mapped_file.h"
+
+namespace fission::io {
+namespace {
+
+std::vector<std::string> ListSafetensors(const std::string& dir) {
+  std::vector<std::string> names;
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) Fail(dir, ": cannot open checkpoint directory");
+  while (dirent* e = ::readdir(d)) {
+    const std::string name = e->d_name;
+    if (name.size() > 12 && name.compare(name.size() - 12, 12, ".safetensors") == 0) names.push_back(name);
+  }
+  ::closedir(d);
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+}  // namespace
+
+Checkpoint::Checkpoint(const std::string& dir) : dir_(dir) {
+  const std::string index_path = dir + "/model.safetensors.index.json";
+  std::map<std::string, std::string> weight_map;  // tensor -> shard file name
+  std::vector<std::string> shards;
+  if (FileExists(index_path)) {
+    const Json index = ReadJsonFile(index_path);
+    const Json& map = RequireField(index, "weight_map", index_path);
+    if (!map.is_object()) Fail(index_path, ": 'weight_map' must be an object");
+    for (const auto& [tensor, file] : map.items()) {
+      if (!file.is_string()) Fail(index_path, ": weight_map entry for '", tensor, "' must be a file name");
+      const std::string f = file.get<std::string>();
+      if (f.find('/') != std::string::npos) Fail(index_path, ": shard name '", f, "' must not contain '/'");
+      weight_map[tensor] = f;
+      if (std::find(shards.begin(), shards.end(), f) == shards.end()) shards.push_back(f);
+    }
+  } else {
+    // Without an index the weights are model*.safetensors; other safetensors files in the
+    // directory (reference outputs, adapters) are not part of the model.
+    for (const std::string& f : ListSafetensors(dir))
+      if (f.rfind("model", 0) == 0) shards.push_back(f);
+    if (shards.empty()) Fail(dir, ": no model*.safetensors files and no model.safetensors.index.json");
+  }
+  std::map<std::string, const SafetensorsFile*> by_name;
+  for (const std::string& shard : shards) {
+    files_.push_back(std::make_unique<SafetensorsFile>(dir + "/" + shard));
+    by_name[shard] = files_.back().get();
+  }
+  if (!weight_map.empty()) {
+    for (const auto& [tensor, shard] : weight_map) {
+      const SafetensorsFile* file = by_name.at(shard);
+      const TensorInfo* info = file->Find(tensor);
+      if (info == nullptr) Fail(file->path(), ": tensor '", tensor, "' listed in the index is not in this shard");
+      where_[tensor] = {file, info};
+    }
+  } else {
+    for (const auto& file : files_) {
+      for (const auto& [tensor, info] : file->tensors()) {
+        if (where_.count(tensor)) Fail(dir, ": tensor '", tensor, "' appears in two files");
+        where_[tensor] = {file.get(), &info};
+      }
+    }
+  }
+}
+
+const Checkpoint::Location& Checkpoint::Find(const std::string& name) const {
+  auto it = where_.find(name);
+  if (it == where_.end()) Fail(dir_, ": missing tensor '", name, "'");
+  return it->second;
+}
+
+const TensorInfo& Checkpoint::Info(const std::string& name) const { return *Find(name).info; }
+const std::string& Checkpoint::FileOf(const std::string& name) const { return Find(name).file->path(); }
+Tensor Checkpoint::View(const std::string& name) const {
+  const Location& loc = Find(name);
+  return loc.file->View(*loc.info);
+}
+
+std::vector<std::string> Checkpoint::Names() const {
+  std::vector<std::string> names;
+  for (const auto& [name, loc] : where_) names.push_back(name);
+  return names;
+}
+
+Buffer Checkpoint::LoadF32(const std::string& name, const Shape& expected, int block) const {
+  return LoadF32Rows(name, expected, 0, expected.rank() == 0 ? 1 : expected[0], block);
+}
+
+const Checkpoint::Location& Checkpoint::FindWithShape(const std::string& name, const Shape& expected) const {
+  const Location& loc = Find(name);
+  if (!(loc.info->shape == expected))
+    Fail(loc.file->path(), ": tensor '", name, "' has shape ", loc.info->shape.ToString(), ", expected ",
+         expected.ToString());
+  return loc;
+}
+
+void Checkpoint::ApplyBlockScales(const std::string& name, const Shape& expected, std::int64_t row0,
+                                  std::int64_t col0, const Buffer& slice, int block) const {
+  const std::string scale_name = name + "_scale_inv";
+  if (!Has(scale_name)) return;
+  if (expected.rank() != 2) Fail(FileOf(name), ": tensor '", name, "' has a block scale but is not 2-D");
+  const std::int64_t rows = expected[0], cols = expected[1];
+  const std::int64_t scale_cols = (cols + block - 1) / block;
+  const Buffer scale = LoadF32(scale_name, Shape{(rows + block - 1) / block, scale_cols}, block);
+  const Tensor& t = slice.tensor();
+  const std::int64_t slice_rows = t.shape[0], slice_cols = t.numel() / std::max<std::int64_t>(slice_rows, 1);
+  for (std::int64_t r = 0; r < slice_rows; ++r) {
+    const float* srow = scale.ptr<float>() + ((row0 + r) / block) * scale_cols;
+    float* w = slice.ptr<float>() + r * slice_cols;
+    for (std::int64_t c = 0; c < slice_cols; ++c) w[c] *= srow[(col0 + c) / block];
+  }
+}
+
+Buffer Checkpoint::LoadF32Rows(const std::string& name, const Shape& expected, std::int64_t begin, std::int64_t end,
+                               int block) const {
+  const Location& loc = FindWithShape(name, expected);
+  const std::int64_t rows = expected.rank() == 0 ? 1 : expected[0];
+  FISSION_CHECK(begin >= 0 && begin <= end && end <= rows, name, " rows ", begin, "..", end);
+  const std::int64_t cols = rows == 0 ? 0 : expected.numel() / rows;
+  Shape out_shape = expected;
+  if (expected.rank() > 0) out_shape[0] = end - begin;
+  Buffer out(DType::kF32, out_shape);
+  const auto* base = static_cast<const std::uint8_t*>(loc.file->View(*loc.info).data);
+  if (loc.info->dtype == DType::kF4E2M1 && (cols * begin) % 2 != 0)
+    Fail(loc.file->path(), ": tensor '", name, "': fp4 row slice does not start on a byte");
+  ConvertToF32(loc.info->dtype, base + DTypeBytes(loc.info->dtype, begin * cols), out.ptr<float>(), (end - begin) * cols);
+  ApplyBlockScales(name, expected, begin, 0, out, block);
+  return out;
+}
+
+Buffer Checkpoint::LoadF32Cols(const std::string& name, const Shape& expected, std::int64_t begin, std::int64_t end,
+                               int block) const {
+  const Location& loc = FindWithShape(name, expected);
+  FISSION_CHECK(expected.rank() == 2 && begin >= 0 && begin <= end && end <= expected[1], name, " cols ", begin, "..",
+                end);
+  const std::int64_t rows = expected[0], cols = expected[1];
+  if (DTypeBits(loc.info->dtype) < 8) Fail(loc.file->path(), ": tensor '", name, "': column slices of fp4 are not supported");
+  Buffer out(DType::kF32, Shape{rows, end - begin});
+  const auto* base = static_cast<const std::uint8_t*>(loc.file->View(*loc.info).data);
+  for (std::int64_t r = 0; r < rows; ++r)
+    ConvertToF32(loc.info->dtype, base + DTypeBytes(loc.info->dtype, r * cols + begin),
+                 out.ptr<float>() + r * (end - begin), end - begin);
+  ApplyBlockScales(name, expected, 0, begin, out, block);
+  return out;
+}
+
+}  // namespace fission::io

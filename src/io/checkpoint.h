@@ -1,0 +1,56 @@
+// A Hugging Face checkpoint directory: one or more safetensors files, with
+// model.safetensors.index.json naming the file of every tensor when sharded.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "io/safetensors.h"
+
+namespace fission::io {
+
+class Checkpoint {
+ public:
+  // Opens (maps) every shard of `dir`. Errors name the directory, the index or the shard.
+  explicit Checkpoint(const std::string& dir);
+
+  const std::string& dir() const { return dir_; }
+  bool Has(const std::string& name) const { return where_.count(name) != 0; }
+  // Error "<dir>: missing tensor '<name>'" when absent.
+  const TensorInfo& Info(const std::string& name) const;
+  const std::string& FileOf(const std::string& name) const;
+  Tensor View(const std::string& name) const;
+  std::vector<std::string> Names() const;
+
+  // Loads `name` as fp32, checking its shape against `expected` (Error naming the tensor on a
+  // mismatch). Block-quantized FP8 weights (a companion `<name>_scale_inv` of one fp32 scale per
+  // `block`×`block` tile) are dequantized: w = q * scale_inv[row / block][col / block].
+  Buffer LoadF32(const std::string& name, const Shape& expected, int block = 128) const;
+  // Rows [begin, end) of the first dimension of a 2-D (or 1-D) tensor, dequantized likewise: a
+  // tensor-parallel rank reads only its own slice from the map.
+  Buffer LoadF32Rows(const std::string& name, const Shape& expected, std::int64_t begin, std::int64_t end,
+                     int block = 128) const;
+  // Columns [begin, end) of a 2-D tensor (a row-parallel rank's slice), dequantized likewise; only
+  // those bytes of each row are read.
+  Buffer LoadF32Cols(const std::string& name, const Shape& expected, std::int64_t begin, std::int64_t end,
+                     int block = 128) const;
+
+ private:
+  struct Location {
+    const SafetensorsFile* file;
+    const TensorInfo* info;
+  };
+  const Location& Find(const std::string& name) const;
+  const Location& FindWithShape(const std::string& name, const Shape& expected) const;
+  // Multiplies a [rows, cols] slice starting at (row0, col0) of `name` by its block scales, if any.
+  void ApplyBlockScales(const std::string& name, const Shape& expected, std::int64_t row0, std::int64_t col0,
+                        const Buffer& slice, int block) const;
+
+  std::string dir_;
+  std::vector<std::unique_ptr<SafetensorsFile>> files_;
+  std::map<std::string, Location> where_;
+};
+
+}  // namespace fission::io

@@ -1,0 +1,118 @@
+// Multi-head latent attention over the paged latent cache, in its two mathematically equal forms.
+#include <cmath>
+#include <vector>
+
+#include "kernels/cpu/cpu_ops.h"
+
+namespace fission::kernels::cpu {
+namespace {
+
+// The latent row of position p of a sequence.
+const float* LatentRow(const Tensor& cache, const SeqAttention& s, std::int64_t page_size, std::int64_t p) {
+  const std::int64_t page = s.block_table[p / page_size];
+  return cache.ptr<float>() + (page * page_size + p % page_size) * cache.shape[1];
+}
+
+// Softmax of scores[0, len) in place (fp32 values, double sum).
+void Softmax(float* scores, std::int64_t len) {
+  float max = -INFINITY;
+  for (std::int64_t j = 0; j < len; ++j) max = std::max(max, scores[j]);
+  double sum = 0.0;
+  for (std::int64_t j = 0; j < len; ++j) {
+    scores[j] = std::exp(scores[j] - max);
+    sum += scores[j];
+  }
+  const float inv = static_cast<float>(1.0 / sum);
+  for (std::int64_t j = 0; j < len; ++j) scores[j] *= inv;
+}
+
+void CheckSeqs(const Tensor& cache, std::span<const SeqAttention> seqs, const MlaShape& sh) {
+  FISSION_CHECK(cache.shape[1] == sh.kv_lora_rank + sh.qk_rope_head_dim, "latent row width ", cache.shape[1]);
+  for (const SeqAttention& s : seqs) {
+    FISSION_CHECK(static_cast<std::int64_t>(s.block_table.size()) * sh.page_size >= s.kv_len, "block table of ",
+                  s.block_table.size(), " pages cannot hold ", s.kv_len, " tokens");
+    FISSION_CHECK(static_cast<std::int32_t>(s.query_positions.size()) == s.query_len);
+    for (std::int32_t p : s.query_positions) FISSION_CHECK(p >= 0 && p < s.kv_len, "query position ", p);
+  }
+}
+
+}  // namespace
+
+void MlaAttentionExpanded(const Tensor& q, const Tensor& cache, const Tensor& kv_b, std::span<const SeqAttention> seqs,
+                          const MlaShape& sh, const Tensor& out) {
+  CheckSeqs(cache, seqs, sh);
+  const std::int64_t heads = sh.num_heads, nope = sh.qk_nope_head_dim, rope = sh.qk_rope_head_dim,
+                     vdim = sh.v_head_dim, lora = sh.kv_lora_rank, qk = nope + rope;
+  for (const SeqAttention& s : seqs) {
+    const std::int64_t kv_len = s.kv_len;
+    // Gather the latent rows, then expand keys and values for every head: [kv_len, heads*(nope+v)].
+    Buffer latent(DType::kF32, Shape{kv_len, lora}), rope_keys(DType::kF32, Shape{kv_len, rope});
+    for (std::int64_t p = 0; p < kv_len; ++p) {
+      const float* row = LatentRow(cache, s, sh.page_size, p);
+      std::copy(row, row + lora, latent.ptr<float>() + p * lora);
+      std::copy(row + lora, row + lora + rope, rope_keys.ptr<float>() + p * rope);
+    }
+    Buffer kv(DType::kF32, Shape{kv_len, heads * (nope + vdim)});
+    Linear(latent, kv_b, kv);
+    const float* kvp = kv.ptr<float>();
+#pragma omp parallel for collapse(2) schedule(static) if (s.query_len * kv_len * heads > 4096)
+    for (std::int64_t t = 0; t < s.query_len; ++t) {
+      for (std::int64_t h = 0; h < heads; ++h) {
+        const std::int64_t row = s.query_start + t;
+        const std::int64_t visible = s.query_positions[t] + 1;  // causal: keys at positions <= own
+        const float* qh = q.ptr<float>() + (row * heads + h) * qk;
+        std::vector<float> scores(visible);
+        for (std::int64_t j = 0; j < visible; ++j) {
+          const float* k_nope = kvp + j * heads * (nope + vdim) + h * (nope + vdim);
+          scores[j] = (Dot(qh, k_nope, nope) + Dot(qh + nope, rope_keys.ptr<float>() + j * rope, rope)) * sh.softmax_scale;
+        }
+        Softmax(scores.data(), visible);
+        float* o = out.ptr<float>() + (row * heads + h) * vdim;
+        for (std::int64_t d = 0; d < vdim; ++d) {
+          float acc = 0.0f;
+          for (std::int64_t j = 0; j < visible; ++j) acc += scores[j] * kvp[j * heads * (nope + vdim) + h * (nope + vdim) + nope + d];
+          o[d] = acc;
+        }
+      }
+    }
+  }
+}
+
+void MlaAttentionAbsorbed(const Tensor& q, const Tensor& cache, const Tensor& kv_b, std::span<const SeqAttention> seqs,
+                          const MlaShape& sh, const Tensor& out) {
+  CheckSeqs(cache, seqs, sh);
+  const std::int64_t heads = sh.num_heads, nope = sh.qk_nope_head_dim, rope = sh.qk_rope_head_dim,
+                     vdim = sh.v_head_dim, lora = sh.kv_lora_rank, qk = nope + rope;
+  const float* w = kv_b.ptr<float>();  // rows h*(nope+v) + [0, nope) are W_UK, the next v rows W_UV
+  for (const SeqAttention& s : seqs) {
+#pragma omp parallel for collapse(2) schedule(static) if (s.query_len * heads * s.kv_len > 4096)
+    for (std::int64_t t = 0; t < s.query_len; ++t) {
+      for (std::int64_t h = 0; h < heads; ++h) {
+        const std::int64_t row = s.query_start + t;
+        const std::int64_t visible = s.query_positions[t] + 1;
+        const float* qh = q.ptr<float>() + (row * heads + h) * qk;
+        const float* w_uk = w + h * (nope + vdim) * lora;
+        const float* w_uv = w_uk + nope * lora;
+        // q_latent[l] = Σ_i q_nope[i] · W_UK[i, l]
+        std::vector<float> q_latent(lora, 0.0f);
+        for (std::int64_t i = 0; i < nope; ++i)
+          for (std::int64_t l = 0; l < lora; ++l) q_latent[l] += qh[i] * w_uk[i * lora + l];
+        std::vector<float> scores(visible);
+        for (std::int64_t j = 0; j < visible; ++j) {
+          const float* c = LatentRow(cache, s, sh.page_size, j);
+          scores[j] = (Dot(q_latent.data(), c, lora) + Dot(qh + nope, c + lora, rope)) * sh.softmax_scale;
+        }
+        Softmax(scores.data(), visible);
+        std::vector<float> o_latent(lora, 0.0f);
+        for (std::int64_t j = 0; j < visible; ++j) {
+          const float* c = LatentRow(cache, s, sh.page_size, j);
+          for (std::int64_t l = 0; l < lora; ++l) o_latent[l] += scores[j] * c[l];
+        }
+        float* o = out.ptr<float>() + (row * heads + h) * vdim;
+        for (std::int64_t d = 0; d < vdim; ++d) o[d] = Dot(w_uv + d * lora, o_latent.data(), lora);
+      }
+    }
+  }
+}
+
+}  // namespace fission::kernels::cpu

@@ -1,0 +1,60 @@
+// The CPU backend: the reference every other backend is tested against.
+#include <cstring>
+
+#include "kernels/cpu/cpu_ops.h"
+
+namespace fission::kernels {
+namespace {
+
+class CpuBackend final : public Backend {
+ public:
+  Device device() const override { return Device::Cpu(); }
+  Allocator* allocator() override { return CpuAllocator(); }
+  void Linear(const Tensor& x, const Tensor& w, const Tensor& out) override { cpu::Linear(x, w, out); }
+  void Embedding(const Tensor& table, std::span<const std::int32_t> ids, std::int64_t vocab_start,
+                 const Tensor& out) override {
+    cpu::Embedding(table, ids, vocab_start, out);
+  }
+  void Zero(const Tensor& x) override { cpu::Zero(x); }
+  void RmsNorm(const Tensor& x, const Tensor& weight, float eps, const Tensor& out) override {
+    cpu::RmsNorm(x, weight, eps, out);
+  }
+  void Add(const Tensor& a, const Tensor& b, const Tensor& out) override { cpu::Add(a, b, out); }
+  void SiluMul(const Tensor& gate_up, const Tensor& out) override { cpu::SiluMul(gate_up, out); }
+  void Rope(const Tensor& x, std::int64_t rope_offset, std::int64_t rope_dim, std::span<const std::int32_t> positions,
+            const Tensor& inv_freq, float scaling, bool interleaved) override {
+    cpu::Rope(x, rope_offset, rope_dim, positions, inv_freq, scaling, interleaved);
+  }
+  void WriteKv(const Tensor& rows, std::span<const std::int64_t> slots, const Tensor& cache) override {
+    cpu::WriteKv(rows, slots, cache);
+  }
+  void MoeRoute(const Tensor& router_logits, const Tensor& bias, const MoeRouting& routing, const Tensor& topk_ids,
+                const Tensor& topk_weights) override {
+    cpu::MoeRoute(router_logits, bias, routing, topk_ids, topk_weights);
+  }
+  void MoeExperts(const Tensor& x, const Tensor& topk_ids, const Tensor& topk_weights, std::span<const Tensor> gate_up,
+                  std::span<const Tensor> down, const Tensor& out) override {
+    cpu::MoeExperts(x, topk_ids, topk_weights, gate_up, down, out);
+  }
+  void MlaAttentionExpanded(const Tensor& q, const Tensor& cache, const Tensor& kv_b,
+                            std::span<const SeqAttention> seqs, const MlaShape& shape, const Tensor& out) override {
+    cpu::MlaAttentionExpanded(q, cache, kv_b, seqs, shape, out);
+  }
+  void MlaAttentionAbsorbed(const Tensor& q, const Tensor& cache, const Tensor& kv_b,
+                            std::span<const SeqAttention> seqs, const MlaShape& shape, const Tensor& out) override {
+    cpu::MlaAttentionAbsorbed(q, cache, kv_b, seqs, shape, out);
+  }
+  void GatherRows(const Tensor& x, std::span<const std::int32_t> indices, const Tensor& out) override {
+    cpu::GatherRows(x, indices, out);
+  }
+  void CopyToHost(const Tensor& src, float* dst) override { std::memcpy(dst, src.data, src.numel() * sizeof(float)); }
+  void CopyFromHost(const float* src, const Tensor& dst) override {
+    std::memcpy(dst.data, src, dst.numel() * sizeof(float));
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> MakeCpuBackend() { return std::make_unique<CpuBackend>(); }
+
+}  // namespace fission::kernels

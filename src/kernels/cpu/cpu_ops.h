@@ -1,0 +1,37 @@
+// The CPU reference operations. fp32 in, fp32 out, fp32 accumulation in a fixed order: the same
+// inputs give the same bits whatever the batch composition or the number of threads, because every
+// output element is computed by one thread with one summation order.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "kernels/backend.h"
+
+namespace fission::kernels::cpu {
+
+// Σ a[i]·b[i] with 8 interleaved partial sums, combined in a fixed order.
+float Dot(const float* a, const float* b, std::int64_t n);
+
+void Linear(const Tensor& x, const Tensor& w, const Tensor& out);
+void Embedding(const Tensor& table, std::span<const std::int32_t> ids, std::int64_t vocab_start, const Tensor& out);
+void Zero(const Tensor& x);
+void RmsNorm(const Tensor& x, const Tensor& weight, float eps, const Tensor& out);
+void Add(const Tensor& a, const Tensor& b, const Tensor& out);
+void SiluMul(const Tensor& gate_up, const Tensor& out);
+void Rope(const Tensor& x, std::int64_t rope_offset, std::int64_t rope_dim, std::span<const std::int32_t> positions,
+          const Tensor& inv_freq, float scaling, bool interleaved);
+void WriteKv(const Tensor& rows, std::span<const std::int64_t> slots, const Tensor& cache);
+void GatherRows(const Tensor& x, std::span<const std::int32_t> indices, const Tensor& out);
+
+void MoeRoute(const Tensor& router_logits, const Tensor& bias, const MoeRouting& routing, const Tensor& topk_ids,
+              const Tensor& topk_weights);
+void MoeExperts(const Tensor& x, const Tensor& topk_ids, const Tensor& topk_weights, std::span<const Tensor> gate_up,
+                std::span<const Tensor> down, const Tensor& out);
+
+void MlaAttentionExpanded(const Tensor& q, const Tensor& cache, const Tensor& kv_b, std::span<const SeqAttention> seqs,
+                          const MlaShape& shape, const Tensor& out);
+void MlaAttentionAbsorbed(const Tensor& q, const Tensor& cache, const Tensor& kv_b, std::span<const SeqAttention> seqs,
+                          const MlaShape& shape, const Tensor& out);
+
+}  // namespace fission::kernels::cpu

@@ -1,0 +1,36 @@
+// Multi-head latent attention (DeepSeek-V2/V3). Each token's KV is one latent row
+// [kv_lora_rank normalised latent | qk_rope_head_dim rotated key], written to the paged cache;
+// attention runs in the expanded form for prefill and the absorbed form for decode.
+#pragma once
+
+#include <string>
+
+#include "io/model_config.h"
+#include "model/layer_context.h"
+#include "model/rope.h"
+#include "model/weights.h"
+
+namespace fission::model {
+
+class MlaAttention {
+ public:
+  // Loads the heads this rank computes (all of them on a single rank).
+  MlaAttention(const io::ModelConfig& config, const std::string& prefix, WeightLoader& loader,
+               const RopeTables& rope, const RankInfo& rank);
+  // x [rows, hidden] (this rank's rows of the step plan) -> out [rows, hidden], summed over the
+  // attention-TP group. Writes the latent rows of every token of the step into `cache`
+  // [slots, width], gathering them over the context-parallel group when the step is split.
+  void Forward(const StepContext& step, const Tensor& x, const Tensor& cache, const Tensor& out) const;
+  std::int64_t kv_row_width() const { return shape_.kv_lora_rank + shape_.qk_rope_head_dim; }
+
+ private:
+  const io::ModelConfig& config_;
+  kernels::MlaShape shape_;
+  bool rope_interleave_;
+  float rope_scaling_;
+  Buffer inv_freq_;
+  Buffer q_a_proj_, q_a_layernorm_, q_b_proj_, q_proj_;
+  Buffer kv_a_proj_, kv_a_layernorm_, kv_b_proj_, o_proj_;
+};
+
+}  // namespace fission::model

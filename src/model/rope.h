@@ -1,0 +1,20 @@
+// Rotary embedding tables as DeepSeek applies them: YaRN-scaled inverse frequencies, the factor
+// that scales cos and sin, and the softmax scale with YaRN's mscale folded in.
+#pragma once
+
+#include <vector>
+
+#include "io/model_config.h"
+
+namespace fission::model {
+
+struct RopeTables {
+  std::vector<float> inv_freq;  // qk_rope_head_dim / 2 values
+  float attention_scaling = 1.0f;  // multiplies cos and sin
+};
+
+RopeTables ComputeRope(const io::ModelConfig& config);
+// qk_head_dim^-0.5, times mscale² when YaRN has mscale_all_dim.
+float MlaSoftmaxScale(const io::ModelConfig& config);
+
+}  // namespace fission::model

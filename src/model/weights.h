@@ -1,0 +1,54 @@
+// Loads a model's tensors onto a backend: from a checkpoint (dequantizing FP8 blocks), or as
+// random "dummy" weights when only the shapes are known (--load-format dummy). Under tensor
+// parallelism a rank asks for its slice only: a range of rows (column-parallel layers) or of
+// columns (row-parallel layers), read from the memory map without touching the rest.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <random>
+#include <string>
+
+#include "io/checkpoint.h"
+#include "kernels/backend.h"
+
+namespace fission::model {
+
+// A half-open range of one dimension; {0, -1} means all of it.
+struct Range {
+  std::int64_t begin = 0;
+  std::int64_t end = -1;
+  std::int64_t size(std::int64_t full) const { return (end < 0 ? full : end) - begin; }
+  std::int64_t stop(std::int64_t full) const { return end < 0 ? full : end; }
+};
+
+// The r-th of n equal parts of [0, total); an Error when n does not divide total.
+Range EvenPart(std::int64_t total, int n, int r, const char* what);
+
+class WeightLoader {
+ public:
+  // `checkpoint` null means dummy weights from `seed`.
+  WeightLoader(const io::Checkpoint* checkpoint, kernels::Backend& backend, std::uint64_t seed = 0);
+
+  // A weight of full shape `shape`, or rows `rows` of it. A missing tensor or wrong shape is an
+  // Error naming the file and tensor.
+  Buffer Load(const std::string& name, const Shape& shape, Range rows = {});
+  // Columns `cols` of a 2-D weight.
+  Buffer LoadCols(const std::string& name, const Shape& shape, Range cols);
+  // Norm weights: dummy ones are ones rather than random.
+  Buffer LoadNorm(const std::string& name, std::int64_t size);
+  // Rows `rows` of two same-shaped weights stacked into one (gate over up).
+  Buffer LoadStacked(const std::string& first, const std::string& second, const Shape& each, Range rows = {});
+  bool dummy() const { return checkpoint_ == nullptr; }
+  kernels::Backend& backend() { return backend_; }
+
+ private:
+  Buffer ToBackend(Buffer host);
+  Buffer Random(const Shape& shape, float scale);
+
+  const io::Checkpoint* checkpoint_;
+  kernels::Backend& backend_;
+  std::mt19937_64 rng_;
+};
+
+}  // namespace fission::model

@@ -1,0 +1,106 @@
+#include <gtest/gtest.h>
+
+#include "io/model_config.h"
+
+namespace fission::io {
+namespace {
+
+Json Base() {
+  return Json::parse(R"({
+    "model_type": "deepseek_v3", "vocab_size": 129280, "hidden_size": 7168, "intermediate_size": 18432,
+    "moe_intermediate_size": 2048, "num_hidden_layers": 61, "num_attention_heads": 128,
+    "num_key_value_heads": 128, "n_shared_experts": 1, "n_routed_experts": 256, "num_experts_per_tok": 8,
+    "n_group": 8, "topk_group": 4, "routed_scaling_factor": 2.5, "norm_topk_prob": true,
+    "first_k_dense_replace": 3, "q_lora_rank": 1536, "kv_lora_rank": 512, "qk_nope_head_dim": 128,
+    "qk_rope_head_dim": 64, "v_head_dim": 128, "max_position_embeddings": 163840, "rms_norm_eps": 1e-6,
+    "rope_theta": 10000, "eos_token_id": 1,
+    "rope_scaling": {"type": "yarn", "factor": 40, "original_max_position_embeddings": 4096,
+                     "beta_fast": 32, "beta_slow": 1, "mscale": 1.0, "mscale_all_dim": 1.0},
+    "quantization_config": {"quant_method": "fp8", "fmt": "e4m3", "activation_scheme": "dynamic",
+                            "weight_block_size": [128, 128]}})");
+}
+
+std::string ErrorOf(const Json& j) {
+  try {
+    ParseModelConfig(j, "config.json");
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(ModelConfig, ParsesDeepSeekV3) {
+  const ModelConfig c = ParseModelConfig(Base(), "config.json");
+  EXPECT_EQ(c.kv_lora_rank + c.qk_rope_head_dim, 576);
+  EXPECT_EQ(c.rope.type, "yarn");
+  EXPECT_EQ(c.rope.factor, 40);
+  EXPECT_EQ(c.quantization.method, "fp8");
+  EXPECT_TRUE(c.IsMoeLayer(3));
+  EXPECT_FALSE(c.IsMoeLayer(2));
+  EXPECT_EQ(c.eos_token_ids, std::vector<std::int64_t>{1});
+}
+
+TEST(ModelConfig, ReadsTransformers5RopeParameters) {
+  Json j = Base();
+  j.erase("rope_scaling");
+  j["rope_parameters"] = Json::parse(R"({"rope_type": "yarn", "rope_theta": 50000, "factor": 4,
+      "original_max_position_embeddings": 64})");
+  const ModelConfig c = ParseModelConfig(j, "config.json");
+  EXPECT_EQ(c.rope.theta, 50000);
+  EXPECT_EQ(c.rope.original_max_position_embeddings, 64);
+}
+
+TEST(ModelConfig, ErrorsNameTheField) {
+  struct Case {
+    const char* field;
+    Json value;
+    const char* mention;
+  };
+  const std::vector<Case> cases = {
+      {"model_type", "llama", "unknown model_type 'llama'"},
+      {"hidden_size", -1, "'hidden_size' must be positive"},
+      {"hidden_size", "big", "'hidden_size' must be an integer"},
+      {"n_group", 7, "divisible by n_group"},
+      {"topk_group", 9, "topk_group"},
+      {"hidden_act", "gelu", "hidden_act 'gelu'"},
+      {"rope_scaling", Json::parse(R"({"type": "longrope", "factor": 2})"), "rope type 'longrope'"},
+      {"quantization_config", Json::parse(R"({"quant_method": "awq"})"), "quant_method 'awq'"},
+      {"quantization_config", Json::parse(R"({"quant_method": "fp8", "weight_block_size": [64, 64]})"),
+       "[64, 64]"},
+      {"num_experts_per_tok", 200, "num_experts_per_tok"},
+  };
+  for (const Case& c : cases) {
+    Json j = Base();
+    j[c.field] = c.value;
+    const std::string err = ErrorOf(j);
+    EXPECT_NE(err.find(c.mention), std::string::npos) << c.field << ": " << err;
+    EXPECT_NE(err.find("config.json"), std::string::npos) << err;
+  }
+  Json missing = Base();
+  missing.erase("kv_lora_rank");
+  EXPECT_NE(ErrorOf(missing).find("missing field 'kv_lora_rank'"), std::string::npos);
+}
+
+TEST(ModelConfig, ParsesSparseAttentionAndV4Fields) {
+  Json j = Base();
+  j["model_type"] = "glm_moe_dsa";
+  j["index_n_heads"] = 32;
+  j["index_head_dim"] = 128;
+  j["index_topk"] = 2048;
+  const ModelConfig c = ParseModelConfig(j, "config.json");
+  ASSERT_TRUE(c.indexer.has_value());
+  EXPECT_EQ(c.indexer->topk, 2048);
+  j.erase("index_topk");
+  EXPECT_NE(ErrorOf(j).find("index_topk"), std::string::npos);
+
+  Json v4 = Json::parse(R"({"model_type": "deepseek_v4", "vocab_size": 129280, "hidden_size": 4096,
+      "num_hidden_layers": 2, "num_attention_heads": 64, "n_routed_experts": 256, "num_experts_per_tok": 6,
+      "moe_intermediate_size": 2048, "sliding_window": 128, "index_n_heads": 64, "index_head_dim": 128,
+      "index_topk": 512, "layer_types": ["sliding_attention", "compressed_sparse_attention"]})");
+  const ModelConfig c4 = ParseModelConfig(v4, "config.json");
+  ASSERT_TRUE(c4.v4.has_value());
+  EXPECT_EQ(c4.v4->layer_types.size(), 2u);
+}
+
+}  // namespace
+}  // namespace fission::io

@@ -1,0 +1,98 @@
+#include "model/step_runner_testlib.h"
+
+#include <algorithm>
+#include <random>
+
+#include "base/error.h"
+
+namespace fission::model {
+
+std::string FixtureModelDir(const std::string& name) {
+  return std::string(FISSION_SOURCE_DIR) + "/tests/fixtures/models/" + name;
+}
+
+double RelativeL2(const std::vector<float>& got, const float* want, std::int64_t n) {
+  double diff = 0.0, norm = 0.0;
+  for (std::int64_t i = 0; i < n; ++i) {
+    diff += (static_cast<double>(got[i]) - want[i]) * (static_cast<double>(got[i]) - want[i]);
+    norm += static_cast<double>(want[i]) * want[i];
+  }
+  return std::sqrt(diff / std::max(norm, 1e-30));
+}
+
+std::int32_t Argmax(const std::vector<float>& logits) {
+  return static_cast<std::int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+}
+
+StepRunner::StepRunner(CausalLM& model, std::int64_t page_size, std::int64_t num_pages, std::uint64_t shuffle_seed)
+    : model_(model), cache_(model.KvLayout(), num_pages, page_size) {
+  for (std::int32_t p = 0; p < num_pages; ++p) free_pages_.push_back(p);
+  std::mt19937_64 rng(shuffle_seed);
+  std::shuffle(free_pages_.begin(), free_pages_.end(), rng);
+}
+
+int StepRunner::AddSequence() {
+  seqs_.emplace_back();
+  return static_cast<int>(seqs_.size()) - 1;
+}
+
+int StepRunner::ForkPrefix(int seq, std::int32_t tokens) {
+  FISSION_CHECK(tokens % cache_.page_size() == 0 && tokens <= length(seq));
+  Seq fork;
+  fork.tokens.assign(seqs_[seq].tokens.begin(), seqs_[seq].tokens.begin() + tokens);
+  fork.pages.assign(seqs_[seq].pages.begin(), seqs_[seq].pages.begin() + tokens / cache_.page_size());
+  seqs_.push_back(fork);
+  return static_cast<int>(seqs_.size()) - 1;
+}
+
+std::vector<std::vector<float>> StepRunner::Prefill(int seq, const std::vector<std::int32_t>& tokens, bool all_logits) {
+  std::vector<std::vector<float>> rows = Step({{seq, tokens}});
+  if (!all_logits) rows.erase(rows.begin(), rows.end() - 1);
+  return rows;
+}
+
+std::vector<std::vector<float>> StepRunner::Step(const std::vector<Chunk>& chunks) {
+  ForwardBatch batch;
+  for (const Chunk& c : chunks) {
+    Seq& s = seqs_[c.seq];
+    SequenceSlice slice;
+    slice.query_start = batch.num_tokens();
+    slice.query_len = static_cast<std::int32_t>(c.tokens.size());
+    slice.context_len = static_cast<std::int32_t>(s.tokens.size());
+    FISSION_CHECK(static_cast<std::int64_t>(s.pages.size()) * cache_.page_size() >= slice.context_len);
+    for (std::int32_t i = 0; i < slice.query_len; ++i) {
+      const std::int32_t pos = slice.context_len + i;
+      if (pos / cache_.page_size() >= static_cast<std::int64_t>(s.pages.size())) {
+        FISSION_CHECK(!free_pages_.empty(), "test cache too small");
+        s.pages.push_back(free_pages_.back());
+        free_pages_.pop_back();
+      }
+      batch.token_ids.push_back(c.tokens[i]);
+      batch.positions.push_back(pos);
+      batch.kv_slots.push_back(s.pages[pos / cache_.page_size()] * cache_.page_size() + pos % cache_.page_size());
+      batch.logits_indices.push_back(slice.query_start + i);
+    }
+    slice.block_table = s.pages;
+    batch.sequences.push_back(slice);
+    s.tokens.insert(s.tokens.end(), c.tokens.begin(), c.tokens.end());
+  }
+  Buffer logits = model_.Forward(batch, cache_);
+  const std::int64_t vocab = model_.vocab_size();
+  std::vector<std::vector<float>> rows;
+  for (std::size_t r = 0; r < batch.logits_indices.size(); ++r)
+    rows.emplace_back(logits.ptr<float>() + r * vocab, logits.ptr<float>() + (r + 1) * vocab);
+  return rows;
+}
+
+std::int64_t StepRunner::Slot(int seq, std::int32_t pos) const {
+  const Seq& s = seqs_[seq];
+  return s.pages[pos / cache_.page_size()] * cache_.page_size() + pos % cache_.page_size();
+}
+
+std::vector<float> StepRunner::KvRow(const KvCache& cache, int seq, int layer, std::int32_t pos) const {
+  const Tensor& t = cache.layer(layer);
+  const std::int64_t slot = Slot(seq, pos);
+  return std::vector<float>(t.ptr<float>() + slot * t.shape[1], t.ptr<float>() + (slot + 1) * t.shape[1]);
+}
+
+}  // namespace fission::model
