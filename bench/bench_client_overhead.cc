@@ -1,0 +1,170 @@
+// Measures the benchmark client's own cost on this host, against servers in the same process
+// that add no delay of their own:
+//  1. throughput: the real benchmark driver (fission bench's) against the mock OpenAI server
+//     streaming --chunks chunks per request with no delay, --concurrency requests in flight;
+//  2. timestamp lag: --streams concurrent SSE streams whose server writes a chunk every
+//     --interval-ms carrying the steady-clock time of the write; the client's arrival stamp minus
+//     that time is how late the client stamps a token (loopback delivery plus event-loop delay).
+//
+//   bench_client_overhead [--requests N] [--concurrency N] [--chunks N] [--streams N]
+//                         [--stream-chunks N] [--interval-ms MS] [--client-threads N]
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "base/json.h"
+#include "bench/metrics.h"
+#include "bench/mock_openai_server.h"
+#include "bench/runner.h"
+#include "bench/stats.h"
+#include "http/client.h"
+#include "http/server.h"
+#include "http/sse.h"
+
+namespace {
+
+using fission::Json;
+using fission::http::Clock;
+
+struct Flags {
+  int requests = 20000;
+  int concurrency = 512;
+  int chunks = 16;
+  int streams = 512;
+  int stream_chunks = 50;
+  double interval_ms = 20;
+  int client_threads = 1;
+};
+
+Flags ParseFlags(int argc, char** argv) {
+  Flags f;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string k = argv[i];
+    const double v = std::atof(argv[i + 1]);
+    if (k == "--requests") f.requests = static_cast<int>(v);
+    else if (k == "--concurrency") f.concurrency = static_cast<int>(v);
+    else if (k == "--chunks") f.chunks = static_cast<int>(v);
+    else if (k == "--streams") f.streams = static_cast<int>(v);
+    else if (k == "--stream-chunks") f.stream_chunks = static_cast<int>(v);
+    else if (k == "--interval-ms") f.interval_ms = v;
+    else if (k == "--client-threads") f.client_threads = static_cast<int>(v);
+    else {
+      std::fprintf(stderr, "unknown flag %s\n", k.c_str());
+      std::exit(2);
+    }
+  }
+  return f;
+}
+
+double CpuSeconds() { return static_cast<double>(std::clock()) / CLOCKS_PER_SEC; }
+
+void Throughput(const Flags& f) {
+  using namespace fission::bench;
+  MockOpenAiServer mock([&f](const Json&, ApiKind, int) {
+    MockReply r;
+    for (int i = 0; i < f.chunks; ++i) r.chunks.push_back({0, "tok"});
+    r.completion_tokens = f.chunks;
+    return r;
+  });
+  RunOptions o;
+  o.backend = Backend::Parse("openai");
+  o.base_url = mock.url();
+  o.settings.model = "mock-model";
+  o.max_concurrency = f.concurrency;
+  o.num_warmups = 1;
+  o.client_threads = f.client_threads;
+  std::vector<DatasetRow> rows(f.requests, DatasetRow{"hello", 1, f.chunks});
+  const double cpu0 = CpuSeconds();
+  const RunResult r = RunBenchmark(o, rows);
+  const double cpu = CpuSeconds() - cpu0;
+  const BenchmarkMetrics m = CalculateMetrics(r.outputs, r.duration_s, nullptr, Goodput{});
+  std::printf("throughput: %d requests x %d chunks, %d in flight, %d client thread(s)\n", f.requests, f.chunks,
+              f.concurrency, f.client_threads);
+  std::printf("  completed %d, failed %d, wall %.3f s, process CPU %.3f s (client and server together)\n",
+              m.completed, m.failed, r.duration_s, cpu);
+  std::printf("  %.0f requests/s, %.0f streamed chunks/s\n", m.completed / r.duration_s,
+              static_cast<double>(m.completed) * f.chunks / r.duration_s);
+}
+
+void Lag(const Flags& f) {
+  using namespace fission::http;
+  // Server: every stream gets a chunk every interval, written by one timer thread.
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<std::shared_ptr<Responder>> streams;
+  HttpServer server(ServerOptions{.io_threads = 2});
+  server.AddRoute("POST", "/stream", [&](const Request&, std::shared_ptr<Responder> r) {
+    r->StartStream(200, "text/event-stream");
+    std::lock_guard lock(mu);
+    streams.push_back(r);
+    cv.notify_all();
+  });
+  server.Start();
+  HttpClient client(ClientOptions{.io_threads = f.client_threads});
+  std::vector<double> lags_us;
+  std::mutex lag_mu;
+  std::atomic<int> done{0};
+  for (int s = 0; s < f.streams; ++s) {
+    auto splitter = std::make_shared<LineSplitter>();
+    ResponseHandlers h;
+    h.on_data = [&, splitter](std::string_view data, Clock::time_point when) {
+      std::vector<double> local;
+      splitter->Feed(data, [&](std::string_view line) {
+        auto payload = SseData(line);
+        if (!payload || *payload == "[DONE]") return;
+        const long long sent_ns = std::atoll(std::string(*payload).c_str());
+        const long long now_ns =
+            std::chrono::duration_cast<std::chrono::nanoseconds>(when.time_since_epoch()).count();
+        local.push_back((now_ns - sent_ns) / 1000.0);
+      });
+      std::lock_guard lock(lag_mu);
+      lags_us.insert(lags_us.end(), local.begin(), local.end());
+    };
+    h.on_complete = [&](const std::string& error, Clock::time_point) {
+      if (!error.empty()) std::fprintf(stderr, "stream failed: %s\n", error.c_str());
+      ++done;
+    };
+    client.Start(ClientRequest::Post(Url::Parse("http://127.0.0.1:" + std::to_string(server.port())), "/stream", "{}"),
+                 h);
+  }
+  {
+    std::unique_lock lock(mu);
+    cv.wait(lock, [&] { return static_cast<int>(streams.size()) == f.streams; });
+  }
+  const auto interval = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double, std::milli>(f.interval_ms));
+  auto next = Clock::now();
+  for (int c = 0; c < f.stream_chunks; ++c) {
+    next += interval;
+    std::this_thread::sleep_until(next);
+    for (auto& r : streams) {
+      const long long ns = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
+      r->Write("data: " + std::to_string(ns) + "\n\n");
+    }
+  }
+  for (auto& r : streams) {
+    r->Write("data: [DONE]\n\n");
+    r->Finish();
+  }
+  while (done < f.streams) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  fission::bench::Summary s(lags_us);
+  std::printf("timestamp lag: %d streams x %d chunks every %.1f ms (%.0f chunks/s), %d client thread(s)\n",
+              f.streams, f.stream_chunks, f.interval_ms, f.streams * 1000.0 / f.interval_ms, f.client_threads);
+  std::printf("  %zu chunks: lag mean %.1f us, p50 %.1f us, p90 %.1f us, p99 %.1f us, max %.1f us\n", s.size(),
+              s.mean(), s.median(), s.Percentile(90), s.Percentile(99), s.max());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Flags f = ParseFlags(argc, argv);
+  Throughput(f);
+  Lag(f);
+  return 0;
+}
