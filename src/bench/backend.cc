@@ -59,7 +59,7 @@ std::string BuildRequestBody(const Backend& backend, const RequestSettings& s, c
       break;
   }
   for (const auto& [key, value] : s.extra_body.items()) body[key] = value;
-  return body.dump();
+  return body.dump(-1, ' ', false, Json::error_handler_t::replace);
 }
 
 StreamMeasurer::StreamMeasurer(const Backend& backend, bool stream, http::Clock::time_point sent,
@@ -134,7 +134,7 @@ void StreamMeasurer::OnEvent(const Json& data, http::Clock::time_point when) {
     const Json& e = *err;
     Fail("server error in stream: " + (e.is_object() && e.contains("message") && e["message"].is_string()
                                            ? e["message"].get<std::string>()
-                                           : e.dump()));
+                                           : e.dump(-1, ' ', false, Json::error_handler_t::replace)));
     return;
   }
   if (backend_.api == ApiKind::kSglangGenerate) {

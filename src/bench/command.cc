@@ -447,7 +447,7 @@ int RunBenchCommand(const std::vector<std::string>& argv, std::ostream& out, std
     if (!f) Fail("--output-file: cannot write '", a.output_file, "'");
     Json line = result;
     if (a.output_details) line.update(details);
-    f << line.dump() << "\n";
+    f << line.dump(-1, ' ', false, Json::error_handler_t::replace) << "\n";
   }
   if (a.save_result) {
     Json saved = {{"date", Now("%Y%m%d-%H%M%S")},
@@ -472,7 +472,7 @@ int RunBenchCommand(const std::vector<std::string>& argv, std::ostream& out, std
     if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path(), ec);
     std::ofstream f(path);
     if (!f) Fail("--save-result: cannot write '", path.string(), "'");
-    f << saved.dump(2) << "\n";
+    f << saved.dump(2, ' ', false, Json::error_handler_t::replace) << "\n";
     out << "Saved the result to " << path.string() << "\n";
   }
   return 0;

@@ -13,7 +13,7 @@ namespace {
 
 using http::Clock;
 
-std::string Sse(const Json& j) { return "data: " + j.dump() + "\n\n"; }
+std::string Sse(const Json& j) { return "data: " + j.dump(-1, ' ', false, Json::error_handler_t::replace) + "\n\n"; }
 
 Json TextChunk(ApiKind api, const std::string& model, const std::string& text, const std::string& cumulative,
                std::int64_t cumulative_tokens) {
@@ -102,7 +102,7 @@ std::string RenderJson(const MockReply& r, ApiKind api, const std::string& model
       break;
   }
   if (r.completion_tokens && api != ApiKind::kSglangGenerate) j["usage"] = Usage(r);
-  return j.dump();
+  return j.dump(-1, ' ', false, Json::error_handler_t::replace);
 }
 
 // Runs actions at their due times on one thread, so thousands of slow streams need no threads.
@@ -168,7 +168,7 @@ class MockOpenAiServer::Impl {
     const MockReply reply = script(body, api, index);
     if (reply.status != 200) {
       r->Send(reply.status, "application/json",
-              Json{{"error", {{"message", "scripted failure"}, {"code", reply.status}}}}.dump());
+              Json{{"error", {{"message", "scripted failure"}, {"code", reply.status}}}}.dump(-1, ' ', false, Json::error_handler_t::replace));
       return;
     }
     const bool stream = body.value("stream", false);
@@ -222,12 +222,12 @@ MockOpenAiServer::MockOpenAiServer(MockScript script, Options options)
   impl->server.AddRoute("POST", "/generate", route(ApiKind::kSglangGenerate));
   impl->server.AddRoute("GET", "/v1/models", [impl](const http::Request&, std::shared_ptr<http::Responder> r) {
     r->Send(200, "application/json",
-            Json{{"object", "list"}, {"data", Json::array({{{"id", impl->options.model}, {"object", "model"}}})}}.dump());
+            Json{{"object", "list"}, {"data", Json::array({{{"id", impl->options.model}, {"object", "model"}}})}}.dump(-1, ' ', false, Json::error_handler_t::replace));
   });
   impl->server.AddRoute("GET", "/get_server_info", [impl](const http::Request&, std::shared_ptr<http::Responder> r) {
     Json state = Json::object();
     if (impl->options.accept_length) state["avg_spec_accept_length"] = *impl->options.accept_length;
-    r->Send(200, "application/json", Json{{"internal_states", Json::array({state})}}.dump());
+    r->Send(200, "application/json", Json{{"internal_states", Json::array({state})}}.dump(-1, ' ', false, Json::error_handler_t::replace));
   });
   impl->server.AddRoute("GET", "/health", [](const http::Request&, std::shared_ptr<http::Responder> r) {
     r->Send(200, "text/plain", "");

@@ -220,10 +220,10 @@ int RunEvalCommand(const std::vector<std::string>& argv, std::ostream& out, std:
     if (results_path.has_parent_path()) fs::create_directories(results_path.parent_path(), ec);
     std::ofstream results(results_path);
     if (!results) Fail("--output-path: cannot write '", results_path.string(), "'");
-    results << ResultsJson(result, o, a.num_fewshot, a.limit, test.size()).dump(2) << "\n";
+    results << ResultsJson(result, o, a.num_fewshot, a.limit, test.size()).dump(2, ' ', false, Json::error_handler_t::replace) << "\n";
     std::ofstream samples(samples_path);
     if (!samples) Fail("--output-path: cannot write '", samples_path.string(), "'");
-    for (const SampleResult& s : result.samples) samples << SampleJson(s).dump() << "\n";
+    for (const SampleResult& s : result.samples) samples << SampleJson(s).dump(-1, ' ', false, Json::error_handler_t::replace) << "\n";
     out << "results: " << results_path.string() << "\nsamples: " << samples_path.string() << "\n";
   }
   if (a.threshold && result.flexible.value < *a.threshold) {

@@ -88,7 +88,7 @@ EvalResult RunGsm8k(const EvalOptions& o, const std::vector<Gsm8kRequest>& reque
   size_t next = 0, done = 0;
 
   std::function<void(size_t, int)> start = [&](size_t i, int attempt) {
-    http::ClientRequest req = http::ClientRequest::Post(o.base_url, path, BuildEvalRequest(o, requests[i]).dump());
+    http::ClientRequest req = http::ClientRequest::Post(o.base_url, path, BuildEvalRequest(o, requests[i]).dump(-1, ' ', false, Json::error_handler_t::replace));
     req.headers = o.headers;
     req.timeout = o.timeout;
     auto status = std::make_shared<int>(0);

@@ -31,8 +31,9 @@ constexpr std::size_t kHeaderLimit = 64 << 10;
 // reading from it.
 constexpr std::size_t kMaxReadAhead = 1 << 20;
 
+// Invalid UTF-8 from a client (a garbage path) is replaced, never thrown on.
 std::string ErrorBody(int status, std::string_view message) {
-  return Json{{"error", {{"message", message}, {"code", status}}}}.dump();
+  return Json{{"error", {{"message", message}, {"code", status}}}}.dump(-1, ' ', false, Json::error_handler_t::replace);
 }
 
 }  // namespace
