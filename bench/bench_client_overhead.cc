@@ -2,13 +2,16 @@
 // that add no delay of their own:
 //  1. throughput: the real benchmark driver (fission bench's) against the mock OpenAI server
 //     streaming --chunks chunks per request with no delay, --concurrency requests in flight;
-//  2. timestamp lag: --streams concurrent SSE streams whose server writes a chunk every
-//     --interval-ms carrying the steady-clock time of the write; the client's arrival stamp minus
-//     that time is how late the client stamps a token (loopback delivery plus event-loop delay).
+//  2. timestamp lag: --streams concurrent SSE streams whose server sends a chunk every
+//     --interval-ms carrying the steady-clock time just before its send(); the client's arrival
+//     stamp minus that time is how late the client stamps a token (loopback delivery plus the
+//     client's event-loop delay).
 //
 //   bench_client_overhead [--requests N] [--concurrency N] [--chunks N] [--streams N]
 //                         [--stream-chunks N] [--interval-ms MS] [--client-threads N]
+#include <utility>  // before Boost: its 1.74 coroutine header needs std::exchange
 #include <algorithm>
+#include <boost/asio.hpp>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -25,7 +28,6 @@
 #include "bench/runner.h"
 #include "bench/stats.h"
 #include "http/client.h"
-#include "http/server.h"
 #include "http/sse.h"
 
 namespace {
@@ -93,20 +95,15 @@ void Throughput(const Flags& f) {
               static_cast<double>(m.completed) * f.chunks / r.duration_s);
 }
 
+// The server side of the lag measurement is plain blocking sockets on one thread: each chunk is
+// stamped immediately before its own send(), so the lag excludes queueing behind other streams'
+// writes and measures only delivery plus the client's own delay in stamping.
 void Lag(const Flags& f) {
   using namespace fission::http;
-  // Server: every stream gets a chunk every interval, written by one timer thread.
-  std::mutex mu;
-  std::condition_variable cv;
-  std::vector<std::shared_ptr<Responder>> streams;
-  HttpServer server(ServerOptions{.io_threads = 2});
-  server.AddRoute("POST", "/stream", [&](const Request&, std::shared_ptr<Responder> r) {
-    r->StartStream(200, "text/event-stream");
-    std::lock_guard lock(mu);
-    streams.push_back(r);
-    cv.notify_all();
-  });
-  server.Start();
+  namespace asio = boost::asio;
+  asio::io_context ioc;
+  asio::ip::tcp::acceptor acceptor(ioc, {asio::ip::make_address("127.0.0.1"), 0});
+  const int port = acceptor.local_endpoint().port();
   HttpClient client(ClientOptions{.io_threads = f.client_threads});
   std::vector<double> lags_us;
   std::mutex lag_mu;
@@ -131,27 +128,36 @@ void Lag(const Flags& f) {
       if (!error.empty()) std::fprintf(stderr, "stream failed: %s\n", error.c_str());
       ++done;
     };
-    client.Start(ClientRequest::Post(Url::Parse("http://127.0.0.1:" + std::to_string(server.port())), "/stream", "{}"),
-                 h);
+    client.Start(ClientRequest::Post(Url::Parse("http://127.0.0.1:" + std::to_string(port)), "/stream", "{}"), h);
   }
-  {
-    std::unique_lock lock(mu);
-    cv.wait(lock, [&] { return static_cast<int>(streams.size()) == f.streams; });
+  std::vector<asio::ip::tcp::socket> sockets;
+  for (int s = 0; s < f.streams; ++s) {
+    asio::ip::tcp::socket socket(ioc);
+    acceptor.accept(socket);
+    socket.set_option(asio::ip::tcp::no_delay(true));
+    asio::streambuf request;
+    asio::read_until(socket, request, "\r\n\r\n{}");  // the client's request: headers and "{}"
+    asio::write(socket, asio::buffer(std::string(
+                            "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")));
+    sockets.push_back(std::move(socket));
   }
-  const auto interval = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double, std::milli>(f.interval_ms));
+  auto chunk = [](const std::string& body) {
+    char size[16];
+    std::snprintf(size, sizeof(size), "%zx\r\n", body.size());
+    return size + body + "\r\n";
+  };
+  const auto interval =
+      std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double, std::milli>(f.interval_ms));
   auto next = Clock::now();
   for (int c = 0; c < f.stream_chunks; ++c) {
     next += interval;
     std::this_thread::sleep_until(next);
-    for (auto& r : streams) {
+    for (auto& socket : sockets) {
       const long long ns = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
-      r->Write("data: " + std::to_string(ns) + "\n\n");
+      asio::write(socket, asio::buffer(chunk("data: " + std::to_string(ns) + "\n\n")));
     }
   }
-  for (auto& r : streams) {
-    r->Write("data: [DONE]\n\n");
-    r->Finish();
-  }
+  for (auto& socket : sockets) asio::write(socket, asio::buffer(chunk("data: [DONE]\n\n") + "0\r\n\r\n"));
   while (done < f.streams) std::this_thread::sleep_for(std::chrono::milliseconds(5));
   fission::bench::Summary s(lags_us);
   std::printf("timestamp lag: %d streams x %d chunks every %.1f ms (%.0f chunks/s), %d client thread(s)\n",
