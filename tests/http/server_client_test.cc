@@ -353,3 +353,27 @@ TEST(ServerRobustnessTest, ThousandIdleKeepAliveConnectionsWhileRequestsSucceed)
 
 }  // namespace
 }  // namespace fission::http
+
+namespace fission::http {
+namespace {
+
+TEST(ClientTest, DeadlineEndsAStalledResponse) {
+  std::shared_ptr<Responder> held;
+  HttpServer server(ServerOptions{});
+  server.AddRoute("GET", "/stall", [&](const Request&, std::shared_ptr<Responder> r) {
+    r->StartStream(200, "text/event-stream");
+    r->Write("data: first\n\n");
+    held = r;  // never finished while the client waits
+  });
+  server.Start();
+  HttpClient client;
+  ClientRequest req = ClientRequest::Get(Loopback(server), "/stall");
+  req.timeout = 200ms;
+  const ClientResponse r = client.Fetch(req);
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.body, "data: first\n\n");
+  EXPECT_EQ(r.error, "timed out");
+}
+
+}  // namespace
+}  // namespace fission::http
