@@ -5,12 +5,17 @@
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <cerrno>
+#include <cstring>
 #include <future>
 #include <limits>
 #include <map>
 #include <mutex>
 #include <optional>
 #include <thread>
+
+#include <sys/socket.h>
+#include <time.h>
 
 #include "base/error.h"
 
@@ -134,6 +139,9 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
                                      if (ec) return self->Complete("cannot connect to " + self->key_ + ": " + ec.message());
                                      beast::error_code ignored;
                                      self->conn_->stream.socket().set_option(tcp::no_delay(true), ignored);
+                                     const int on = 1;
+                                     ::setsockopt(self->conn_->stream.socket().native_handle(), SOL_SOCKET,
+                                                  SO_TIMESTAMPNS, &on, sizeof(on));
                                      self->Send();
                                    });
                              });
@@ -142,6 +150,7 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
   void Send() {
     parser_.emplace();
     parser_->body_limit(std::numeric_limits<std::uint64_t>::max());  // boost::none misbehaves in 1.74
+    parser_->eager(true);
     ArmTimer();
     asio::async_write(conn_->stream, asio::buffer(wire_), [self = shared_from_this()](beast::error_code ec, std::size_t) {
       if (ec) return self->Retry("write failed: " + ec.message());
@@ -149,37 +158,117 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
     });
   }
 
+  // Reads with recvmsg so that each read carries the kernel's receive time (SO_TIMESTAMPNS): a
+  // burst of tokens from many streams is then stamped when it arrived, not when the event loop got
+  // round to it. Without a kernel stamp the read's completion time stands in.
   void ReadSome() {
-    parser_->get().body().data = buf_;
-    parser_->get().body().size = sizeof(buf_);
-    parser_->get().body().more = true;
-    bhttp::async_read_some(conn_->stream, conn_->buffer, *parser_,
-                           [self = shared_from_this()](beast::error_code ec, std::size_t) { self->OnRead(ec); });
+    if (deadline_) {
+      if (!timer_) timer_.emplace(conn_->stream.get_executor());
+      timer_->expires_at(*deadline_);
+      timer_->async_wait([self = shared_from_this()](beast::error_code ec) {
+        if (ec || !self->conn_) return;
+        self->timed_out_ = true;
+        beast::error_code ignored;
+        self->conn_->stream.socket().cancel(ignored);
+      });
+    }
+    conn_->stream.socket().async_wait(tcp::socket::wait_read,
+                                      [self = shared_from_this()](beast::error_code ec) { self->OnReadable(ec); });
   }
 
-  void OnRead(beast::error_code ec) {
-    const Clock::time_point now = Clock::now();
-    if (ec == bhttp::error::need_buffer) ec = {};
-    if (ec) {
-      if (!received_any_) return Retry("read failed: " + ec.message());
-      return Complete("response interrupted: " + ec.message());
+  void OnReadable(beast::error_code ec) {
+    const Clock::time_point steady_now = Clock::now();
+    if (timer_) timer_->cancel();
+    if (timed_out_) return Complete("timed out", steady_now);
+    if (ec) return ReadFailed(ec.message());
+    auto space = conn_->buffer.prepare(64 << 10);
+    iovec iov{space.data(), space.size()};
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(timespec)) * 2];
+    msghdr msg{};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof(control);
+    const ssize_t n = ::recvmsg(conn_->stream.socket().native_handle(), &msg, MSG_DONTWAIT);
+    if (n < 0) {
+      if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return ReadSome();
+      return ReadFailed(std::strerror(errno));
     }
-    received_any_ = true;
-    if (parser_->is_header_done() && !headers_delivered_) {
-      headers_delivered_ = true;
-      if (handlers_.on_headers) {
-        std::vector<Header> headers;
-        for (const auto& field : parser_->get()) {
-          headers.push_back({std::string(field.name_string()), std::string(field.value())});
-        }
-        handlers_.on_headers(parser_->get().result_int(), headers, now);
+    if (n == 0) {
+      // Only a response whose header has arrived can end at EOF (a body delimited by close);
+      // beast's put_eof would call a parser that saw nothing at all "done".
+      if (parser_->is_header_done()) {
+        beast::error_code eof;
+        parser_->put_eof(eof);
+        if (!eof && parser_->is_done()) return Parse(steady_now);
       }
+      return ReadFailed("connection closed by the server");
     }
-    const std::size_t got = sizeof(buf_) - parser_->get().body().size;
-    if (got > 0 && handlers_.on_data) handlers_.on_data(std::string_view(buf_, got), now);
-    if (!parser_->is_done()) return ReadSome();
-    if (parser_->keep_alive()) client_->ReturnIdle(key_, std::move(conn_));
-    Complete("", now);
+    conn_->buffer.commit(static_cast<std::size_t>(n));
+    Parse(KernelTime(msg, steady_now));
+  }
+
+  static Clock::time_point KernelTime(msghdr& msg, Clock::time_point fallback) {
+    for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
+      if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_TIMESTAMPNS) continue;
+      timespec arrived;
+      std::memcpy(&arrived, CMSG_DATA(c), sizeof(arrived));
+      // Both clocks read back to back, so the conversion adds no error of its own.
+      const Clock::time_point steady_now = Clock::now();
+      timespec now;
+      clock_gettime(CLOCK_REALTIME, &now);
+      const std::int64_t age_ns =
+          (static_cast<std::int64_t>(now.tv_sec) - arrived.tv_sec) * 1000000000 + (now.tv_nsec - arrived.tv_nsec);
+      // The kernel stamps in wall-clock time: convert through its age, and ignore a stamp that a
+      // clock step made implausible.
+      if (age_ns >= 0 && age_ns < 10'000'000'000) return steady_now - std::chrono::nanoseconds(age_ns);
+    }
+    return fallback;
+  }
+
+  void ReadFailed(const std::string& why) {
+    if (!received_any_) return Retry("read failed: " + why);
+    Complete("response interrupted: " + why);
+  }
+
+  // Feeds the buffered bytes to the parser, handing out headers and body pieces stamped `when`.
+  void Parse(Clock::time_point when) {
+    received_any_ = true;
+    for (;;) {
+      auto& body = parser_->get().body();
+      body.data = buf_;
+      body.size = sizeof(buf_);
+      body.more = true;
+      beast::error_code ec;
+      const std::size_t used = parser_->put(conn_->buffer.data(), ec);
+      conn_->buffer.consume(used);
+      bool need_more = false;
+      if (ec == bhttp::error::need_buffer) {
+        ec = {};
+      } else if (ec == bhttp::error::need_more) {
+        ec = {};
+        need_more = true;
+      }
+      if (ec) return Complete("malformed response: " + ec.message(), when);
+      if (parser_->is_header_done() && !headers_delivered_) {
+        headers_delivered_ = true;
+        if (handlers_.on_headers) {
+          std::vector<Header> headers;
+          for (const auto& field : parser_->get()) {
+            headers.push_back({std::string(field.name_string()), std::string(field.value())});
+          }
+          handlers_.on_headers(parser_->get().result_int(), headers, when);
+        }
+      }
+      const std::size_t got = sizeof(buf_) - parser_->get().body().size;
+      if (got > 0 && handlers_.on_data) handlers_.on_data(std::string_view(buf_, got), when);
+      if (parser_->is_done()) {
+        if (parser_->keep_alive()) client_->ReturnIdle(key_, std::move(conn_));
+        return Complete("", when);
+      }
+      if (need_more || (used == 0 && got == 0) || conn_->buffer.size() == 0) break;
+    }
+    ReadSome();
   }
 
   // A pooled connection the server has meanwhile closed fails before any byte of the response:
@@ -188,6 +277,7 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
     if (conn_ && conn_->reused && !retried_) {
       retried_ = true;
       conn_.reset();
+      timer_.reset();  // it ran on the old connection's strand
       Connect();
       return;
     }
@@ -208,6 +298,8 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
   std::unique_ptr<Connection> conn_;
   std::optional<tcp::resolver> resolver_;
   std::optional<bhttp::response_parser<bhttp::buffer_body>> parser_;
+  std::optional<asio::steady_timer> timer_;  // the request deadline while waiting for bytes
+  bool timed_out_ = false;
   char buf_[16384];
   bool received_any_ = false;
   bool headers_delivered_ = false;

@@ -31,8 +31,9 @@ constexpr std::size_t kHeaderLimit = 64 << 10;
 // reading from it.
 constexpr std::size_t kMaxReadAhead = 1 << 20;
 
+// Invalid UTF-8 from a client (a garbage path) is replaced, never thrown on.
 std::string ErrorBody(int status, std::string_view message) {
-  return Json{{"error", {{"message", message}, {"code", status}}}}.dump();
+  return Json{{"error", {{"message", message}, {"code", status}}}}.dump(-1, ' ', false, Json::error_handler_t::replace);
 }
 
 }  // namespace
@@ -127,6 +128,13 @@ class Session : public std::enable_shared_from_this<Session> {
     if (seq != seq_ || !streaming_ || finished_) return;
     finished_ = true;
     Enqueue("0\r\n\r\n");
+  }
+
+  void DoAbort(std::uint64_t seq) {
+    if (seq != seq_ || state_ != State::kHandling) return;
+    keep_alive_ = false;
+    disconnect_callbacks_.clear();  // our own doing, not the client's
+    HandleDisconnect();
   }
 
   void DoOnDisconnect(std::uint64_t seq, std::function<void()> callback) {
@@ -368,6 +376,10 @@ class SessionResponder : public Responder {
     phase_ = kDone;
     if (auto s = session_.lock()) s->Post([s, seq = seq_] { s->DoFinish(seq); });
   }
+  void Abort() override {
+    phase_ = kDone;
+    if (auto s = session_.lock()) s->Post([s, seq = seq_] { s->DoAbort(seq); });
+  }
   bool disconnected() const override { return disconnected_->load(); }
   void OnDisconnect(std::function<void()> callback) override {
     if (auto s = session_.lock()) {
@@ -478,10 +490,16 @@ void HttpServer::Stop(std::chrono::milliseconds grace) {
     s.acceptor.close(ignored);
   });
   auto signal_all = [&s](bool force) {
-    std::lock_guard lock(s.mu);
-    for (auto& [ptr, weak] : s.sessions) {
-      if (auto session = weak.lock()) session->Post([session, force] { session->DoServerStop(force); });
+    // Collect under the lock, post outside it: dropping the last reference to a session runs its
+    // destructor, which takes the same lock.
+    std::vector<std::shared_ptr<Session>> live;
+    {
+      std::lock_guard lock(s.mu);
+      for (auto& [ptr, weak] : s.sessions) {
+        if (auto session = weak.lock()) live.push_back(std::move(session));
+      }
     }
+    for (auto& session : live) session->Post([session, force] { session->DoServerStop(force); });
   };
   signal_all(false);
   {

@@ -35,6 +35,8 @@ class Responder {
   virtual void StartStream(int status, std::string content_type, std::vector<Header> headers = {}) = 0;
   virtual void Write(std::string chunk) = 0;
   virtual void Finish() = 0;
+  // Closes the connection at once, mid-response (for a request that must be cut off).
+  virtual void Abort() = 0;
   // True once the client has gone (connection closed or reset); writes are then dropped.
   virtual bool disconnected() const = 0;
   // Runs `callback` once, on an I/O thread, when the client disconnects before the response is

@@ -6,6 +6,7 @@
 #include <condition_variable>
 #include <future>
 #include <mutex>
+#include <random>
 #include <thread>
 
 #include "base/json.h"
@@ -286,6 +287,92 @@ TEST(ClientTest, ServerClosingAnIdleConnectionIsRetriedTransparently) {
   EXPECT_EQ(r.error, "");
   EXPECT_EQ(r.status, 200);
   EXPECT_EQ(client.connections_opened(), 2u);
+}
+
+}  // namespace
+}  // namespace fission::http
+
+namespace fission::http {
+namespace {
+
+TEST(ServerRobustnessTest, GarbageRequestsGetOnly4xxAndTheServerStaysUp) {
+  HttpServer server(ServerOptions{.max_body_bytes = 1 << 16});
+  server.AddRoute("POST", "/x", [](const Request& req, std::shared_ptr<Responder> r) {
+    r->Send(200, "text/plain", std::to_string(req.body.size()));
+  });
+  server.Start();
+  std::mt19937 rng(123);
+  const std::vector<std::string> templates = {
+      "GET / HTTP/1.1\r\nHost: x\r\n\r\n",
+      "POST /x HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello",
+      "POST /x HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
+      "POST /x HTTP/1.1\r\nHost: x\r\nContent-Length: 99999999\r\n\r\n",
+  };
+  for (int i = 0; i < 300; ++i) {
+    std::string req = templates[i % templates.size()];
+    // Corrupt a few bytes (or none, for the first round of each template).
+    const int flips = i < 4 ? 0 : 1 + static_cast<int>(rng() % 4);
+    for (int f = 0; f < flips; ++f) req[rng() % req.size()] = static_cast<char>(rng() % 256);
+    const std::string reply = RawExchange(server.port(), req + "\r\n\r\n");
+    if (reply.empty()) continue;  // a request the server is still waiting to complete is closed by us
+    ASSERT_EQ(reply.substr(0, 9), "HTTP/1.1 ") << i;
+    const int status = std::stoi(reply.substr(9, 3));
+    EXPECT_TRUE(status == 200 || (status >= 400 && status < 500)) << i << ": " << reply.substr(0, 40);
+  }
+  HttpClient client;
+  EXPECT_EQ(client.Fetch(ClientRequest::Post(Loopback(server), "/x", "abc")).body, "3");
+}
+
+TEST(ServerRobustnessTest, ThousandIdleKeepAliveConnectionsWhileRequestsSucceed) {
+  HttpServer server(ServerOptions{.io_threads = 2});
+  server.AddRoute("GET", "/x", [](const Request&, std::shared_ptr<Responder> r) { r->Send(200, "text/plain", "x"); });
+  server.Start();
+  boost::asio::io_context ioc;
+  std::vector<std::unique_ptr<boost::asio::ip::tcp::socket>> idle;
+  for (int i = 0; i < 1000; ++i) {
+    auto s = std::make_unique<boost::asio::ip::tcp::socket>(ioc);
+    s->connect({boost::asio::ip::make_address("127.0.0.1"), static_cast<unsigned short>(server.port())});
+    idle.push_back(std::move(s));
+  }
+  for (int i = 0; i < 200 && server.open_connections() < 1000; ++i) std::this_thread::sleep_for(10ms);
+  EXPECT_EQ(server.open_connections(), 1000u);
+  HttpClient client;
+  for (int i = 0; i < 20; ++i) EXPECT_EQ(client.Fetch(ClientRequest::Get(Loopback(server), "/x")).status, 200);
+  // An idle connection still answers.
+  const std::string req = "GET /x HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+  boost::asio::write(*idle[500], boost::asio::buffer(req));
+  std::string reply;
+  char buf[512];
+  boost::system::error_code ec;
+  while (!ec) {
+    const size_t n = idle[500]->read_some(boost::asio::buffer(buf), ec);
+    reply.append(buf, n);
+  }
+  EXPECT_EQ(reply.substr(0, 15), "HTTP/1.1 200 OK");
+}
+
+}  // namespace
+}  // namespace fission::http
+
+namespace fission::http {
+namespace {
+
+TEST(ClientTest, DeadlineEndsAStalledResponse) {
+  std::shared_ptr<Responder> held;
+  HttpServer server(ServerOptions{});
+  server.AddRoute("GET", "/stall", [&](const Request&, std::shared_ptr<Responder> r) {
+    r->StartStream(200, "text/event-stream");
+    r->Write("data: first\n\n");
+    held = r;  // never finished while the client waits
+  });
+  server.Start();
+  HttpClient client;
+  ClientRequest req = ClientRequest::Get(Loopback(server), "/stall");
+  req.timeout = 200ms;
+  const ClientResponse r = client.Fetch(req);
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.body, "data: first\n\n");
+  EXPECT_EQ(r.error, "timed out");
 }
 
 }  // namespace
