@@ -1,5 +1,7 @@
 #include "base/json.h"
 
+#include <cstdint>
+
 #include "base/mapped_file.h"
 
 namespace fission {
@@ -9,6 +11,8 @@ Json ParseJson(const std::string& text, const std::string& source) {
     return Json::parse(text);
   } catch (const Json::parse_error& e) {
     Fail(source, ": invalid JSON at byte ", e.byte, ": ", e.what());
+  } catch (const Json::exception& e) {  // e.g. a number too large for a double
+    Fail(source, ": invalid JSON: ", e.what());
   }
 }
 
@@ -29,10 +33,14 @@ const Json* Find(const Json& object, const std::string& key, const std::string& 
 }
 
 std::int64_t AsInt(const Json& v, const std::string& key, const std::string& where) {
+  if (v.is_number_unsigned() && v.get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX))
+    Fail(where, ": field '", key, "' is too large: ", v.dump());
   if (v.is_number_integer() || v.is_number_unsigned()) return v.get<std::int64_t>();
   if (v.is_number_float()) {
     const double d = v.get<double>();
-    if (d == static_cast<double>(static_cast<std::int64_t>(d))) return static_cast<std::int64_t>(d);
+    // Only whole numbers inside int64's range convert; anything else would be undefined.
+    if (d >= -9.2e18 && d <= 9.2e18 && d == static_cast<double>(static_cast<std::int64_t>(d)))
+      return static_cast<std::int64_t>(d);
   }
   Fail(where, ": field '", key, "' must be an integer, got ", v.dump());
 }
