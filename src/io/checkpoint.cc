@@ -93,37 +93,61 @@ Buffer Checkpoint::LoadF32(const std::string& name, const Shape& expected, int b
   return LoadF32Rows(name, expected, 0, expected.rank() == 0 ? 1 : expected[0], block);
 }
 
+const Checkpoint::Location& Checkpoint::FindWithShape(const std::string& name, const Shape& expected) const {
+  const Location& loc = Find(name);
+  if (!(loc.info->shape == expected))
+    Fail(loc.file->path(), ": tensor '", name, "' has shape ", loc.info->shape.ToString(), ", expected ",
+         expected.ToString());
+  return loc;
+}
+
+void Checkpoint::ApplyBlockScales(const std::string& name, const Shape& expected, std::int64_t row0,
+                                  std::int64_t col0, const Buffer& slice, int block) const {
+  const std::string scale_name = name + "_scale_inv";
+  if (!Has(scale_name)) return;
+  if (expected.rank() != 2) Fail(FileOf(name), ": tensor '", name, "' has a block scale but is not 2-D");
+  const std::int64_t rows = expected[0], cols = expected[1];
+  const std::int64_t scale_cols = (cols + block - 1) / block;
+  const Buffer scale = LoadF32(scale_name, Shape{(rows + block - 1) / block, scale_cols}, block);
+  const Tensor& t = slice.tensor();
+  const std::int64_t slice_rows = t.shape[0], slice_cols = t.numel() / std::max<std::int64_t>(slice_rows, 1);
+  for (std::int64_t r = 0; r < slice_rows; ++r) {
+    const float* srow = scale.ptr<float>() + ((row0 + r) / block) * scale_cols;
+    float* w = slice.ptr<float>() + r * slice_cols;
+    for (std::int64_t c = 0; c < slice_cols; ++c) w[c] *= srow[(col0 + c) / block];
+  }
+}
+
 Buffer Checkpoint::LoadF32Rows(const std::string& name, const Shape& expected, std::int64_t begin, std::int64_t end,
                                int block) const {
-  const Location& loc = Find(name);
-  const TensorInfo& info = *loc.info;
-  if (!(info.shape == expected))
-    Fail(loc.file->path(), ": tensor '", name, "' has shape ", info.shape.ToString(), ", expected ",
-         expected.ToString());
+  const Location& loc = FindWithShape(name, expected);
   const std::int64_t rows = expected.rank() == 0 ? 1 : expected[0];
   FISSION_CHECK(begin >= 0 && begin <= end && end <= rows, name, " rows ", begin, "..", end);
   const std::int64_t cols = rows == 0 ? 0 : expected.numel() / rows;
   Shape out_shape = expected;
   if (expected.rank() > 0) out_shape[0] = end - begin;
   Buffer out(DType::kF32, out_shape);
-  const Tensor all = loc.file->View(info);
-  const auto* base = static_cast<const std::uint8_t*>(all.data);
-  if (info.dtype == DType::kF4E2M1 && (cols * begin) % 2 != 0)
+  const auto* base = static_cast<const std::uint8_t*>(loc.file->View(*loc.info).data);
+  if (loc.info->dtype == DType::kF4E2M1 && (cols * begin) % 2 != 0)
     Fail(loc.file->path(), ": tensor '", name, "': fp4 row slice does not start on a byte");
-  ConvertToF32(info.dtype, base + DTypeBytes(info.dtype, begin * cols), out.ptr<float>(), (end - begin) * cols);
+  ConvertToF32(loc.info->dtype, base + DTypeBytes(loc.info->dtype, begin * cols), out.ptr<float>(), (end - begin) * cols);
+  ApplyBlockScales(name, expected, begin, 0, out, block);
+  return out;
+}
 
-  const std::string scale_name = name + "_scale_inv";
-  if (!Has(scale_name)) return out;
-  if (expected.rank() != 2) Fail(loc.file->path(), ": tensor '", name, "' has a scale but is not 2-D");
-  const std::int64_t scale_rows = (rows + block - 1) / block, scale_cols = (cols + block - 1) / block;
-  const Buffer scale = LoadF32(scale_name, Shape{scale_rows, scale_cols}, block);
-  float* w = out.ptr<float>();
-  const float* s = scale.ptr<float>();
-  for (std::int64_t r = begin; r < end; ++r) {
-    const float* srow = s + (r / block) * scale_cols;
-    float* wrow = w + (r - begin) * cols;
-    for (std::int64_t c = 0; c < cols; ++c) wrow[c] *= srow[c / block];
-  }
+Buffer Checkpoint::LoadF32Cols(const std::string& name, const Shape& expected, std::int64_t begin, std::int64_t end,
+                               int block) const {
+  const Location& loc = FindWithShape(name, expected);
+  FISSION_CHECK(expected.rank() == 2 && begin >= 0 && begin <= end && end <= expected[1], name, " cols ", begin, "..",
+                end);
+  const std::int64_t rows = expected[0], cols = expected[1];
+  if (DTypeBits(loc.info->dtype) < 8) Fail(loc.file->path(), ": tensor '", name, "': column slices of fp4 are not supported");
+  Buffer out(DType::kF32, Shape{rows, end - begin});
+  const auto* base = static_cast<const std::uint8_t*>(loc.file->View(*loc.info).data);
+  for (std::int64_t r = 0; r < rows; ++r)
+    ConvertToF32(loc.info->dtype, base + DTypeBytes(loc.info->dtype, r * cols + begin),
+                 out.ptr<float>() + r * (end - begin), end - begin);
+  ApplyBlockScales(name, expected, 0, begin, out, block);
   return out;
 }
 

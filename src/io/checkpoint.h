@@ -32,6 +32,10 @@ class Checkpoint {
   // tensor-parallel rank reads only its own slice from the map.
   Buffer LoadF32Rows(const std::string& name, const Shape& expected, std::int64_t begin, std::int64_t end,
                      int block = 128) const;
+  // Columns [begin, end) of a 2-D tensor (a row-parallel rank's slice), dequantized likewise; only
+  // those bytes of each row are read.
+  Buffer LoadF32Cols(const std::string& name, const Shape& expected, std::int64_t begin, std::int64_t end,
+                     int block = 128) const;
 
  private:
   struct Location {
@@ -39,6 +43,10 @@ class Checkpoint {
     const TensorInfo* info;
   };
   const Location& Find(const std::string& name) const;
+  const Location& FindWithShape(const std::string& name, const Shape& expected) const;
+  // Multiplies a [rows, cols] slice starting at (row0, col0) of `name` by its block scales, if any.
+  void ApplyBlockScales(const std::string& name, const Shape& expected, std::int64_t row0, std::int64_t col0,
+                        const Buffer& slice, int block) const;
 
   std::string dir_;
   std::vector<std::unique_ptr<SafetensorsFile>> files_;

@@ -13,12 +13,16 @@
 
 namespace fission::kernels {
 
-// One sequence's slice of a step, as attention sees it (see model/forward_batch.h).
+// One sequence's queries in a step, as attention sees them. Query t sits in row query_start + t
+// and attends the keys at positions [0, query_positions[t]]; all kv_len keys of the sequence are in
+// the cache. The queries need not be consecutive positions: under context parallelism a rank owns
+// every C-th token.
 struct SeqAttention {
   std::int32_t query_start = 0;
   std::int32_t query_len = 0;
-  std::int32_t context_len = 0;              // tokens cached before this step
-  std::span<const std::int32_t> block_table;  // pages of positions [0, context_len + query_len)
+  std::int32_t kv_len = 0;                        // keys of the sequence in the cache
+  std::span<const std::int32_t> query_positions;  // query_len positions
+  std::span<const std::int32_t> block_table;      // pages of positions [0, kv_len)
 };
 
 struct MlaShape {
@@ -48,8 +52,12 @@ class Backend {
 
   // out[n, m] = x[n, k] · w[m, k]ᵀ (a Linear layer without bias).
   virtual void Linear(const Tensor& x, const Tensor& w, const Tensor& out) = 0;
-  // out[i] = table[ids[i]].
-  virtual void Embedding(const Tensor& table, std::span<const std::int32_t> ids, const Tensor& out) = 0;
+  // out[i] = table[ids[i] - vocab_start], or zeros when ids[i] falls outside the table's rows
+  // (a vocab-parallel rank holds rows [vocab_start, vocab_start + rows)).
+  virtual void Embedding(const Tensor& table, std::span<const std::int32_t> ids, std::int64_t vocab_start,
+                         const Tensor& out) = 0;
+  // Sets every element to zero.
+  virtual void Zero(const Tensor& x) = 0;
   // Row-wise RMSNorm of the first weight.numel() values of each row of x [..., width]; the rest of
   // each row is copied unchanged (MLA normalises the latent part of a [latent | rope] row this way).
   // `x` and `out` may be the same tensor.

@@ -1,28 +1,34 @@
 #include "model/deepseek_v3.h"
 
+#include <cstring>
+
 namespace fission::model {
 
-DeepseekV3Model::DeepseekV3Model(io::ModelConfig config, WeightLoader& loader, MlaForm mla_form)
-    : config_(std::move(config)), backend_(loader.backend()), mla_form_(mla_form) {
+DeepseekV3Model::DeepseekV3Model(io::ModelConfig config, WeightLoader& loader, const ShardOptions& options)
+    : config_(std::move(config)), backend_(loader.backend()), options_(options) {
   const io::ModelConfig& c = config_;
-  embed_tokens_ = loader.Load("model.embed_tokens.weight", Shape{c.vocab_size, c.hidden_size});
+  const RankInfo& rank = options.rank;
+  vocab_part_ = EvenPart(c.vocab_size, rank.attn_tp_size(), rank.attn_tp_rank(), "vocab_size");
+  embed_tokens_ = loader.Load("model.embed_tokens.weight", Shape{c.vocab_size, c.hidden_size}, vocab_part_);
   const RopeTables rope = ComputeRope(c);
   for (std::int64_t i = 0; i < c.num_hidden_layers; ++i) {
     const std::string prefix = StrCat("model.layers.", i, ".");
     Layer layer;
     layer.input_layernorm = loader.LoadNorm(prefix + "input_layernorm.weight", c.hidden_size);
     layer.post_attention_layernorm = loader.LoadNorm(prefix + "post_attention_layernorm.weight", c.hidden_size);
-    layer.attention = std::make_unique<MlaAttention>(c, prefix + "self_attn.", loader, rope);
+    layer.attention = std::make_unique<MlaAttention>(c, prefix + "self_attn.", loader, rope, rank);
     if (c.IsMoeLayer(i)) {
-      layer.moe = std::make_unique<DeepseekMoe>(c, prefix + "mlp.", loader);
+      layer.moe = std::make_unique<DeepseekMoe>(c, prefix + "mlp.", loader, rank);
     } else {
-      layer.mlp = std::make_unique<SwiGluMlp>(prefix + "mlp.", c.hidden_size, c.intermediate_size, loader);
+      layer.mlp = std::make_unique<SwiGluMlp>(
+          prefix + "mlp.", c.hidden_size, c.intermediate_size,
+          EvenPart(c.intermediate_size, rank.world_size(), rank.world_rank(), "intermediate_size"), loader);
     }
     layers_.push_back(std::move(layer));
   }
   norm_ = loader.LoadNorm("model.norm.weight", c.hidden_size);
   lm_head_ = loader.Load(c.tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight",
-                         Shape{c.vocab_size, c.hidden_size});
+                         Shape{c.vocab_size, c.hidden_size}, vocab_part_);
 }
 
 std::vector<KvLayerLayout> DeepseekV3Model::KvLayout() const {
@@ -30,51 +36,110 @@ std::vector<KvLayerLayout> DeepseekV3Model::KvLayout() const {
                                     KvLayerLayout{config_.kv_lora_rank + config_.qk_rope_head_dim, DType::kF32});
 }
 
+void DeepseekV3Model::FeedForward(const Layer& layer, const StepContext& step, const Tensor& x, const Tensor& out) {
+  kernels::Backend& b = backend_;
+  const PcpPlan& plan = *step.plan;
+  const std::int64_t rows = x.shape[0], hidden = config_.hidden_size;
+  Buffer gathered, partial;
+  Tensor in = x, result = out;
+  if (plan.split()) {
+    gathered = Buffer(DType::kF32, Shape{plan.cp_size * rows, hidden}, b.allocator());
+    step.rank.groups->cp->AllGather(x, gathered);
+    partial = Buffer(DType::kF32, gathered.tensor().shape, b.allocator());
+    in = gathered;
+    result = partial;
+  }
+  if (layer.moe) {
+    layer.moe->Forward(b, in, result);
+  } else {
+    layer.mlp->Forward(b, in, result);
+  }
+  // Each rank computed its slice of the units for every row: sum the world's slices.
+  if (step.rank.world_size() > 1) step.rank.groups->world->AllReduceSum(result);
+  if (plan.split()) {
+    std::vector<std::int32_t> own(rows);
+    for (std::int64_t i = 0; i < rows; ++i) own[i] = static_cast<std::int32_t>(plan.cp_rank * rows + i);
+    b.GatherRows(result, own, out);
+  }
+}
+
+Buffer DeepseekV3Model::SelectLogitRows(const StepContext& step, const ForwardBatch& batch, const Tensor& h) {
+  kernels::Backend& b = backend_;
+  const PcpPlan& plan = *step.plan;
+  const std::int64_t m = static_cast<std::int64_t>(batch.logits_indices.size()), hidden = config_.hidden_size;
+  Buffer selected(DType::kF32, Shape{m, hidden}, b.allocator());
+  if (!plan.split()) {
+    b.GatherRows(h, batch.logits_indices, selected);
+    return selected;
+  }
+  Buffer all(DType::kF32, Shape{plan.cp_size * plan.rows, hidden}, b.allocator());
+  step.rank.groups->cp->AllGather(h, all);
+  std::vector<std::int32_t> rows;
+  for (std::int32_t i : batch.logits_indices) rows.push_back(plan.gathered_row[i]);
+  b.GatherRows(all, rows, selected);
+  return selected;
+}
+
+Buffer DeepseekV3Model::LmHead(const StepContext& step, const Tensor& rows) {
+  kernels::Backend& b = backend_;
+  const std::int64_t m = rows.shape[0], part = vocab_part_.size(config_.vocab_size);
+  Buffer local(DType::kF32, Shape{m, part}, b.allocator());
+  b.Linear(rows, lm_head_, local);
+  const int ranks = step.rank.attn_tp_size();
+  Buffer gathered_host(DType::kF32, Shape{ranks, m, part});
+  if (ranks > 1) {
+    Buffer gathered(DType::kF32, Shape{ranks, m, part}, b.allocator());
+    step.rank.groups->attn_tp->AllGather(local, gathered);
+    b.CopyToHost(gathered, gathered_host.ptr<float>());
+  } else {
+    b.CopyToHost(local, gathered_host.ptr<float>());
+  }
+  // [rank, row, part] -> [row, rank * part]
+  Buffer logits(DType::kF32, Shape{m, config_.vocab_size});
+  for (int r = 0; r < ranks; ++r)
+    for (std::int64_t i = 0; i < m; ++i)
+      std::memcpy(logits.ptr<float>() + i * config_.vocab_size + r * part,
+                  gathered_host.ptr<float>() + (r * m + i) * part, part * sizeof(float));
+  return logits;
+}
+
 Buffer DeepseekV3Model::Forward(const ForwardBatch& batch, KvCache& cache) {
   kernels::Backend& b = backend_;
   Allocator* alloc = b.allocator();
-  const std::int64_t n = batch.num_tokens(), hidden = config_.hidden_size;
-  FISSION_CHECK(static_cast<std::int64_t>(batch.positions.size()) == n &&
-                static_cast<std::int64_t>(batch.kv_slots.size()) == n);
+  const std::int64_t hidden = config_.hidden_size;
+  FISSION_CHECK(batch.positions.size() == batch.token_ids.size() && batch.kv_slots.size() == batch.token_ids.size());
   for (std::int32_t id : batch.token_ids)
     FISSION_CHECK(id >= 0 && id < config_.vocab_size, "token id ", id, " outside vocabulary ", config_.vocab_size);
 
+  const RankInfo& rank = options_.rank;
+  const PcpPlan plan = PlanContextParallelStep(batch, rank.cp_size(), rank.cp_rank(), options_.pcp_min_tokens);
   StepContext step;
   step.backend = &b;
-  step.positions = batch.positions;
+  step.rank = rank;
+  step.plan = &plan;
   step.kv_slots = batch.kv_slots;
   step.page_size = cache.page_size();
-  step.mla_form = mla_form_;
-  for (const SequenceSlice& s : batch.sequences)
-    step.seqs.push_back({s.query_start, s.query_len, s.context_len, s.block_table});
+  step.mla_form = options_.mla_form;
 
+  const std::int64_t n = plan.rows;
   Buffer h(DType::kF32, Shape{n, hidden}, alloc), x(DType::kF32, Shape{n, hidden}, alloc),
       y(DType::kF32, Shape{n, hidden}, alloc);
-  b.Embedding(embed_tokens_, batch.token_ids, h);
+  b.Embedding(embed_tokens_, plan.token_ids, vocab_part_.begin, h);
+  if (rank.attn_tp_size() > 1) rank.groups->attn_tp->AllReduceSum(h);
+  const float eps = static_cast<float>(config_.rms_norm_eps);
   for (std::size_t i = 0; i < layers_.size(); ++i) {
     const Layer& layer = layers_[i];
-    b.RmsNorm(h, layer.input_layernorm, static_cast<float>(config_.rms_norm_eps), x);
+    b.RmsNorm(h, layer.input_layernorm, eps, x);
     layer.attention->Forward(step, x, cache.layer(static_cast<int>(i)), y);
     b.Add(h, y, h);
-    b.RmsNorm(h, layer.post_attention_layernorm, static_cast<float>(config_.rms_norm_eps), x);
-    if (layer.moe) {
-      layer.moe->Forward(b, x, y);
-    } else {
-      layer.mlp->Forward(b, x, y);
-    }
+    b.RmsNorm(h, layer.post_attention_layernorm, eps, x);
+    FeedForward(layer, step, x, y);
     b.Add(h, y, h);
   }
   // Only the rows that need logits go through the final norm and lm_head.
-  const std::int64_t m = static_cast<std::int64_t>(batch.logits_indices.size());
-  Buffer selected(DType::kF32, Shape{m, hidden}, alloc);
-  b.GatherRows(h, batch.logits_indices, selected);
-  b.RmsNorm(selected, norm_, static_cast<float>(config_.rms_norm_eps), selected);
-  Buffer logits(DType::kF32, Shape{m, config_.vocab_size}, alloc);
-  b.Linear(selected, lm_head_, logits);
-  if (b.device().type == DeviceType::kCpu) return logits;
-  Buffer host(DType::kF32, logits.tensor().shape);
-  b.CopyToHost(logits, host.ptr<float>());
-  return host;
+  Buffer selected = SelectLogitRows(step, batch, h);
+  b.RmsNorm(selected, norm_, eps, selected);
+  return LmHead(step, selected);
 }
 
 }  // namespace fission::model

@@ -1,5 +1,7 @@
 // DeepSeek-V3 (also R1 and Kimi-K2): embedding, layers of MLA attention and a dense MLP or
-// DeepSeekMoE, final norm and lm_head — assembled only from backend operations.
+// DeepSeekMoE, final norm and lm_head — assembled only from backend operations. One instance is
+// one rank's shard: attention heads, vocabulary rows and feed-forward units are split as
+// docs/architecture.md describes; a single rank holds everything.
 #pragma once
 
 #include <memory>
@@ -13,9 +15,15 @@
 
 namespace fission::model {
 
+struct ShardOptions {
+  RankInfo rank;
+  MlaForm mla_form = MlaForm::kAuto;
+  int pcp_min_tokens = kDefaultPcpMinTokens;
+};
+
 class DeepseekV3Model final : public CausalLM {
  public:
-  DeepseekV3Model(io::ModelConfig config, WeightLoader& loader, MlaForm mla_form);
+  DeepseekV3Model(io::ModelConfig config, WeightLoader& loader, const ShardOptions& options);
 
   std::string architecture() const override { return "DeepseekV3ForCausalLM"; }
   std::int64_t vocab_size() const override { return config_.vocab_size; }
@@ -31,10 +39,18 @@ class DeepseekV3Model final : public CausalLM {
     std::unique_ptr<SwiGluMlp> mlp;
     std::unique_ptr<DeepseekMoe> moe;
   };
+  // x [rows, hidden] -> out [rows, hidden]: the feed-forward of this rank's rows, computed over the
+  // whole world's shards (gathering the CP group's rows first when the step is split).
+  void FeedForward(const Layer& layer, const StepContext& step, const Tensor& x, const Tensor& out);
+  // The hidden states of the rows that need logits, in batch order.
+  Buffer SelectLogitRows(const StepContext& step, const ForwardBatch& batch, const Tensor& h);
+  // Vocab-parallel lm_head: every rank returns the full [rows, vocab] logits on the host.
+  Buffer LmHead(const StepContext& step, const Tensor& rows);
 
   io::ModelConfig config_;
   kernels::Backend& backend_;
-  MlaForm mla_form_;
+  ShardOptions options_;
+  Range vocab_part_;
   Buffer embed_tokens_, norm_, lm_head_;
   std::vector<Layer> layers_;
 };

@@ -2,10 +2,12 @@
 
 namespace fission::model {
 
-SwiGluMlp::SwiGluMlp(const std::string& prefix, std::int64_t hidden, std::int64_t intermediate, WeightLoader& loader)
-    : intermediate_(intermediate) {
-  gate_up_ = loader.LoadStacked(prefix + "gate_proj.weight", prefix + "up_proj.weight", Shape{intermediate, hidden});
-  down_ = loader.Load(prefix + "down_proj.weight", Shape{hidden, intermediate});
+SwiGluMlp::SwiGluMlp(const std::string& prefix, std::int64_t hidden, std::int64_t intermediate, Range part,
+                     WeightLoader& loader)
+    : intermediate_(part.size(intermediate)) {
+  gate_up_ = loader.LoadStacked(prefix + "gate_proj.weight", prefix + "up_proj.weight", Shape{intermediate, hidden},
+                                part);
+  down_ = loader.LoadCols(prefix + "down_proj.weight", Shape{hidden, intermediate}, part);
 }
 
 void SwiGluMlp::Forward(kernels::Backend& b, const Tensor& x, const Tensor& out) const {
@@ -17,7 +19,8 @@ void SwiGluMlp::Forward(kernels::Backend& b, const Tensor& x, const Tensor& out)
   b.Linear(act, down_, out);
 }
 
-DeepseekMoe::DeepseekMoe(const io::ModelConfig& c, const std::string& prefix, WeightLoader& loader) {
+DeepseekMoe::DeepseekMoe(const io::ModelConfig& c, const std::string& prefix, WeightLoader& loader,
+                         const RankInfo& rank) {
   routing_.num_experts = c.n_routed_experts;
   routing_.top_k = c.num_experts_per_tok;
   routing_.n_group = c.n_group;
@@ -30,20 +33,26 @@ DeepseekMoe::DeepseekMoe(const io::ModelConfig& c, const std::string& prefix, We
   } else {
     bias_ = loader.Load(prefix + "gate.e_score_correction_bias", Shape{c.n_routed_experts});
   }
-  // Experts are kept as plain tensors so the backend can run them as one grouped operation.
+  // Experts are kept as plain tensors so the backend can run them as one grouped operation; each
+  // rank holds the same slice of every expert's intermediate units.
+  const Range part = EvenPart(c.moe_intermediate_size, rank.world_size(), rank.world_rank(), "moe_intermediate_size");
   for (std::int64_t e = 0; e < c.n_routed_experts; ++e) {
     const std::string p = StrCat(prefix, "experts.", e, ".");
     gate_up_.push_back(loader.LoadStacked(p + "gate_proj.weight", p + "up_proj.weight",
-                                          Shape{c.moe_intermediate_size, c.hidden_size}));
-    down_.push_back(loader.Load(p + "down_proj.weight", Shape{c.hidden_size, c.moe_intermediate_size}));
+                                          Shape{c.moe_intermediate_size, c.hidden_size}, part));
+    down_.push_back(loader.LoadCols(p + "down_proj.weight", Shape{c.hidden_size, c.moe_intermediate_size}, part));
   }
   for (std::size_t e = 0; e < gate_up_.size(); ++e) {
     gate_up_views_.push_back(gate_up_[e].tensor());
     down_views_.push_back(down_[e].tensor());
   }
-  if (c.n_shared_experts > 0)
-    shared_ = std::make_unique<SwiGluMlp>(prefix + "shared_experts.", c.hidden_size,
-                                          c.moe_intermediate_size * c.n_shared_experts, loader);
+  if (c.n_shared_experts > 0) {
+    const std::int64_t shared_inter = c.moe_intermediate_size * c.n_shared_experts;
+    shared_ = std::make_unique<SwiGluMlp>(prefix + "shared_experts.", c.hidden_size, shared_inter,
+                                          EvenPart(shared_inter, rank.world_size(), rank.world_rank(),
+                                                   "shared experts' intermediate size"),
+                                          loader);
+  }
 }
 
 void DeepseekMoe::Forward(kernels::Backend& b, const Tensor& x, const Tensor& out) const {

@@ -11,10 +11,13 @@
 
 namespace fission::model {
 
+// Both kinds are tensor-parallel over the whole world: a rank holds a slice of the intermediate
+// units (gate/up rows, down columns) and Forward returns its partial sum; the caller all-reduces.
 class SwiGluMlp {
  public:
-  // Loads `prefix`gate_proj/up_proj/down_proj with `intermediate` hidden units.
-  SwiGluMlp(const std::string& prefix, std::int64_t hidden, std::int64_t intermediate, WeightLoader& loader);
+  // Loads slice `part` (of `intermediate` units) of `prefix`gate_proj/up_proj/down_proj.
+  SwiGluMlp(const std::string& prefix, std::int64_t hidden, std::int64_t intermediate, Range part,
+            WeightLoader& loader);
   void Forward(kernels::Backend& b, const Tensor& x, const Tensor& out) const;
 
  private:
@@ -25,7 +28,7 @@ class SwiGluMlp {
 
 class DeepseekMoe {
  public:
-  DeepseekMoe(const io::ModelConfig& config, const std::string& prefix, WeightLoader& loader);
+  DeepseekMoe(const io::ModelConfig& config, const std::string& prefix, WeightLoader& loader, const RankInfo& rank);
   void Forward(kernels::Backend& b, const Tensor& x, const Tensor& out) const;
 
  private:

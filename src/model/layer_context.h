@@ -1,22 +1,35 @@
-// What every layer's forward needs besides its own weights: the backend, the step's token
-// positions and per-sequence attention metadata.
+// What every layer's forward needs besides its own weights: the backend, the ranks it works with,
+// and this step's context-parallel plan (which rows this rank computes, and their attention
+// metadata).
 #pragma once
 
 #include <cstdint>
 #include <span>
-#include <vector>
 
+#include "comm/communicator.h"
 #include "kernels/backend.h"
+#include "model/pcp_plan.h"
 
 namespace fission::model {
 
 enum class MlaForm { kAuto, kExpanded, kAbsorbed };
 
+// This rank's place in the parallel layout; a single rank has sizes of 1 and no communicators.
+struct RankInfo {
+  const comm::ProcessGroups* groups = nullptr;
+  int world_rank() const { return groups ? groups->world_rank : 0; }
+  int world_size() const { return groups ? groups->world_size : 1; }
+  int attn_tp_rank() const { return groups ? groups->attn_tp_rank : 0; }
+  int attn_tp_size() const { return groups ? groups->attn_tp_size : 1; }
+  int cp_rank() const { return groups ? groups->cp_rank : 0; }
+  int cp_size() const { return groups ? groups->cp_size : 1; }
+};
+
 struct StepContext {
   kernels::Backend* backend = nullptr;
-  std::span<const std::int32_t> positions;
-  std::span<const std::int64_t> kv_slots;
-  std::vector<kernels::SeqAttention> seqs;
+  RankInfo rank;
+  const PcpPlan* plan = nullptr;
+  std::span<const std::int64_t> kv_slots;  // every token of the step (all ranks write full KV)
   std::int64_t page_size = 0;
   MlaForm mla_form = MlaForm::kAuto;
 };

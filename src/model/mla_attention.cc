@@ -6,9 +6,12 @@ namespace fission::model {
 constexpr float kLoraNormEps = 1e-6f;
 
 MlaAttention::MlaAttention(const io::ModelConfig& c, const std::string& prefix, WeightLoader& loader,
-                           const RopeTables& rope)
+                           const RopeTables& rope, const RankInfo& rank)
     : config_(c), rope_interleave_(c.rope_interleave), rope_scaling_(rope.attention_scaling) {
-  shape_.num_heads = c.num_attention_heads;
+  const Range heads_range = EvenPart(c.num_attention_heads, rank.attn_tp_size(), rank.attn_tp_rank(),
+                                     "num_attention_heads");
+  const std::int64_t h0 = heads_range.begin, h1 = heads_range.end;
+  shape_.num_heads = h1 - h0;
   shape_.qk_nope_head_dim = c.qk_nope_head_dim;
   shape_.qk_rope_head_dim = c.qk_rope_head_dim;
   shape_.v_head_dim = c.v_head_dim;
@@ -18,14 +21,19 @@ MlaAttention::MlaAttention(const io::ModelConfig& c, const std::string& prefix, 
   if (c.q_lora_rank > 0) {
     q_a_proj_ = loader.Load(prefix + "q_a_proj.weight", Shape{c.q_lora_rank, hidden});
     q_a_layernorm_ = loader.LoadNorm(prefix + "q_a_layernorm.weight", c.q_lora_rank);
-    q_b_proj_ = loader.Load(prefix + "q_b_proj.weight", Shape{heads * c.qk_head_dim(), c.q_lora_rank});
+    q_b_proj_ = loader.Load(prefix + "q_b_proj.weight", Shape{heads * c.qk_head_dim(), c.q_lora_rank},
+                            {h0 * c.qk_head_dim(), h1 * c.qk_head_dim()});
   } else {
-    q_proj_ = loader.Load(prefix + "q_proj.weight", Shape{heads * c.qk_head_dim(), hidden});
+    q_proj_ = loader.Load(prefix + "q_proj.weight", Shape{heads * c.qk_head_dim(), hidden},
+                          {h0 * c.qk_head_dim(), h1 * c.qk_head_dim()});
   }
   kv_a_proj_ = loader.Load(prefix + "kv_a_proj_with_mqa.weight", Shape{c.kv_lora_rank + c.qk_rope_head_dim, hidden});
   kv_a_layernorm_ = loader.LoadNorm(prefix + "kv_a_layernorm.weight", c.kv_lora_rank);
-  kv_b_proj_ = loader.Load(prefix + "kv_b_proj.weight", Shape{heads * (c.qk_nope_head_dim + c.v_head_dim), c.kv_lora_rank});
-  o_proj_ = loader.Load(prefix + "o_proj.weight", Shape{hidden, heads * c.v_head_dim});
+  const std::int64_t kv_b_rows = c.qk_nope_head_dim + c.v_head_dim;
+  kv_b_proj_ = loader.Load(prefix + "kv_b_proj.weight", Shape{heads * kv_b_rows, c.kv_lora_rank},
+                           {h0 * kv_b_rows, h1 * kv_b_rows});
+  o_proj_ = loader.LoadCols(prefix + "o_proj.weight", Shape{hidden, heads * c.v_head_dim},
+                            {h0 * c.v_head_dim, h1 * c.v_head_dim});
   Buffer freq = MakeF32Buffer(Shape{static_cast<std::int64_t>(rope.inv_freq.size())}, rope.inv_freq);
   inv_freq_ = Buffer(DType::kF32, freq.tensor().shape, loader.backend().allocator());
   loader.backend().CopyFromHost(freq.ptr<float>(), inv_freq_);
@@ -34,6 +42,7 @@ MlaAttention::MlaAttention(const io::ModelConfig& c, const std::string& prefix, 
 void MlaAttention::Forward(const StepContext& step, const Tensor& x, const Tensor& cache, const Tensor& out) const {
   kernels::Backend& b = *step.backend;
   Allocator* alloc = b.allocator();
+  const PcpPlan& plan = *step.plan;
   const std::int64_t n = x.shape[0], heads = shape_.num_heads, qk = shape_.qk_nope_head_dim + shape_.qk_rope_head_dim;
 
   Buffer q(DType::kF32, Shape{n, heads, qk}, alloc);
@@ -45,29 +54,41 @@ void MlaAttention::Forward(const StepContext& step, const Tensor& x, const Tenso
   } else {
     b.Linear(x, q_proj_, q.tensor().View(Shape{n, heads * qk}));
   }
-  b.Rope(q, shape_.qk_nope_head_dim, shape_.qk_rope_head_dim, step.positions, inv_freq_, rope_scaling_,
+  b.Rope(q, shape_.qk_nope_head_dim, shape_.qk_rope_head_dim, plan.positions, inv_freq_, rope_scaling_,
          rope_interleave_);
 
   // The latent row: normalise the latent part, rotate the shared rope key, store it.
   Buffer latent(DType::kF32, Shape{n, 1, kv_row_width()}, alloc);
   b.Linear(x, kv_a_proj_, latent.tensor().View(Shape{n, kv_row_width()}));
   b.RmsNorm(latent, kv_a_layernorm_, kLoraNormEps, latent);
-  b.Rope(latent, shape_.kv_lora_rank, shape_.qk_rope_head_dim, step.positions, inv_freq_, rope_scaling_,
+  b.Rope(latent, shape_.kv_lora_rank, shape_.qk_rope_head_dim, plan.positions, inv_freq_, rope_scaling_,
          rope_interleave_);
-  b.WriteKv(latent, step.kv_slots, cache);
+  if (plan.split()) {
+    // Every rank writes the full KV: gather the group's rows and restore token order.
+    Buffer gathered(DType::kF32, Shape{plan.cp_size * n, kv_row_width()}, alloc);
+    step.rank.groups->cp->AllGather(latent, gathered);
+    Buffer full(DType::kF32, Shape{plan.num_tokens, kv_row_width()}, alloc);
+    b.GatherRows(gathered, plan.gathered_row, full);
+    b.WriteKv(full, step.kv_slots, cache);
+  } else {
+    b.WriteKv(latent, step.kv_slots, cache);
+  }
 
   // Prefill chunks take the expanded form, single-token decodes the absorbed one (unless forced).
   std::vector<kernels::SeqAttention> expanded, absorbed;
-  for (const kernels::SeqAttention& s : step.seqs) {
-    const bool absorb = step.mla_form == MlaForm::kAbsorbed || (step.mla_form == MlaForm::kAuto && s.query_len == 1);
+  for (const kernels::SeqAttention& s : plan.seqs) {
+    const bool absorb = step.mla_form == MlaForm::kAbsorbed ||
+                        (step.mla_form == MlaForm::kAuto && s.query_len == 1 && !plan.split());
     (absorb ? absorbed : expanded).push_back(s);
   }
   kernels::MlaShape shape = shape_;
   shape.page_size = step.page_size;
   Buffer attn(DType::kF32, Shape{n, heads, shape_.v_head_dim}, alloc);
+  b.Zero(attn);  // padding rows stay zero
   if (!expanded.empty()) b.MlaAttentionExpanded(q, cache, kv_b_proj_, expanded, shape, attn);
   if (!absorbed.empty()) b.MlaAttentionAbsorbed(q, cache, kv_b_proj_, absorbed, shape, attn);
   b.Linear(attn.tensor().View(Shape{n, heads * shape_.v_head_dim}), o_proj_, out);
+  if (step.rank.attn_tp_size() > 1) step.rank.groups->attn_tp->AllReduceSum(out);
 }
 
 }  // namespace fission::model

@@ -14,9 +14,12 @@ namespace fission::model {
 
 class MlaAttention {
  public:
+  // Loads the heads this rank computes (all of them on a single rank).
   MlaAttention(const io::ModelConfig& config, const std::string& prefix, WeightLoader& loader,
-               const RopeTables& rope);
-  // x [n, hidden] -> out [n, hidden]; writes the new tokens' latent rows into `cache` [slots, width].
+               const RopeTables& rope, const RankInfo& rank);
+  // x [rows, hidden] (this rank's rows of the step plan) -> out [rows, hidden], summed over the
+  // attention-TP group. Writes the latent rows of every token of the step into `cache`
+  // [slots, width], gathering them over the context-parallel group when the step is split.
   void Forward(const StepContext& step, const Tensor& x, const Tensor& cache, const Tensor& out) const;
   std::int64_t kv_row_width() const { return shape_.kv_lora_rank + shape_.qk_rope_head_dim; }
 

@@ -3,6 +3,7 @@
 #include "io/checkpoint.h"
 #include "io/model_config.h"
 #include "model/deepseek_v3.h"
+#include "model/parallel_model.h"
 
 namespace fission::model {
 namespace {
@@ -33,15 +34,24 @@ std::unique_ptr<CausalLM> LoadCausalLM(const std::string& dir, const LoadOptions
          config.v4->sliding_window, ", ", config.v4->layer_types.size(), " layer types)");
   if (options.load_format != "auto" && options.load_format != "safetensors" && options.load_format != "dummy")
     Fail("--load-format '", options.load_format, "' is not supported (expected auto, safetensors or dummy)");
-  const MlaForm form = ParseMlaForm(options.mla_form);
+  comm::ValidateLayout(options.tp_size, options.attn_cp_size);
+  ShardOptions shard;
+  shard.mla_form = ParseMlaForm(options.mla_form);
+  shard.pcp_min_tokens = options.pcp_min_tokens;
   kernels::Backend& backend = CpuBackendInstance();
-  if (options.load_format == "dummy") {
-    WeightLoader loader(nullptr, backend, options.dummy_seed);
-    return std::make_unique<DeepseekV3Model>(std::move(config), loader, form);
-  }
-  io::Checkpoint checkpoint(dir);
-  WeightLoader loader(&checkpoint, backend);
-  return std::make_unique<DeepseekV3Model>(std::move(config), loader, form);
+  std::unique_ptr<io::Checkpoint> checkpoint;
+  if (options.load_format != "dummy") checkpoint = std::make_unique<io::Checkpoint>(dir);
+  auto load_rank = [&](const comm::ProcessGroups* groups) {
+    ShardOptions rank_options = shard;
+    rank_options.rank.groups = groups;
+    WeightLoader loader(checkpoint.get(), backend, options.dummy_seed);
+    return std::make_unique<DeepseekV3Model>(config, loader, rank_options);
+  };
+  if (options.tp_size == 1) return load_rank(nullptr);
+  auto world = std::make_unique<comm::LocalWorld>(options.tp_size, options.attn_cp_size);
+  std::vector<std::unique_ptr<CausalLM>> ranks;
+  for (int r = 0; r < options.tp_size; ++r) ranks.push_back(load_rank(&world->Groups(r)));
+  return std::make_unique<ParallelCausalLM>(std::move(world), std::move(ranks));
 }
 
 }  // namespace fission::model

@@ -17,6 +17,11 @@ struct LoadOptions {
   // MLA form: "auto" (expanded for prefill, absorbed for single-token decode), "expanded" or
   // "absorbed" (tests compare the two).
   std::string mla_form = "auto";
+  // Parallel layout (SGLang's --tp-size and --attn-cp-size): ranks run as threads of this process.
+  int tp_size = 1;
+  int attn_cp_size = 1;
+  // Steps with prefill work and at least this many tokens are split over the CP group.
+  int pcp_min_tokens = 512;
 };
 
 // Loads the checkpoint in `dir`. An Error names the file and the field or tensor that is wrong.

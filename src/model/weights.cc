@@ -5,15 +5,17 @@
 
 namespace fission::model {
 
+Range EvenPart(std::int64_t total, int n, int r, const char* what) {
+  if (total % n != 0) Fail(what, " (", total, ") is not divisible by the ", n, " ranks that share it");
+  const std::int64_t part = total / n;
+  return {r * part, (r + 1) * part};
+}
+
 WeightLoader::WeightLoader(const io::Checkpoint* checkpoint, kernels::Backend& backend, std::uint64_t seed)
     : checkpoint_(checkpoint), backend_(backend), rng_(seed) {}
 
-Buffer WeightLoader::Upload(const Buffer& host) {
-  if (backend_.device().type == DeviceType::kCpu) {
-    Buffer copy(DType::kF32, host.tensor().shape);
-    std::memcpy(copy.tensor().data, host.tensor().data, host.tensor().bytes());
-    return copy;
-  }
+Buffer WeightLoader::ToBackend(Buffer host) {
+  if (backend_.device().type == DeviceType::kCpu) return host;
   Buffer device(DType::kF32, host.tensor().shape, backend_.allocator());
   backend_.CopyFromHost(host.ptr<float>(), device);
   return device;
@@ -26,42 +28,49 @@ Buffer WeightLoader::Random(const Shape& shape, float scale) {
   return host;
 }
 
-Buffer WeightLoader::Load(const std::string& name, const Shape& shape) {
-  return LoadRows(name, shape, 0, shape.rank() == 0 ? 1 : shape[0]);
-}
-
-Buffer WeightLoader::LoadRows(const std::string& name, const Shape& shape, std::int64_t begin, std::int64_t end) {
+Buffer WeightLoader::Load(const std::string& name, const Shape& shape, Range rows) {
+  const std::int64_t full_rows = shape.rank() == 0 ? 1 : shape[0];
   if (dummy()) {
     Shape slice = shape;
-    slice[0] = end - begin;
+    if (slice.rank() > 0) slice[0] = rows.size(full_rows);
     const float fan_in = shape.rank() >= 2 ? static_cast<float>(shape[-1]) : 1.0f;
-    Buffer host = Random(slice, 1.0f / std::sqrt(fan_in));
-    return backend_.device().type == DeviceType::kCpu ? std::move(host) : Upload(host);
+    return ToBackend(Random(slice, 1.0f / std::sqrt(fan_in)));
   }
-  Buffer host = checkpoint_->LoadF32Rows(name, shape, begin, end);
-  return backend_.device().type == DeviceType::kCpu ? std::move(host) : Upload(host);
+  return ToBackend(checkpoint_->LoadF32Rows(name, shape, rows.begin, rows.stop(full_rows)));
+}
+
+Buffer WeightLoader::LoadCols(const std::string& name, const Shape& shape, Range cols) {
+  if (dummy()) return ToBackend(Random(Shape{shape[0], cols.size(shape[1])}, 1.0f / std::sqrt(static_cast<float>(shape[1]))));
+  return ToBackend(checkpoint_->LoadF32Cols(name, shape, cols.begin, cols.stop(shape[1])));
 }
 
 Buffer WeightLoader::LoadNorm(const std::string& name, std::int64_t size) {
   if (dummy()) {
     Buffer host(DType::kF32, Shape{size});
     for (std::int64_t i = 0; i < size; ++i) host.ptr<float>()[i] = 1.0f;
-    return backend_.device().type == DeviceType::kCpu ? std::move(host) : Upload(host);
+    return ToBackend(std::move(host));
   }
   return Load(name, Shape{size});
 }
 
-Buffer WeightLoader::LoadStacked(const std::string& first, const std::string& second, const Shape& each) {
-  Buffer a = Load(first, each);
-  Buffer b = Load(second, each);
-  Shape stacked = each;
-  stacked[0] = 2 * each[0];
-  Buffer out(DType::kF32, stacked, backend_.allocator());
-  // Both halves are already on the backend; for the CPU a plain copy stacks them.
-  FISSION_CHECK(backend_.device().type == DeviceType::kCpu, "LoadStacked on device backends goes through host");
-  std::memcpy(out.ptr<float>(), a.ptr<float>(), a.tensor().bytes());
-  std::memcpy(out.ptr<std::uint8_t>() + a.tensor().bytes(), b.ptr<float>(), b.tensor().bytes());
-  return out;
+Buffer WeightLoader::LoadStacked(const std::string& first, const std::string& second, const Shape& each, Range rows) {
+  // Stack on the host, then move once.
+  const bool cpu = backend_.device().type == DeviceType::kCpu;
+  auto load_host = [&](const std::string& name) {
+    if (dummy()) {
+      Shape slice = each;
+      slice[0] = rows.size(each[0]);
+      return Random(slice, 1.0f / std::sqrt(static_cast<float>(each[-1])));
+    }
+    return checkpoint_->LoadF32Rows(name, each, rows.begin, rows.stop(each[0]));
+  };
+  Buffer a = load_host(first), b = load_host(second);
+  Shape stacked = a.tensor().shape;
+  stacked[0] *= 2;
+  Buffer host(DType::kF32, stacked);
+  std::memcpy(host.ptr<float>(), a.ptr<float>(), a.tensor().bytes());
+  std::memcpy(host.ptr<std::uint8_t>() + a.tensor().bytes(), b.ptr<float>(), b.tensor().bytes());
+  return cpu ? std::move(host) : ToBackend(std::move(host));
 }
 
 }  // namespace fission::model

@@ -1,5 +1,7 @@
 // Loads a model's tensors onto a backend: from a checkpoint (dequantizing FP8 blocks), or as
-// random "dummy" weights when only the shapes are known (--load-format dummy).
+// random "dummy" weights when only the shapes are known (--load-format dummy). Under tensor
+// parallelism a rank asks for its slice only: a range of rows (column-parallel layers) or of
+// columns (row-parallel layers), read from the memory map without touching the rest.
 #pragma once
 
 #include <cstdint>
@@ -12,24 +14,36 @@
 
 namespace fission::model {
 
+// A half-open range of one dimension; {0, -1} means all of it.
+struct Range {
+  std::int64_t begin = 0;
+  std::int64_t end = -1;
+  std::int64_t size(std::int64_t full) const { return (end < 0 ? full : end) - begin; }
+  std::int64_t stop(std::int64_t full) const { return end < 0 ? full : end; }
+};
+
+// The r-th of n equal parts of [0, total); an Error when n does not divide total.
+Range EvenPart(std::int64_t total, int n, int r, const char* what);
+
 class WeightLoader {
  public:
   // `checkpoint` null means dummy weights from `seed`.
   WeightLoader(const io::Checkpoint* checkpoint, kernels::Backend& backend, std::uint64_t seed = 0);
 
-  // A weight of `shape`; a missing tensor or wrong shape is an Error naming the file and tensor.
-  Buffer Load(const std::string& name, const Shape& shape);
-  // Rows [begin, end) of the first dimension (the slice one tensor-parallel rank owns).
-  Buffer LoadRows(const std::string& name, const Shape& shape, std::int64_t begin, std::int64_t end);
-  // Norm weights: dummy ones are all-ones-ish rather than random.
+  // A weight of full shape `shape`, or rows `rows` of it. A missing tensor or wrong shape is an
+  // Error naming the file and tensor.
+  Buffer Load(const std::string& name, const Shape& shape, Range rows = {});
+  // Columns `cols` of a 2-D weight.
+  Buffer LoadCols(const std::string& name, const Shape& shape, Range cols);
+  // Norm weights: dummy ones are ones rather than random.
   Buffer LoadNorm(const std::string& name, std::int64_t size);
-  // Several tensors stacked along the first dimension (gate and up projections into one).
-  Buffer LoadStacked(const std::string& first, const std::string& second, const Shape& each);
+  // Rows `rows` of two same-shaped weights stacked into one (gate over up).
+  Buffer LoadStacked(const std::string& first, const std::string& second, const Shape& each, Range rows = {});
   bool dummy() const { return checkpoint_ == nullptr; }
   kernels::Backend& backend() { return backend_; }
 
  private:
-  Buffer Upload(const Buffer& host);
+  Buffer ToBackend(Buffer host);
   Buffer Random(const Shape& shape, float scale);
 
   const io::Checkpoint* checkpoint_;

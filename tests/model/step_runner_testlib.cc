@@ -36,6 +36,15 @@ int StepRunner::AddSequence() {
   return static_cast<int>(seqs_.size()) - 1;
 }
 
+int StepRunner::ForkPrefix(int seq, std::int32_t tokens) {
+  FISSION_CHECK(tokens % cache_.page_size() == 0 && tokens <= length(seq));
+  Seq fork;
+  fork.tokens.assign(seqs_[seq].tokens.begin(), seqs_[seq].tokens.begin() + tokens);
+  fork.pages.assign(seqs_[seq].pages.begin(), seqs_[seq].pages.begin() + tokens / cache_.page_size());
+  seqs_.push_back(fork);
+  return static_cast<int>(seqs_.size()) - 1;
+}
+
 std::vector<std::vector<float>> StepRunner::Prefill(int seq, const std::vector<std::int32_t>& tokens, bool all_logits) {
   std::vector<std::vector<float>> rows = Step({{seq, tokens}});
   if (!all_logits) rows.erase(rows.begin(), rows.end() - 1);
@@ -50,6 +59,7 @@ std::vector<std::vector<float>> StepRunner::Step(const std::vector<Chunk>& chunk
     slice.query_start = batch.num_tokens();
     slice.query_len = static_cast<std::int32_t>(c.tokens.size());
     slice.context_len = static_cast<std::int32_t>(s.tokens.size());
+    FISSION_CHECK(static_cast<std::int64_t>(s.pages.size()) * cache_.page_size() >= slice.context_len);
     for (std::int32_t i = 0; i < slice.query_len; ++i) {
       const std::int32_t pos = slice.context_len + i;
       if (pos / cache_.page_size() >= static_cast<std::int64_t>(s.pages.size())) {
@@ -74,10 +84,14 @@ std::vector<std::vector<float>> StepRunner::Step(const std::vector<Chunk>& chunk
   return rows;
 }
 
-std::vector<float> StepRunner::KvRow(int seq, int layer, std::int32_t pos) const {
+std::int64_t StepRunner::Slot(int seq, std::int32_t pos) const {
   const Seq& s = seqs_[seq];
-  const Tensor& t = cache_.layer(layer);
-  const std::int64_t slot = s.pages[pos / cache_.page_size()] * cache_.page_size() + pos % cache_.page_size();
+  return s.pages[pos / cache_.page_size()] * cache_.page_size() + pos % cache_.page_size();
+}
+
+std::vector<float> StepRunner::KvRow(const KvCache& cache, int seq, int layer, std::int32_t pos) const {
+  const Tensor& t = cache.layer(layer);
+  const std::int64_t slot = Slot(seq, pos);
   return std::vector<float>(t.ptr<float>() + slot * t.shape[1], t.ptr<float>() + (slot + 1) * t.shape[1]);
 }
 

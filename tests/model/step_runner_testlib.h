@@ -19,6 +19,9 @@ class StepRunner {
   StepRunner(CausalLM& model, std::int64_t page_size, std::int64_t num_pages, std::uint64_t shuffle_seed);
 
   int AddSequence();
+  // A new sequence that shares the first `tokens` (a multiple of the page size) of `seq`'s cached
+  // tokens and pages, as a prefix-cache hit does.
+  int ForkPrefix(int seq, std::int32_t tokens);
   std::int32_t length(int seq) const { return static_cast<std::int32_t>(seqs_[seq].tokens.size()); }
   // Appends `tokens` to a sequence in one step; returns the logits of every new token if
   // `all_logits`, else only of the last.
@@ -32,8 +35,11 @@ class StepRunner {
   };
   std::vector<std::vector<float>> Step(const std::vector<Chunk>& chunks);
   KvCache& cache() { return cache_; }
-  // The latent row of position `pos` of a sequence, layer `layer`.
-  std::vector<float> KvRow(int seq, int layer, std::int32_t pos) const;
+  // The cache slot of position `pos` of a sequence.
+  std::int64_t Slot(int seq, std::int32_t pos) const;
+  // The row of position `pos` of a sequence in layer `layer` of `cache` (this runner's by default).
+  std::vector<float> KvRow(int seq, int layer, std::int32_t pos) const { return KvRow(cache_, seq, layer, pos); }
+  std::vector<float> KvRow(const KvCache& cache, int seq, int layer, std::int32_t pos) const;
 
  private:
   struct Seq {

@@ -29,9 +29,10 @@ void Softmax(float* scores, std::int64_t len) {
 void CheckSeqs(const Tensor& cache, std::span<const SeqAttention> seqs, const MlaShape& sh) {
   FISSION_CHECK(cache.shape[1] == sh.kv_lora_rank + sh.qk_rope_head_dim, "latent row width ", cache.shape[1]);
   for (const SeqAttention& s : seqs) {
-    const std::int64_t kv_len = s.context_len + s.query_len;
-    FISSION_CHECK(static_cast<std::int64_t>(s.block_table.size()) * sh.page_size >= kv_len, "block table of ",
-                  s.block_table.size(), " pages cannot hold ", kv_len, " tokens");
+    FISSION_CHECK(static_cast<std::int64_t>(s.block_table.size()) * sh.page_size >= s.kv_len, "block table of ",
+                  s.block_table.size(), " pages cannot hold ", s.kv_len, " tokens");
+    FISSION_CHECK(static_cast<std::int32_t>(s.query_positions.size()) == s.query_len);
+    for (std::int32_t p : s.query_positions) FISSION_CHECK(p >= 0 && p < s.kv_len, "query position ", p);
   }
 }
 
@@ -43,7 +44,7 @@ void MlaAttentionExpanded(const Tensor& q, const Tensor& cache, const Tensor& kv
   const std::int64_t heads = sh.num_heads, nope = sh.qk_nope_head_dim, rope = sh.qk_rope_head_dim,
                      vdim = sh.v_head_dim, lora = sh.kv_lora_rank, qk = nope + rope;
   for (const SeqAttention& s : seqs) {
-    const std::int64_t kv_len = s.context_len + s.query_len;
+    const std::int64_t kv_len = s.kv_len;
     // Gather the latent rows, then expand keys and values for every head: [kv_len, heads*(nope+v)].
     Buffer latent(DType::kF32, Shape{kv_len, lora}), rope_keys(DType::kF32, Shape{kv_len, rope});
     for (std::int64_t p = 0; p < kv_len; ++p) {
@@ -58,7 +59,7 @@ void MlaAttentionExpanded(const Tensor& q, const Tensor& cache, const Tensor& kv
     for (std::int64_t t = 0; t < s.query_len; ++t) {
       for (std::int64_t h = 0; h < heads; ++h) {
         const std::int64_t row = s.query_start + t;
-        const std::int64_t visible = s.context_len + t + 1;  // causal: keys at positions <= own
+        const std::int64_t visible = s.query_positions[t] + 1;  // causal: keys at positions <= own
         const float* qh = q.ptr<float>() + (row * heads + h) * qk;
         std::vector<float> scores(visible);
         for (std::int64_t j = 0; j < visible; ++j) {
@@ -84,11 +85,11 @@ void MlaAttentionAbsorbed(const Tensor& q, const Tensor& cache, const Tensor& kv
                      vdim = sh.v_head_dim, lora = sh.kv_lora_rank, qk = nope + rope;
   const float* w = kv_b.ptr<float>();  // rows h*(nope+v) + [0, nope) are W_UK, the next v rows W_UV
   for (const SeqAttention& s : seqs) {
-#pragma omp parallel for collapse(2) schedule(static) if (s.query_len * heads * (s.context_len + s.query_len) > 4096)
+#pragma omp parallel for collapse(2) schedule(static) if (s.query_len * heads * s.kv_len > 4096)
     for (std::int64_t t = 0; t < s.query_len; ++t) {
       for (std::int64_t h = 0; h < heads; ++h) {
         const std::int64_t row = s.query_start + t;
-        const std::int64_t visible = s.context_len + t + 1;
+        const std::int64_t visible = s.query_positions[t] + 1;
         const float* qh = q.ptr<float>() + (row * heads + h) * qk;
         const float* w_uk = w + h * (nope + vdim) * lora;
         const float* w_uv = w_uk + nope * lora;

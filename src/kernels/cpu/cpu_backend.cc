@@ -11,9 +11,11 @@ class CpuBackend final : public Backend {
   Device device() const override { return Device::Cpu(); }
   Allocator* allocator() override { return CpuAllocator(); }
   void Linear(const Tensor& x, const Tensor& w, const Tensor& out) override { cpu::Linear(x, w, out); }
-  void Embedding(const Tensor& table, std::span<const std::int32_t> ids, const Tensor& out) override {
-    cpu::Embedding(table, ids, out);
+  void Embedding(const Tensor& table, std::span<const std::int32_t> ids, std::int64_t vocab_start,
+                 const Tensor& out) override {
+    cpu::Embedding(table, ids, vocab_start, out);
   }
+  void Zero(const Tensor& x) override { cpu::Zero(x); }
   void RmsNorm(const Tensor& x, const Tensor& weight, float eps, const Tensor& out) override {
     cpu::RmsNorm(x, weight, eps, out);
   }

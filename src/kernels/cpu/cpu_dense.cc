@@ -44,15 +44,22 @@ void Linear(const Tensor& x, const Tensor& w, const Tensor& out) {
   }
 }
 
-void Embedding(const Tensor& table, std::span<const std::int32_t> ids, const Tensor& out) {
+void Embedding(const Tensor& table, std::span<const std::int32_t> ids, std::int64_t vocab_start, const Tensor& out) {
   CheckF32(table, "Embedding table");
-  const std::int64_t vocab = table.shape[0], d = table.shape[1];
+  const std::int64_t rows = table.shape[0], d = table.shape[1];
   FISSION_CHECK(out.numel() == static_cast<std::int64_t>(ids.size()) * d);
   for (std::size_t i = 0; i < ids.size(); ++i) {
-    FISSION_CHECK(ids[i] >= 0 && ids[i] < vocab, "token id ", ids[i], " outside vocabulary of ", vocab);
-    std::memcpy(out.ptr<float>() + i * d, table.ptr<float>() + ids[i] * d, d * sizeof(float));
+    const std::int64_t row = ids[i] - vocab_start;
+    float* dst = out.ptr<float>() + i * d;
+    if (row >= 0 && row < rows) {
+      std::memcpy(dst, table.ptr<float>() + row * d, d * sizeof(float));
+    } else {
+      std::memset(dst, 0, d * sizeof(float));
+    }
   }
 }
+
+void Zero(const Tensor& x) { std::memset(x.data, 0, x.bytes()); }
 
 void RmsNorm(const Tensor& x, const Tensor& weight, float eps, const Tensor& out) {
   const std::int64_t d = weight.numel(), width = LastDim(x);

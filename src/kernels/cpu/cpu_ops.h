@@ -14,7 +14,8 @@ namespace fission::kernels::cpu {
 float Dot(const float* a, const float* b, std::int64_t n);
 
 void Linear(const Tensor& x, const Tensor& w, const Tensor& out);
-void Embedding(const Tensor& table, std::span<const std::int32_t> ids, const Tensor& out);
+void Embedding(const Tensor& table, std::span<const std::int32_t> ids, std::int64_t vocab_start, const Tensor& out);
+void Zero(const Tensor& x);
 void RmsNorm(const Tensor& x, const Tensor& weight, float eps, const Tensor& out);
 void Add(const Tensor& a, const Tensor& b, const Tensor& out);
 void SiluMul(const Tensor& gate_up, const Tensor& out);

@@ -1,0 +1,186 @@
+// Tensor and context parallelism on the CPU (ranks as threads): every layout equals one rank.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "model/parallel_model.h"
+#include "model/pcp_plan.h"
+#include "model/registry.h"
+#include "model/step_runner_testlib.h"
+
+namespace fission::model {
+namespace {
+
+std::vector<std::int32_t> Tokens(std::size_t n, std::uint64_t seed, std::int64_t vocab) {
+  std::mt19937_64 rng(seed);
+  std::vector<std::int32_t> ids(n);
+  for (auto& id : ids) id = static_cast<std::int32_t>(rng() % vocab);
+  return ids;
+}
+
+ForwardBatch KnownBatch() {
+  // Sequence 0: 5 new tokens after 2 cached; sequence 1: 4 new tokens, nothing cached.
+  ForwardBatch b;
+  b.token_ids = {10, 11, 12, 13, 14, 20, 21, 22, 23};
+  b.positions = {2, 3, 4, 5, 6, 0, 1, 2, 3};
+  b.kv_slots = {2, 3, 4, 5, 6, 8, 9, 10, 11};
+  b.sequences = {{0, 5, 2, {0, 1}}, {5, 4, 0, {2}}};
+  b.logits_indices = {4, 8};
+  return b;
+}
+
+TEST(PcpPlan, SplitsTokensRoundRobin) {
+  const ForwardBatch batch = KnownBatch();
+  const PcpPlan r0 = PlanContextParallelStep(batch, 2, 0, 1);
+  const PcpPlan r1 = PlanContextParallelStep(batch, 2, 1, 1);
+  EXPECT_EQ(r0.rows, 5);  // 9 tokens over 2 ranks: padded to 10
+  EXPECT_EQ(r0.owned, (std::vector<std::int32_t>{0, 2, 4, 6, 8}));
+  EXPECT_EQ(r1.owned, (std::vector<std::int32_t>{1, 3, 5, 7}));
+  EXPECT_EQ(r1.token_ids, (std::vector<std::int32_t>{11, 13, 20, 22, 0}));  // tail padding
+  // Rank 0: sequence 0 queries at positions 2, 4, 6; sequence 1 at 1, 3.
+  ASSERT_EQ(r0.seqs.size(), 2u);
+  EXPECT_EQ(r0.seqs[0].query_len, 3);
+  EXPECT_EQ(std::vector<std::int32_t>(r0.seqs[0].query_positions.begin(), r0.seqs[0].query_positions.end()),
+            (std::vector<std::int32_t>{2, 4, 6}));
+  EXPECT_EQ(r0.seqs[1].query_start, 3);
+  EXPECT_EQ(std::vector<std::int32_t>(r0.seqs[1].query_positions.begin(), r0.seqs[1].query_positions.end()),
+            (std::vector<std::int32_t>{1, 3}));
+  EXPECT_EQ(r0.seqs[0].kv_len, 7);
+  // Rank 1: sequence 0 at 3, 5; sequence 1 at 0, 2.
+  EXPECT_EQ(r1.seqs[0].query_len, 2);
+  EXPECT_EQ(r1.seqs[1].query_start, 2);
+  EXPECT_EQ(std::vector<std::int32_t>(r1.seqs[1].query_positions.begin(), r1.seqs[1].query_positions.end()),
+            (std::vector<std::int32_t>{0, 2}));
+  // After an all-gather token i sits at (i % 2) * 5 + i / 2.
+  EXPECT_EQ(r0.gathered_row, (std::vector<std::int32_t>{0, 5, 1, 6, 2, 7, 3, 8, 4}));
+}
+
+TEST(PcpPlan, ShortAndDecodeOnlyStepsRunUnsplit) {
+  const ForwardBatch batch = KnownBatch();
+  EXPECT_FALSE(PlanContextParallelStep(batch, 2, 1, 10).split());  // under the threshold
+  ForwardBatch decode;
+  decode.token_ids = {1, 2};
+  decode.positions = {5, 9};
+  decode.kv_slots = {5, 9};
+  decode.sequences = {{0, 1, 5, {0, 1}}, {1, 1, 9, {2, 3}}};
+  const PcpPlan p = PlanContextParallelStep(decode, 2, 1, 1);
+  EXPECT_FALSE(p.split());
+  EXPECT_EQ(p.owned.size(), 2u);
+}
+
+struct Layout {
+  int tp, cp;
+};
+
+// One scenario: odd prompt lengths from 1 to 300, chunked prefill, a prefix hit, mixed steps, then
+// 32 greedy steps. Returns every logits row in order.
+std::vector<std::vector<float>> RunScenario(CausalLM& model, std::vector<std::int32_t>* greedy) {
+  const std::int64_t vocab = model.vocab_size();
+  StepRunner r(model, 4, 256, 9);
+  const auto a = Tokens(300, 1, vocab), c = Tokens(77, 3, vocab), d = Tokens(151, 4, vocab);
+  const int sa = r.AddSequence(), sb = r.AddSequence(), sc = r.AddSequence(), sd = r.AddSequence();
+  std::vector<std::vector<float>> rows, step;
+  auto keep = [&](std::vector<std::vector<float>> s) { rows.insert(rows.end(), s.begin(), s.end()); };
+  keep(r.Step({{sa, {a.begin(), a.begin() + 128}}, {sb, {7}}, {sc, c}}));
+  keep(r.Step({{sa, {a.begin() + 128, a.begin() + 256}}, {sd, d}}));
+  keep(r.Step({{sa, {a.begin() + 256, a.end()}}, {sb, {9}}, {sc, {11}}}));
+  // A prefix hit: a new sequence shares a's first 64 cached tokens and adds 33 of its own.
+  const int se = r.ForkPrefix(sa, 64);
+  keep(r.Step({{se, Tokens(33, 5, vocab)}, {sd, {13}}}));
+  std::vector<int> seqs = {sa, sb, sc, sd, se};
+  std::vector<std::int32_t> next(seqs.size());
+  for (std::size_t i = 0; i < seqs.size(); ++i) next[i] = static_cast<std::int32_t>(i + 2);
+  for (int t = 0; t < 32; ++t) {
+    std::vector<StepRunner::Chunk> chunks;
+    for (std::size_t i = 0; i < seqs.size(); ++i) chunks.push_back({seqs[i], {next[i]}});
+    step = r.Step(chunks);
+    for (std::size_t i = 0; i < seqs.size(); ++i) {
+      next[i] = Argmax(step[i]);
+      greedy->push_back(next[i]);
+    }
+    keep(step);
+  }
+  return rows;
+}
+
+class ParallelLayouts : public ::testing::TestWithParam<Layout> {};
+
+TEST_P(ParallelLayouts, EqualSingleRank) {
+  const Layout layout = GetParam();
+  const std::string dir = FixtureModelDir("tiny-deepseek-v3");
+  auto single = LoadCausalLM(dir);
+  LoadOptions options;
+  options.tp_size = layout.tp;
+  options.attn_cp_size = layout.cp;
+  options.pcp_min_tokens = 2;  // split every prefill step, however short
+  auto parallel = LoadCausalLM(dir, options);
+  std::vector<std::int32_t> want_tokens, got_tokens;
+  const auto want = RunScenario(*single, &want_tokens);
+  const auto got = RunScenario(*parallel, &got_tokens);
+  ASSERT_EQ(got.size(), want.size());
+  double worst = 0.0;
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    const double err = RelativeL2(got[i], want[i].data(), single->vocab_size());
+    worst = std::max(worst, err);
+    ASSERT_LE(err, 1e-5) << "row " << i;
+  }
+  EXPECT_EQ(got_tokens, want_tokens);
+  std::printf("tp %d cp %d: worst relative L2 %.3g\n", layout.tp, layout.cp, worst);
+}
+
+INSTANTIATE_TEST_SUITE_P(CpuLocal, ParallelLayouts,
+                         ::testing::Values(Layout{1, 1}, Layout{2, 1}, Layout{2, 2}, Layout{4, 1}, Layout{4, 2},
+                                           Layout{4, 4}),
+                         [](const auto& info) { return StrCat("tp", info.param.tp, "_cp", info.param.cp); });
+
+// After a split prefill every rank holds the full KV of every token: bit-identical across ranks,
+// and equal to the single-rank cache within rounding.
+TEST(ContextParallel, EveryRankHoldsTheFullKvCache) {
+  const std::string dir = FixtureModelDir("tiny-deepseek-v3");
+  LoadOptions options;
+  options.tp_size = 4;
+  options.attn_cp_size = 2;
+  options.pcp_min_tokens = 2;
+  auto single = LoadCausalLM(dir);
+  auto model = LoadCausalLM(dir, options);
+  auto* parallel = dynamic_cast<ParallelCausalLM*>(model.get());
+  ASSERT_NE(parallel, nullptr);
+  const auto prompt = Tokens(45, 8, single->vocab_size());
+  StepRunner one(*single, 4, 32, 3), many(*parallel, 4, 32, 3);
+  one.Prefill(one.AddSequence(), prompt, false);
+  many.Prefill(many.AddSequence(), prompt, false);
+  for (int layer = 0; layer < one.cache().num_layers(); ++layer) {
+    for (std::int32_t pos = 0; pos < 45; ++pos) {
+      const std::vector<float> want = one.KvRow(0, layer, pos);
+      const std::vector<float> rank0 = many.KvRow(0, layer, pos);
+      ASSERT_LE(RelativeL2(rank0, want.data(), static_cast<std::int64_t>(want.size())), 1e-5)
+          << "layer " << layer << " position " << pos;
+      for (int r = 1; r < parallel->world_size(); ++r)
+        ASSERT_EQ(many.KvRow(parallel->RankCache(many.cache(), r), 0, layer, pos), rank0)
+            << "rank " << r << " layer " << layer << " position " << pos;
+    }
+  }
+}
+
+TEST(ContextParallel, LayoutErrorsAreClear) {
+  LoadOptions options;
+  options.tp_size = 4;
+  options.attn_cp_size = 3;
+  try {
+    LoadCausalLM(FixtureModelDir("tiny-deepseek-v3"), options);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--attn-cp-size (3) must divide --tp-size (4)"), std::string::npos);
+  }
+  options.tp_size = 3;
+  options.attn_cp_size = 1;
+  try {
+    LoadCausalLM(FixtureModelDir("tiny-deepseek-v3"), options);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("not divisible by the 3 ranks"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace fission::model
