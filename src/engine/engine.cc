@@ -198,7 +198,12 @@ void Engine::ProcessStep(const StepPlan& plan, const Buffer& logits, const std::
       TokenLogprob logprob;
       const float* row = data + static_cast<std::int64_t>(rows[k].sample) * vocab_size_;
       const std::int32_t token = sampler_.Sample(row, vocab_size_, *seq, p.logprobs ? &logprob : nullptr);
-      outputs_.Append(seq, token, p.logprobs ? &logprob : nullptr);
+      try {
+        // Decoding text goes through the detokenizer, which is not ours: contain its failures.
+        outputs_.Append(seq, token, p.logprobs ? &logprob : nullptr);
+      } catch (const std::exception& e) {
+        OutputProcessor::SetFinished(seq, FinishReason::kAbort, StrCat("detokenizing failed: ", e.what()));
+      }
       ++sampled;
     }
     touched_.push_back(seq);

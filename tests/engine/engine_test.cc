@@ -7,6 +7,7 @@
 #include <condition_variable>
 #include <map>
 #include <mutex>
+#include <stdexcept>
 #include <thread>
 
 #include "engine/fake_model_testlib.h"
@@ -395,6 +396,30 @@ TEST(EngineTest, StepWithoutWorkReturnsFalse) {
   Engine engine(&model, SmallConfig());
   EXPECT_FALSE(engine.Step());
   EXPECT_EQ(model.forward_calls(), 0);
+}
+
+
+class ThrowingDetokenizer : public Detokenizer {
+ public:
+  std::string Decode(const std::vector<std::int32_t>& ids) const override {
+    if (ids.size() >= 3) throw std::runtime_error("bad bytes");
+    return std::string(ids.size(), 'x');
+  }
+};
+
+TEST(EngineTest, ADetokenizerFailureAbortsOnlyThatSequence) {
+  FakeCausalLM model;
+  ThrowingDetokenizer detok;
+  Engine engine(&model, SmallConfig(), &detok);
+  Collector collector;
+  const auto a = collector.Submit(engine, MakePrompt(1, 10, model.vocab_size()), Greedy(5));
+  const auto b = collector.Submit(engine, MakePrompt(2, 10, model.vocab_size()), Greedy(2));
+  engine.RunUntilIdle();
+  EXPECT_EQ(collector.results(a)[0].finish_reason, FinishReason::kAbort);
+  EXPECT_NE(collector.results(a)[0].error.find("bad bytes"), std::string::npos);
+  EXPECT_EQ(collector.results(b)[0].finish_reason, FinishReason::kLength);
+  EXPECT_EQ(collector.results(b)[0].text, "xx");
+  EXPECT_EQ(engine.CheckPageAccounting(), "");
 }
 
 }  // namespace
