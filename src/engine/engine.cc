@@ -69,6 +69,8 @@ std::int64_t Engine::Submit(Request request) {
     Fail("the prompt has ", prompt.size(), " tokens, more than the KV cache holds (", capacity,
          " tokens; raise --max-total-tokens)");
   request.params.Validate(vocab_size_);
+  if (!request.params.stop.empty() && outputs_.detokenizer() == nullptr)
+    Fail("stop strings need a tokenizer to match text; none is loaded (use stop_token_ids)");
   std::lock_guard<std::mutex> lock(mutex_);
   const std::int64_t id = next_request_id_++;
   incoming_.push_back({id, std::move(request)});

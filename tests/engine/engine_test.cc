@@ -347,6 +347,9 @@ TEST(EngineTest, SubmitRejectsInvalidRequestsNamingTheField) {
   SamplingParams bad = Greedy(1);
   bad.top_p = 0;
   EXPECT_NE(message({1}, bad).find("top_p"), std::string::npos);
+  SamplingParams stop = Greedy(1);
+  stop.stop = {"x"};
+  EXPECT_NE(message({1}, stop).find("stop strings need a tokenizer"), std::string::npos);
   EXPECT_FALSE(engine.HasWork());
 }
 
