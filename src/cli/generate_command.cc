@@ -12,6 +12,7 @@
 #include "base/mapped_file.h"
 #include "cli/commands.h"
 #include "engine/engine.h"
+#include "model/load_flags.h"
 #include "engine/offline.h"
 #include "model/registry.h"
 
@@ -24,13 +25,13 @@ void PrintHelp() {
       "  --model-path DIR          checkpoint directory (config.json, *.safetensors)\n"
       "  --prompt-ids IDS          one prompt as comma-separated token ids; prints the output ids\n"
       "  --input FILE              JSON lines: {\"input_ids\": [...] | \"text\": \"...\", \"sampling_params\": {...}}\n"
-      "  --load-format auto|dummy  dummy: random weights from config.json\n"
+      "model:\n%s"
       "sampling defaults (a line's sampling_params override them):\n"
       "  --max-new-tokens N        (default 16)\n"
       "  --temperature T           (default 0: greedy)\n"
       "  --top-p P  --top-k K  --min-p P  --seed S  --ignore-eos\n"
       "engine:\n%s",
-      engine::EngineFlagsHelp().c_str());
+      model::LoadFlagsHelp().c_str(), engine::EngineFlagsHelp().c_str());
 }
 
 double ParseDouble(const std::string& flag, const std::string& value) {
@@ -69,6 +70,7 @@ int RunGenerate(const std::vector<std::string>& args) {
       return 0;
     }
     if (engine::ParseEngineFlag(args, &i, &config)) continue;
+    if (model::ParseLoadFlag(args, &i, &load)) continue;
     if (flag == "--ignore-eos") {
       defaults.ignore_eos = true;
       ++i;
@@ -82,8 +84,6 @@ int RunGenerate(const std::vector<std::string>& args) {
       prompt_ids = value;
     } else if (flag == "--input") {
       input = value;
-    } else if (flag == "--load-format") {
-      load.load_format = value;
     } else if (flag == "--max-new-tokens") {
       defaults.max_new_tokens = static_cast<std::int32_t>(ParseInt(flag, value));
     } else if (flag == "--temperature") {

@@ -3,6 +3,7 @@
 #include "io/checkpoint.h"
 #include "io/model_config.h"
 #include "model/deepseek_v3.h"
+#include "model/load_flags.h"
 #include "model/parallel_model.h"
 
 namespace fission::model {
@@ -32,9 +33,7 @@ std::unique_ptr<CausalLM> LoadCausalLM(const std::string& dir, const LoadOptions
   if (config.model_type == "deepseek_v4")
     Fail(config.source, ": model_type 'deepseek_v4' is not supported yet; its config was read (sliding window ",
          config.v4->sliding_window, ", ", config.v4->layer_types.size(), " layer types)");
-  if (options.load_format != "auto" && options.load_format != "safetensors" && options.load_format != "dummy")
-    Fail("--load-format '", options.load_format, "' is not supported (expected auto, safetensors or dummy)");
-  comm::ValidateLayout(options.tp_size, options.attn_cp_size);
+  ValidateLoadOptions(options);
   ShardOptions shard;
   shard.mla_form = ParseMlaForm(options.mla_form);
   shard.pcp_min_tokens = options.pcp_min_tokens;

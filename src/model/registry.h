@@ -22,6 +22,8 @@ struct LoadOptions {
   int attn_cp_size = 1;
   // Steps with prefill work and at least this many tokens are split over the CP group.
   int pcp_min_tokens = 512;
+  // SGLang's --nsa-prefill-cp-mode; round-robin-split is the mode implemented.
+  std::string cp_mode = "round-robin-split";
 };
 
 // Loads the checkpoint in `dir`. An Error names the file and the field or tensor that is wrong.

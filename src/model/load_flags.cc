@@ -1,0 +1,75 @@
+#include "model/load_flags.h"
+
+#include "base/error.h"
+#include "comm/communicator.h"
+
+namespace fission::model {
+namespace {
+
+int ParsePositive(const std::string& flag, const std::string& value) {
+  try {
+    std::size_t used = 0;
+    const long v = std::stol(value, &used);
+    if (used == value.size() && v >= 1 && v <= 1 << 20) return static_cast<int>(v);
+  } catch (const std::exception&) {
+  }
+  Fail(flag, " expects a positive integer, got '", value, "'");
+}
+
+}  // namespace
+
+bool ParseLoadFlag(const std::vector<std::string>& args, std::size_t* i, LoadOptions* options) {
+  std::string flag = args[*i], value;
+  bool inline_value = false;
+  if (const auto eq = flag.find('='); eq != std::string::npos) {
+    value = flag.substr(eq + 1);
+    flag = flag.substr(0, eq);
+    inline_value = true;
+  }
+  if (flag == "--enable-nsa-prefill-context-parallel") {
+    // Context parallelism is on whenever --attn-cp-size > 1; the flag is accepted for recipes.
+    *i += 1;
+    return true;
+  }
+  static const char* kValued[] = {"--tp-size", "--tensor-parallel-size", "--attn-cp-size", "--nsa-prefill-cp-mode",
+                                  "--load-format", "--json-model-override-args"};
+  bool known = false;
+  for (const char* k : kValued) known = known || flag == k;
+  if (!known) return false;
+  if (!inline_value) {
+    if (*i + 1 >= args.size()) Fail(flag, " needs a value");
+    value = args[*i + 1];
+  }
+  if (flag == "--tp-size" || flag == "--tensor-parallel-size") {
+    options->tp_size = ParsePositive(flag, value);
+  } else if (flag == "--attn-cp-size") {
+    options->attn_cp_size = ParsePositive(flag, value);
+  } else if (flag == "--nsa-prefill-cp-mode") {
+    options->cp_mode = value;
+  } else if (flag == "--load-format") {
+    options->load_format = value;
+  } else {
+    options->json_model_override_args = value;
+  }
+  *i += inline_value ? 1 : 2;
+  return true;
+}
+
+void ValidateLoadOptions(const LoadOptions& options) {
+  comm::ValidateLayout(options.tp_size, options.attn_cp_size);
+  if (options.cp_mode != "round-robin-split")
+    Fail("--nsa-prefill-cp-mode '", options.cp_mode, "' is not supported (supported modes: round-robin-split)");
+  if (options.load_format != "auto" && options.load_format != "safetensors" && options.load_format != "dummy")
+    Fail("--load-format '", options.load_format, "' is not supported (supported: auto, safetensors, dummy)");
+}
+
+std::string LoadFlagsHelp() {
+  return "  --tp-size N, --tensor-parallel-size N   ranks (threads on the CPU) sharing the model (default 1)\n"
+         "  --attn-cp-size C          prefill context-parallel groups; C divides the tp size (default 1)\n"
+         "  --enable-nsa-prefill-context-parallel   accepted; context parallelism follows --attn-cp-size\n"
+         "  --nsa-prefill-cp-mode M   round-robin-split (the only mode)\n"
+         "  --load-format F           auto | safetensors | dummy (random weights from config.json)\n"
+         "  --json-model-override-args JSON   merged over config.json\n";
+}
+
+}  // namespace fission::model

@@ -1,0 +1,21 @@
+// Command-line flags that shape how a model is loaded and laid out, named as SGLang's
+// launch_server names them: --tp-size/--tensor-parallel-size, --attn-cp-size,
+// --enable-nsa-prefill-context-parallel, --nsa-prefill-cp-mode, --load-format,
+// --json-model-override-args.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "model/registry.h"
+
+namespace fission::model {
+
+// If args[*i] is one of these flags (`--flag value` or `--flag=value`), applies it to `options`,
+// advances *i past it and returns true. A bad value is an Error naming the flag.
+bool ParseLoadFlag(const std::vector<std::string>& args, std::size_t* i, LoadOptions* options);
+// Checks the combination (C divides tp; the context-parallel mode exists).
+void ValidateLoadOptions(const LoadOptions& options);
+std::string LoadFlagsHelp();
+
+}  // namespace fission::model
