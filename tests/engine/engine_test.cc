@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <condition_variable>
 #include <map>
 #include <mutex>
@@ -404,19 +405,28 @@ TEST(EngineTest, StepWithoutWorkReturnsFalse) {
 
 class ThrowingDetokenizer : public Detokenizer {
  public:
+  explicit ThrowingDetokenizer(std::int32_t bad) : bad_(bad) {}
   std::string Decode(const std::vector<std::int32_t>& ids) const override {
-    if (ids.size() >= 3) throw std::runtime_error("bad bytes");
+    for (std::int32_t id : ids)
+      if (id == bad_) throw std::runtime_error("bad bytes");
     return std::string(ids.size(), 'x');
   }
+
+ private:
+  std::int32_t bad_;
 };
 
 TEST(EngineTest, ADetokenizerFailureAbortsOnlyThatSequence) {
   FakeCausalLM model;
-  ThrowingDetokenizer detok;
+  const auto prompt_a = MakePrompt(1, 10, model.vocab_size()), prompt_b = MakePrompt(2, 10, model.vocab_size());
+  const std::int32_t bad = model.ReferenceGreedy(prompt_a, 5)[2];
+  const auto greedy_b = model.ReferenceGreedy(prompt_b, 2);
+  ASSERT_EQ(std::count(greedy_b.begin(), greedy_b.end(), bad), 0);
+  ThrowingDetokenizer detok(bad);
   Engine engine(&model, SmallConfig(), &detok);
   Collector collector;
-  const auto a = collector.Submit(engine, MakePrompt(1, 10, model.vocab_size()), Greedy(5));
-  const auto b = collector.Submit(engine, MakePrompt(2, 10, model.vocab_size()), Greedy(2));
+  const auto a = collector.Submit(engine, prompt_a, Greedy(5));
+  const auto b = collector.Submit(engine, prompt_b, Greedy(2));
   engine.RunUntilIdle();
   EXPECT_EQ(collector.results(a)[0].finish_reason, FinishReason::kAbort);
   EXPECT_NE(collector.results(a)[0].error.find("bad bytes"), std::string::npos);
