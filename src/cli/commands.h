@@ -12,6 +12,9 @@ struct Command {
 };
 
 const std::vector<Command>& AllCommands();
+// One line describing a command, for `fission --help`.
+const char* CommandSummary(const std::string& name);
+int RunCatalog(const std::vector<std::string>& args);
 
 int RunModel(const std::vector<std::string>& args);
 int RunGenerate(const std::vector<std::string>& args);

@@ -11,11 +11,10 @@
 namespace {
 
 void PrintUsage() {
-  std::printf(
-      "usage: fission <command> [options]\n\n"
-      "commands:\n"
-      "  model      inspect a checkpoint\n"
-      "\nRun `fission <command> --help` for a command's options.\n");
+  std::printf("usage: fission <command> [options]\n\ncommands:\n");
+  for (const fission::cli::Command& c : fission::cli::AllCommands())
+    std::printf("  %-10s %s\n", c.name, fission::cli::CommandSummary(c.name));
+  std::printf("\nRun `fission <command> --help` for a command's options.\n");
 }
 
 }  // namespace
