@@ -120,6 +120,8 @@ void Engine::DrainIncoming() {
         OutputProcessor::SetFinished(raw, FinishReason::kLength);
         raw->status = SequenceStatus::kFinished;
         touched_.push_back(raw);
+      } else if (i > 0 && prefix_cache_ != nullptr) {
+        state.held.push_back(raw);
       } else {
         scheduler_->Add(raw);
       }
@@ -128,6 +130,7 @@ void Engine::DrainIncoming() {
   for (std::int64_t id : aborts) {
     auto it = requests_.find(id);
     if (it == requests_.end()) continue;
+    it->second.held.clear();
     for (auto& seq : it->second.sequences)
       if (!seq->finished()) FinishSequence(seq.get(), FinishReason::kAbort, "");
   }
@@ -137,6 +140,16 @@ void Engine::FinishSequence(Sequence* seq, FinishReason reason, const std::strin
   OutputProcessor::SetFinished(seq, reason, error);
   scheduler_->Finish(seq);
   touched_.push_back(seq);
+  // Completion 0 ended (a client abort has already dropped the held ones): the others run alone.
+  if (seq->index == 0) ReleaseHeld(seq);
+}
+
+void Engine::ReleaseHeld(const Sequence* seq) {
+  auto it = requests_.find(seq->request_id);
+  if (it == requests_.end() || it->second.held.empty()) return;
+  for (Sequence* held : it->second.held)
+    if (!held->finished()) scheduler_->Add(held);
+  it->second.held.clear();
 }
 
 bool Engine::Step() {
@@ -208,6 +221,7 @@ void Engine::ProcessStep(const StepPlan& plan, const Buffer& logits, const std::
       }
       ++sampled;
     }
+    if (seq->index == 0 && seq->num_output() == 1) ReleaseHeld(seq);
     touched_.push_back(seq);
     if (seq->finish_reason != FinishReason::kNone) FinishSequence(seq, seq->finish_reason, seq->error);
   }
