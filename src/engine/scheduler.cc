@@ -198,8 +198,9 @@ StepPlan Scheduler::Schedule() {
            budget > 0) {
       Sequence* seq = waiting_.begin()->second;
       if (!Admit(seq, &budget, chunking, &plan)) {
-        if (running_.empty() && plan.items.empty() && pool_->num_free() == pool_->num_pages()) {
-          // Nothing else holds pages and it still does not fit.
+        if (running_.empty() && plan.items.empty()) {
+          // Nothing else holds pages (the prefix cache gave up what it could) and it still does
+          // not fit: a recompute longer than the pool.
           waiting_.erase(waiting_.begin());
           plan.failed.push_back(seq);
           continue;

@@ -166,5 +166,22 @@ TEST_F(SchedulerTest, PrefixHitsSkipCachedPagesAndFinishedPagesStayCached) {
   EXPECT_EQ(pool_->ref_count(b->pages[0]), 2);  // the tree and b
 }
 
+TEST_F(SchedulerTest, AWaitingSequenceLongerThanThePoolFailsEvenWithCachedPages) {
+  SchedulerConfig c;
+  c.page_size = 4;
+  Make(8, c, /*with_cache=*/true);  // 32 slots
+  Sequence* a = Add(10, 100);
+  Step();
+  scheduler_->Finish(a);  // two full pages stay in the prefix cache
+  ASSERT_EQ(cache_->num_pages(), 2);
+  Sequence* b = Add(33, 100);  // e.g. a recompute after preemption: shares a's prefix, longer than the pool
+  StepPlan p = scheduler_->Schedule();
+  ASSERT_EQ(p.failed.size(), 1u);
+  EXPECT_EQ(p.failed[0], b);
+  EXPECT_TRUE(b->pages.empty());
+  scheduler_->Finish(b);
+  EXPECT_EQ(pool_->num_free() + cache_->num_pages(), 8);
+}
+
 }  // namespace
 }  // namespace fission::engine
