@@ -292,4 +292,6 @@ int RunCatalog(const std::vector<std::string>& args) {
   Fail("unknown catalog command '", sub, "'\n", kUsage);
 }
 
+FISSION_COMMAND("catalog", "expand, list, run and report a benchmark catalog", RunCatalog);
+
 }  // namespace fission::cli

@@ -1,29 +1,35 @@
 #include "cli/commands.h"
 
-namespace fission::cli {
+#include <algorithm>
+#include <cstring>
 
-const std::vector<Command>& AllCommands() {
-  static const std::vector<Command> kCommands = {
-      {"model", RunModel},
-      {"generate", RunGenerate},
-      {"catalog", RunCatalog},
-  };
-  return kCommands;
+namespace fission::cli {
+namespace {
+
+std::vector<Command>& Registry() {
+  static std::vector<Command> commands;
+  return commands;
 }
 
-const char* CommandSummary(const std::string& name) {
-  static const std::pair<const char*, const char*> kSummaries[] = {
-      {"serve", "the OpenAI-compatible server (SGLang's launch flags)"},
-      {"generate", "offline inference from the command line or a JSON-lines file"},
-      {"bench", "the serving benchmark client (sglang.bench_serving's output)"},
-      {"eval", "the gsm8k accuracy harness (lm-eval's semantics)"},
-      {"catalog", "expand, list, run and report a benchmark catalog"},
-      {"model", "inspect a checkpoint"},
-      {"tokenize", "encode, decode or render a chat with a model's tokenizer"},
-  };
-  for (const auto& [command, summary] : kSummaries)
-    if (name == command) return summary;
-  return "";
+// The order of `fission --help`: the main job first, the tools next, the helpers last.
+int Rank(const char* name) {
+  static const char* kOrder[] = {"serve", "generate", "bench", "eval", "catalog", "model", "tokenize"};
+  for (int i = 0; i < static_cast<int>(std::size(kOrder)); ++i)
+    if (std::strcmp(kOrder[i], name) == 0) return i;
+  return static_cast<int>(std::size(kOrder));
+}
+
+}  // namespace
+
+CommandRegistration::CommandRegistration(const char* name, const char* summary, CommandFn run) {
+  Registry().push_back({name, summary, run});
+}
+
+std::vector<Command> AllCommands() {
+  std::vector<Command> commands = Registry();
+  std::stable_sort(commands.begin(), commands.end(),
+                   [](const Command& a, const Command& b) { return Rank(a.name) < Rank(b.name); });
+  return commands;
 }
 
 }  // namespace fission::cli

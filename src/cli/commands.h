@@ -1,4 +1,5 @@
-// The table of `fission` commands. Each command lives in its own file and registers here.
+// The `fission` commands. Each command lives in its own file and registers itself with
+// FISSION_COMMAND, so adding a command touches no shared list.
 #pragma once
 
 #include <string>
@@ -6,18 +7,22 @@
 
 namespace fission::cli {
 
+using CommandFn = int (*)(const std::vector<std::string>& args);
+
 struct Command {
   const char* name;
-  int (*run)(const std::vector<std::string>& args);
+  const char* summary;  // one line for `fission --help`
+  CommandFn run;
 };
 
-const std::vector<Command>& AllCommands();
-// One line describing a command, for `fission --help`.
-const char* CommandSummary(const std::string& name);
-int RunCatalog(const std::vector<std::string>& args);
+// Every registered command, in the order `fission --help` lists them.
+std::vector<Command> AllCommands();
 
-int RunModel(const std::vector<std::string>& args);
-int RunGenerate(const std::vector<std::string>& args);
-
+struct CommandRegistration {
+  CommandRegistration(const char* name, const char* summary, CommandFn run);
+};
 
 }  // namespace fission::cli
+
+#define FISSION_COMMAND(name, summary, fn) \
+  static const ::fission::cli::CommandRegistration fission_command_registration_##fn(name, summary, fn)

@@ -136,4 +136,6 @@ int RunGenerate(const std::vector<std::string>& args) {
   return 0;
 }
 
+FISSION_COMMAND("generate", "offline inference from the command line or a JSON-lines file", RunGenerate);
+
 }  // namespace fission::cli

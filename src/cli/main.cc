@@ -13,7 +13,7 @@ namespace {
 void PrintUsage() {
   std::printf("usage: fission <command> [options]\n\ncommands:\n");
   for (const fission::cli::Command& c : fission::cli::AllCommands())
-    std::printf("  %-10s %s\n", c.name, fission::cli::CommandSummary(c.name));
+    std::printf("  %-10s %s\n", c.name, c.summary);
   std::printf("\nRun `fission <command> --help` for a command's options.\n");
 }
 

@@ -64,4 +64,6 @@ int RunModel(const std::vector<std::string>& args) {
   Fail("unknown subcommand 'model ", args[0], "' (expected: inspect)");
 }
 
+FISSION_COMMAND("model", "inspect a checkpoint", RunModel);
+
 }  // namespace fission::cli
