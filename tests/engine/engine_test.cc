@@ -161,7 +161,9 @@ TEST(EngineTest, PrefixCacheHitsGiveIdenticalOutputsWithFewerComputedTokens) {
     engine.RunUntilIdle();
     for (std::size_t i = 0; i < prompts.size(); ++i) {
       EXPECT_EQ(collector.results(ids[i])[0].tokens, alone[i]) << "cache " << !disable_cache << " request " << i;
-      if (i > 0 && !disable_cache) EXPECT_EQ(collector.results(ids[i])[0].cached_tokens, 64);
+      if (i > 0 && !disable_cache) {
+        EXPECT_EQ(collector.results(ids[i])[0].cached_tokens, 64);
+      }
     }
     EXPECT_EQ(engine.CheckPageAccounting(), "");
     return engine.stats();
