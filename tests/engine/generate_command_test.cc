@@ -103,5 +103,31 @@ TEST_F(GenerateCommandTest, UserErrorsExitWithCode2) {
   EXPECT_EQ(RunFission("generate --model-path " + kModel + " --prompt-ids 1 --bogus 3").exit_code, 2);
 }
 
+TEST_F(GenerateCommandTest, TextPromptsWithTheModelsTokenizerAndStopStrings) {
+  const std::string demo = std::string(FISSION_SOURCE_DIR) + "/models/demo-deepseek-v3";
+  if (!std::filesystem::exists(demo + "/tokenizer.json")) GTEST_SKIP() << "no demo model";
+  const std::string path = ::testing::TempDir() + "/generate_text.jsonl";
+  auto write = [&](const std::string& sampling) {
+    std::ofstream f(path);
+    f << "{\"text\": \"Question: Tom has 3 apples and buys 4 more. How many apples does he have?\\nAnswer:\", "
+         "\"sampling_params\": {" << sampling << "}}\n";
+  };
+  write("\"max_new_tokens\": 24, \"ignore_eos\": true");
+  const Result first = RunFission("generate --model-path " + demo + " --input " + path);
+  ASSERT_EQ(first.exit_code, 0);
+  const Json a = ParseJson(first.out, "output");
+  const std::string text = a["text"].get<std::string>();
+  ASSERT_GE(text.size(), 8u);
+  EXPECT_EQ(a["output_ids"].size(), 24u);
+  // Stop at a piece of that text: the output is the text before it, reported as a stop.
+  const std::string stop = text.substr(text.size() / 2, 3);
+  write("\"max_new_tokens\": 24, \"ignore_eos\": true, \"stop\": " + Json(stop).dump());
+  const Result second = RunFission("generate --model-path " + demo + " --input " + path);
+  ASSERT_EQ(second.exit_code, 0);
+  const Json b = ParseJson(second.out, "output");
+  EXPECT_EQ(b["text"].get<std::string>(), text.substr(0, text.find(stop)));
+  EXPECT_EQ(b["finish_reason"], "stop");
+}
+
 }  // namespace
 }  // namespace fission::engine
