@@ -437,5 +437,27 @@ TEST(EngineTest, ADetokenizerFailureAbortsOnlyThatSequence) {
   EXPECT_EQ(engine.CheckPageAccounting(), "");
 }
 
+TEST(EngineTest, FlushCacheFreesEveryCachedPageNoSequenceUses) {
+  FakeCausalLM model;
+  Engine engine(&model, SmallConfig());
+  Collector collector;
+  collector.Submit(engine, MakePrompt(1, 40, model.vocab_size()), Greedy(4));
+  engine.RunUntilIdle();
+  ASSERT_GT(engine.stats().cached_pages, 0);
+  // A running request keeps its pages (and the cached ones on its path) through a flush.
+  const auto running = collector.Submit(engine, MakePrompt(2, 30, model.vocab_size()), Greedy(6));
+  engine.Step();
+  engine.RequestFlushCache();
+  engine.Step();
+  EXPECT_EQ(engine.CheckPageAccounting(), "");
+  EXPECT_EQ(engine.stats().cached_pages, 7);  // the running request's 7 full pages
+  engine.RunUntilIdle();
+  EXPECT_EQ(collector.results(running)[0].tokens, model.ReferenceGreedy(MakePrompt(2, 30, model.vocab_size()), 6));
+  engine.RequestFlushCache();
+  engine.RunUntilIdle();
+  EXPECT_EQ(engine.stats().cached_pages, 0);
+  EXPECT_EQ(engine.stats().free_pages, engine.num_pages());
+}
+
 }  // namespace
 }  // namespace fission::engine
