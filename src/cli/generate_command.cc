@@ -3,8 +3,10 @@
 //     prints the generated ids (greedy unless sampling flags say otherwise), comma-separated.
 //   fission generate --model-path DIR --input FILE.jsonl
 //     runs every line (input_ids or text, optional sampling_params) and prints one JSON line per
-//     completion. The throughput summary (prefill and decode split) goes to stderr.
+//     completion (with its text when a tokenizer is found: --tokenizer-path, else the model
+//     directory's tokenizer.json). The throughput summary (prefill and decode split) goes to stderr.
 #include <cstdio>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -15,6 +17,8 @@
 #include "model/load_flags.h"
 #include "engine/offline.h"
 #include "model/registry.h"
+#include "server/tokenizer_detokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 namespace fission::cli {
 namespace {
@@ -25,6 +29,8 @@ void PrintHelp() {
       "  --model-path DIR          checkpoint directory (config.json, *.safetensors)\n"
       "  --prompt-ids IDS          one prompt as comma-separated token ids; prints the output ids\n"
       "  --input FILE              JSON lines: {\"input_ids\": [...] | \"text\": \"...\", \"sampling_params\": {...}}\n"
+      "  --tokenizer-path DIR      tokenizer.json for text prompts, output text and stop strings\n"
+      "                            (default: the model directory, when it has one)\n"
       "model:\n%s"
       "sampling defaults (a line's sampling_params override them):\n"
       "  --max-new-tokens N        (default 16)\n"
@@ -59,7 +65,7 @@ std::int64_t ParseInt(const std::string& flag, const std::string& value) {
 int RunGenerate(const std::vector<std::string>& args) {
   engine::EngineConfig config;
   model::LoadOptions load;
-  std::string model_path, prompt_ids, input;
+  std::string model_path, prompt_ids, input, tokenizer_path;
   engine::SamplingParams defaults;
   defaults.temperature = 0.0;
   defaults.max_new_tokens = 16;
@@ -84,6 +90,8 @@ int RunGenerate(const std::vector<std::string>& args) {
       prompt_ids = value;
     } else if (flag == "--input") {
       input = value;
+    } else if (flag == "--tokenizer-path") {
+      tokenizer_path = value;
     } else if (flag == "--max-new-tokens") {
       defaults.max_new_tokens = static_cast<std::int32_t>(ParseInt(flag, value));
     } else if (flag == "--temperature") {
@@ -107,17 +115,28 @@ int RunGenerate(const std::vector<std::string>& args) {
   if (prompt_ids.empty() == input.empty()) Fail("give exactly one of --prompt-ids and --input");
   config.Validate();
 
+  // A tokenizer, when there is one: text prompts in, text and stop strings out.
+  if (tokenizer_path.empty() && std::filesystem::exists(model_path + "/tokenizer.json")) tokenizer_path = model_path;
+  std::unique_ptr<tokenizer::Tokenizer> tokenizer;
+  std::unique_ptr<server::TokenizerDetokenizer> detokenizer;
+  engine::TextEncoder encode;
+  if (!tokenizer_path.empty()) {
+    tokenizer = tokenizer::Tokenizer::Load(tokenizer_path);
+    detokenizer = std::make_unique<server::TokenizerDetokenizer>(*tokenizer);
+    encode = [&tokenizer](const std::string& text) { return tokenizer->Encode(text, /*add_special_tokens=*/true); };
+  }
+
   std::vector<engine::OfflinePrompt> prompts;
   if (!prompt_ids.empty()) {
     prompts.push_back({engine::ParseIdList(prompt_ids, "--prompt-ids"), defaults});
   } else {
-    prompts = engine::ParsePromptsJsonl(ReadFile(input), input, defaults, nullptr);
+    prompts = engine::ParsePromptsJsonl(ReadFile(input), input, defaults, encode);
     if (prompts.empty()) Fail(input, ": no prompts");
   }
 
   std::unique_ptr<model::CausalLM> model = model::LoadCausalLM(model_path, load);
   config.eos_token_ids = engine::ReadEosTokenIds(model_path);
-  engine::Engine engine(model.get(), config);
+  engine::Engine engine(model.get(), config, detokenizer.get());
   const engine::OfflineReport report = engine::RunOffline(engine, prompts);
 
   if (!prompt_ids.empty()) {
@@ -129,7 +148,7 @@ int RunGenerate(const std::vector<std::string>& args) {
   } else {
     for (std::size_t i = 0; i < report.outputs.size(); ++i)
       for (std::size_t j = 0; j < report.outputs[i].size(); ++j)
-        std::printf("%s\n", engine::CompletionJson(i, j, report.outputs[i][j], /*with_text=*/false).c_str());
+        std::printf("%s\n", engine::CompletionJson(i, j, report.outputs[i][j], /*with_text=*/detokenizer != nullptr).c_str());
   }
   std::fflush(stdout);
   std::fprintf(stderr, "%s", engine::ThroughputSummary(report).c_str());

@@ -69,6 +69,8 @@ std::int64_t Engine::Submit(Request request) {
     Fail("the prompt has ", prompt.size(), " tokens, more than the KV cache holds (", capacity,
          " tokens; raise --max-total-tokens)");
   request.params.Validate(vocab_size_);
+  if (!request.params.stop.empty() && outputs_.detokenizer() == nullptr)
+    Fail("stop strings need a tokenizer to match text; none is loaded (use stop_token_ids)");
   std::lock_guard<std::mutex> lock(mutex_);
   const std::int64_t id = next_request_id_++;
   incoming_.push_back({id, std::move(request)});
@@ -127,6 +129,8 @@ void Engine::DrainIncoming() {
         OutputProcessor::SetFinished(raw, FinishReason::kLength);
         raw->status = SequenceStatus::kFinished;
         touched_.push_back(raw);
+      } else if (i > 0 && prefix_cache_ != nullptr) {
+        state.held.push_back(raw);
       } else {
         scheduler_->Add(raw);
       }
@@ -135,6 +139,7 @@ void Engine::DrainIncoming() {
   for (std::int64_t id : aborts) {
     auto it = requests_.find(id);
     if (it == requests_.end()) continue;
+    it->second.held.clear();
     for (auto& seq : it->second.sequences)
       if (!seq->finished()) FinishSequence(seq.get(), FinishReason::kAbort, "");
   }
@@ -144,6 +149,16 @@ void Engine::FinishSequence(Sequence* seq, FinishReason reason, const std::strin
   OutputProcessor::SetFinished(seq, reason, error);
   scheduler_->Finish(seq);
   touched_.push_back(seq);
+  // Completion 0 ended (a client abort has already dropped the held ones): the others run alone.
+  if (seq->index == 0) ReleaseHeld(seq);
+}
+
+void Engine::ReleaseHeld(const Sequence* seq) {
+  auto it = requests_.find(seq->request_id);
+  if (it == requests_.end() || it->second.held.empty()) return;
+  for (Sequence* held : it->second.held)
+    if (!held->finished()) scheduler_->Add(held);
+  it->second.held.clear();
 }
 
 bool Engine::Step() {
@@ -207,9 +222,15 @@ void Engine::ProcessStep(const StepPlan& plan, const Buffer& logits, const std::
       TokenLogprob logprob;
       const float* row = data + static_cast<std::int64_t>(rows[k].sample) * vocab_size_;
       const std::int32_t token = sampler_.Sample(row, vocab_size_, *seq, p.logprobs ? &logprob : nullptr);
-      outputs_.Append(seq, token, p.logprobs ? &logprob : nullptr);
+      try {
+        // Decoding text goes through the detokenizer, which is not ours: contain its failures.
+        outputs_.Append(seq, token, p.logprobs ? &logprob : nullptr);
+      } catch (const std::exception& e) {
+        OutputProcessor::SetFinished(seq, FinishReason::kAbort, StrCat("detokenizing failed: ", e.what()));
+      }
       ++sampled;
     }
+    if (seq->index == 0 && seq->num_output() == 1) ReleaseHeld(seq);
     touched_.push_back(seq);
     if (seq->finish_reason != FinishReason::kNone) FinishSequence(seq, seq->finish_reason, seq->error);
   }

@@ -90,6 +90,9 @@ class Engine {
     std::vector<std::unique_ptr<Sequence>> sequences;
     OutputCallback callback;
     std::int32_t unfinished = 0;
+    // Completions 1..n-1 wait here until completion 0 has computed the prompt, so that they
+    // reuse its pages through the prefix cache instead of computing the prompt again.
+    std::vector<Sequence*> held;
   };
   struct Submitted {
     std::int64_t id;
@@ -99,6 +102,8 @@ class Engine {
   void DrainIncoming();
   void ProcessStep(const StepPlan& plan, const Buffer& logits, const std::vector<LogitsRows>& rows);
   void FinishSequence(Sequence* seq, FinishReason reason, const std::string& error);
+  // Queues the completions held back behind `seq` (completion 0 of its request).
+  void ReleaseHeld(const Sequence* seq);
   void Report();
 
   EngineConfig config_;

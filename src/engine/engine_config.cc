@@ -73,7 +73,7 @@ bool ParseEngineFlag(const std::vector<std::string>& args, std::size_t* i, Engin
 std::string EngineFlagsHelp() {
   return "  --page-size N             tokens per KV cache page (default 16)\n"
          "  --max-total-tokens N      KV cache capacity in tokens (default 16384)\n"
-         "  --chunked-prefill-size N  prompt tokens per step for one request; -1 disables chunking (default 8192)\n"
+         "  --chunked-prefill-size N  prompt tokens per step; longer prompts run in chunks; -1: whole prompts (default 8192)\n"
          "  --max-prefill-tokens N    prompt tokens per step over all requests (default 16384)\n"
          "  --max-running-requests N  sequences decoding at once (default 256)\n"
          "  --disable-radix-cache     turn the prefix cache off\n"

@@ -6,11 +6,6 @@
 
 namespace fission::engine {
 
-namespace {
-// U+FFFD, what tokenizers produce for an incomplete UTF-8 sequence at the end of the ids.
-constexpr std::string_view kReplacement = "\xEF\xBF\xBD";
-}  // namespace
-
 OutputProcessor::OutputProcessor(const Detokenizer* detokenizer, std::vector<std::int32_t> eos_token_ids,
                                  std::int32_t max_context_len)
     : detokenizer_(detokenizer), eos_token_ids_(std::move(eos_token_ids)), max_context_len_(max_context_len) {}
@@ -39,10 +34,10 @@ void OutputProcessor::Append(Sequence* seq, std::int32_t token, const TokenLogpr
     }
   }
   if (detokenizer_ != nullptr) {
-    ids_.assign(seq->tokens.begin() + seq->prompt_len, seq->tokens.end());
+    if (seq->text_stream == nullptr) seq->text_stream = detokenizer_->NewStream();
     const std::size_t previous = seq->text.size();
-    std::string text = detokenizer_->Decode(ids_);
-    if (may_stop && seq->finish_reason == FinishReason::kNone && !p.stop.empty()) {
+    seq->text += seq->text_stream->Append(token);
+    if (may_stop && seq->finish_reason == FinishReason::kNone && !p.stop.empty() && seq->text.size() > previous) {
       // A new match must end in the new text; start early enough to catch one that straddles.
       std::size_t max_len = 0;
       for (const std::string& s : p.stop) max_len = std::max(max_len, s.size());
@@ -50,7 +45,7 @@ void OutputProcessor::Append(Sequence* seq, std::int32_t token, const TokenLogpr
       std::size_t best = std::string::npos;
       const std::string* matched = nullptr;
       for (const std::string& s : p.stop) {
-        const std::size_t at = text.find(s, std::min(from, text.size()));
+        const std::size_t at = seq->text.find(s, from);
         if (at != std::string::npos && at < best) {
           best = at;
           matched = &s;
@@ -58,15 +53,17 @@ void OutputProcessor::Append(Sequence* seq, std::int32_t token, const TokenLogpr
       }
       if (matched != nullptr) {
         seq->matched_stop_string = *matched;
-        text.resize(best);
+        seq->text.resize(best);
         SetFinished(seq, FinishReason::kStop);
       }
     }
-    seq->text = std::move(text);
   }
   if (seq->finish_reason == FinishReason::kNone &&
       (num_output >= p.max_new_tokens || seq->num_tokens() >= max_context_len_))
     SetFinished(seq, FinishReason::kLength);
+  // Text held back by the stream (an incomplete character) is final now, unless a stop string cut it.
+  if (detokenizer_ != nullptr && seq->finish_reason != FinishReason::kNone && !seq->matched_stop_string)
+    seq->text += seq->text_stream->Flush();
 }
 
 std::size_t StopPrefixHoldback(const std::string& text, const std::vector<std::string>& stops) {
@@ -105,13 +102,7 @@ bool OutputProcessor::MakeReport(Sequence* seq, bool finished, RequestOutput* ou
   }
   if (detokenizer_ != nullptr) {
     std::size_t visible = seq->text.size();
-    if (!finished) {
-      std::size_t hold = StopPrefixHoldback(seq->text, seq->params->stop);
-      if (seq->text.size() - hold >= kReplacement.size() &&
-          seq->text.compare(seq->text.size() - hold - kReplacement.size(), kReplacement.size(), kReplacement) == 0)
-        hold += kReplacement.size();
-      visible -= hold;
-    }
+    if (!finished) visible -= StopPrefixHoldback(seq->text, seq->params->stop);
     if (visible > seq->reported_text_bytes) {
       out->text = seq->text.substr(seq->reported_text_bytes, visible - seq->reported_text_bytes);
       seq->reported_text_bytes = visible;

@@ -32,7 +32,6 @@ class OutputProcessor {
   const Detokenizer* detokenizer_;
   std::vector<std::int32_t> eos_token_ids_;
   std::int32_t max_context_len_;
-  std::vector<std::int32_t> ids_;
 };
 
 // Bytes at the end of `text` that may be the start of one of `stops` (held back from streaming).

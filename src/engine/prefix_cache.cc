@@ -1,5 +1,6 @@
 #include "engine/prefix_cache.h"
 
+#include <algorithm>
 #include <queue>
 #include <utility>
 
@@ -41,10 +42,7 @@ PrefixCache::~PrefixCache() {
   ForEachPage([this](std::int32_t page) { pool_->Unref(page); });
 }
 
-void PrefixCache::Touch(Node* node) {
-  const std::uint64_t now = ++clock_;
-  for (; node != nullptr; node = node->parent) node->last_used = now;
-}
+void PrefixCache::Touch(Node* node) { node->last_used = ++clock_; }
 
 PrefixCache::Match PrefixCache::MatchPrefix(const std::int32_t* tokens, std::int32_t num_tokens) {
   Match match;
@@ -55,10 +53,10 @@ PrefixCache::Match PrefixCache::MatchPrefix(const std::int32_t* tokens, std::int
     auto it = node->children.find(key);
     if (it == node->children.end()) break;
     node = it->second.get();
+    Touch(node);
     match.pages.push_back(node->page);
   }
   match.last = node;
-  Touch(node);
   return match;
 }
 
@@ -78,6 +76,7 @@ PrefixCache::Node* PrefixCache::Insert(Node* parent, const std::int32_t* tokens,
         pages[i] = child->page;
       }
       node = child;
+      Touch(node);
       continue;
     }
     auto child = std::make_unique<Node>();
@@ -89,8 +88,8 @@ PrefixCache::Node* PrefixCache::Insert(Node* parent, const std::int32_t* tokens,
     Node* raw = child.get();
     node->children.emplace(std::move(key), std::move(child));
     node = raw;
+    Touch(node);
   }
-  Touch(node);
   return node;
 }
 
@@ -111,6 +110,8 @@ std::int32_t PrefixCache::Evict(std::int32_t num_pages) {
     Node* node = leaves.top().second;
     leaves.pop();
     Node* parent = node->parent;
+    // Only the nodes a match or an insert walks are stamped; a parent inherits its children's use.
+    parent->last_used = std::max(parent->last_used, node->last_used);
     pool_->Unref(node->page);
     ++freed;
     --num_nodes_;

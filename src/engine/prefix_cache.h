@@ -30,8 +30,8 @@ class PrefixCache {
     std::vector<std::int32_t> pages;  // the cached pages of the longest prefix, in order
     Node* last = nullptr;             // the node of the last matched page (the root if none)
   };
-  // The longest cached prefix of whole pages of `tokens[0, num_tokens)`. Marks the path as used
-  // now. Takes no references: the caller Refs the pages it keeps.
+  // The longest cached prefix of whole pages of `tokens[0, num_tokens)`. Marks the matched pages
+  // as used now. Takes no references: the caller Refs the pages it keeps.
   Match MatchPrefix(const std::int32_t* tokens, std::int32_t num_tokens);
 
   // Adds the pages [begin_page, end_page) of a sequence below `parent` (the node of page

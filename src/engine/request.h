@@ -15,6 +15,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "engine/detokenizer.h"
 #include "engine/sampling_params.h"
 
 namespace fission::engine {
@@ -107,6 +108,7 @@ struct Sequence {
   bool reported_prompt_logprobs = false;
   std::size_t reported_text_bytes = 0;
   std::string text;  // decoded output text (only kept with a Detokenizer)
+  std::unique_ptr<TextStream> text_stream;
   std::optional<std::string> matched_stop_string;
   std::optional<std::int32_t> matched_stop_token;
 

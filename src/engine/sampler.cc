@@ -100,20 +100,29 @@ std::int32_t Sampler::Sample(const float* logits, std::int64_t vocab_size, const
     const std::int64_t k = (p.top_k > 0 && p.top_k < vocab_size) ? p.top_k : vocab_size;
     order_.resize(vocab_size);
     std::iota(order_.begin(), order_.end(), 0);
-    const bool sort = k < vocab_size || p.top_p < 1.0;
-    if (sort) {
-      std::partial_sort(order_.begin(), order_.begin() + k, order_.end(),
-                        [pr](std::int32_t a, std::int32_t b) { return pr[a] > pr[b] || (pr[a] == pr[b] && a < b); });
+    const auto more_likely = [pr](std::int32_t a, std::int32_t b) { return pr[a] > pr[b] || (pr[a] == pr[b] && a < b); };
+    if (k < vocab_size) {
+      std::partial_sort(order_.begin(), order_.begin() + k, order_.end(), more_likely);
       order_.resize(k);
     }
     if (p.top_p < 1.0) {
+      // The nucleus is a prefix of the candidates sorted by probability. Sorting a short prefix
+      // first usually finds it; the full sort is the fallback. Either way the result is the same.
       double total = 0.0;
       for (std::int32_t t : order_) total += pr[t];
-      double cum = 0.0;
+      const double target = p.top_p * total;
+      std::size_t sorted = std::min<std::size_t>(order_.size(), 1024);
       std::size_t keep = 0;
-      while (keep < order_.size()) {
-        cum += pr[order_[keep++]];
-        if (cum >= p.top_p * total) break;
+      while (true) {
+        std::partial_sort(order_.begin(), order_.begin() + sorted, order_.end(), more_likely);
+        double cum = 0.0;
+        keep = 0;
+        while (keep < sorted) {
+          cum += pr[order_[keep++]];
+          if (cum >= target) break;
+        }
+        if (cum >= target || sorted == order_.size()) break;
+        sorted = order_.size();
       }
       order_.resize(std::max<std::size_t>(keep, 1));
     }

@@ -100,7 +100,13 @@ bool Scheduler::Admit(Sequence* seq, std::int32_t* budget, bool chunking, StepPl
     want = 0;  // a whole prompt over the budget runs in a step of its own
   }
   seq->num_computed = hit_tokens;
-  if (want <= 0 || !Reserve(seq, hit_tokens + want)) {
+  // Admit only if the whole prompt (not just this chunk) and its first generated token fit, with
+  // a page of growth kept for every running sequence, so that admitting does not force the next
+  // steps to preempt what was just admitted. With nothing running, admit regardless.
+  const std::int32_t need = PagesFor(seq->num_tokens() + 1) - static_cast<std::int32_t>(seq->pages.size());
+  const std::int32_t reserve = static_cast<std::int32_t>(running_.size());
+  const bool room = reserve == 0 || pool_->num_free() >= need + reserve || AvailablePages() >= need + reserve;
+  if (want <= 0 || !room || !Reserve(seq, hit_tokens + want)) {
     for (std::int32_t page : seq->pages) pool_->Unref(page);
     seq->pages.clear();
     seq->num_computed = 0;
@@ -135,27 +141,34 @@ StepPlan Scheduler::Schedule() {
     const bool decode = remaining == 1 && seq->num_computed >= seq->prompt_len;
     std::int32_t want = decode ? 1 : (chunking ? std::min(remaining, budget) : remaining);
     if (want == 0) continue;  // no prefill budget left in this step; keeps its pages
-    bool planned = false;
+    bool planned = false, wait = false;
     while (true) {
       if (Reserve(seq, seq->num_computed + want)) {
         planned = true;
         break;
       }
-      if (end > i + 1) {  // preempt the youngest running sequence
-        Preempt(running_[--end]);
-        ++plan.num_preempted;
-        continue;
-      }
-      if (!decode) {  // a prompt chunk may shrink to the pages left
+      if (!decode) {
+        // A prompt chunk first shrinks to the pages left; with none left, only the oldest
+        // sequence preempts for its prompt: a younger one waits, keeping its pages.
         const std::int32_t fit =
             (static_cast<std::int32_t>(seq->pages.size()) + AvailablePages()) * config_.page_size - seq->num_computed;
         if (fit > 0 && fit < want) {
           want = fit;
           continue;
         }
+        if (i > 0) {
+          wait = true;
+          break;
+        }
+      }
+      if (end > i + 1) {  // preempt the youngest running sequence
+        Preempt(running_[--end]);
+        ++plan.num_preempted;
+        continue;
       }
       break;
     }
+    if (wait) continue;
     if (planned) {
       if (!decode) budget = std::max(0, budget - want);
       Plan(seq, want, &plan);
@@ -185,8 +198,9 @@ StepPlan Scheduler::Schedule() {
            budget > 0) {
       Sequence* seq = waiting_.begin()->second;
       if (!Admit(seq, &budget, chunking, &plan)) {
-        if (running_.empty() && plan.items.empty() && pool_->num_free() == pool_->num_pages()) {
-          // Nothing else holds pages and it still does not fit.
+        if (running_.empty() && plan.items.empty()) {
+          // Nothing else holds pages (the prefix cache gave up what it could) and it still does
+          // not fit: a recompute longer than the pool.
           waiting_.erase(waiting_.begin());
           plan.failed.push_back(seq);
           continue;

@@ -22,7 +22,8 @@ namespace fission::engine {
 struct SchedulerConfig {
   std::int32_t page_size = 16;
   std::int32_t max_running_requests = 256;
-  // Prompt tokens one sequence computes per step; <= 0 disables chunking (whole prompts only).
+  // Prompt tokens computed per step (with max_prefill_tokens, the smaller bounds the step); a
+  // prompt longer than what is left runs in chunks. <= 0 disables chunking (whole prompts only).
   std::int32_t chunked_prefill_size = 8192;
   // Prompt tokens all sequences compute per step (a whole prompt above it still runs, alone, when
   // chunking is off).

@@ -4,9 +4,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <condition_variable>
 #include <map>
 #include <mutex>
+#include <stdexcept>
 #include <thread>
 
 #include "engine/fake_model_testlib.h"
@@ -159,7 +161,9 @@ TEST(EngineTest, PrefixCacheHitsGiveIdenticalOutputsWithFewerComputedTokens) {
     engine.RunUntilIdle();
     for (std::size_t i = 0; i < prompts.size(); ++i) {
       EXPECT_EQ(collector.results(ids[i])[0].tokens, alone[i]) << "cache " << !disable_cache << " request " << i;
-      if (i > 0 && !disable_cache) EXPECT_EQ(collector.results(ids[i])[0].cached_tokens, 64);
+      if (i > 0 && !disable_cache) {
+        EXPECT_EQ(collector.results(ids[i])[0].cached_tokens, 64);
+      }
     }
     EXPECT_EQ(engine.CheckPageAccounting(), "");
     return engine.stats();
@@ -346,6 +350,9 @@ TEST(EngineTest, SubmitRejectsInvalidRequestsNamingTheField) {
   SamplingParams bad = Greedy(1);
   bad.top_p = 0;
   EXPECT_NE(message({1}, bad).find("top_p"), std::string::npos);
+  SamplingParams stop = Greedy(1);
+  stop.stop = {"x"};
+  EXPECT_NE(message({1}, stop).find("stop strings need a tokenizer"), std::string::npos);
   EXPECT_FALSE(engine.HasWork());
 }
 
@@ -395,6 +402,61 @@ TEST(EngineTest, StepWithoutWorkReturnsFalse) {
   Engine engine(&model, SmallConfig());
   EXPECT_FALSE(engine.Step());
   EXPECT_EQ(model.forward_calls(), 0);
+}
+
+
+class ThrowingDetokenizer : public Detokenizer {
+ public:
+  explicit ThrowingDetokenizer(std::int32_t bad) : bad_(bad) {}
+  std::string Decode(const std::vector<std::int32_t>& ids) const override {
+    for (std::int32_t id : ids)
+      if (id == bad_) throw std::runtime_error("bad bytes");
+    return std::string(ids.size(), 'x');
+  }
+
+ private:
+  std::int32_t bad_;
+};
+
+TEST(EngineTest, ADetokenizerFailureAbortsOnlyThatSequence) {
+  FakeCausalLM model;
+  const auto prompt_a = MakePrompt(1, 10, model.vocab_size()), prompt_b = MakePrompt(2, 10, model.vocab_size());
+  const std::int32_t bad = model.ReferenceGreedy(prompt_a, 5)[2];
+  const auto greedy_b = model.ReferenceGreedy(prompt_b, 2);
+  ASSERT_EQ(std::count(greedy_b.begin(), greedy_b.end(), bad), 0);
+  ThrowingDetokenizer detok(bad);
+  Engine engine(&model, SmallConfig(), &detok);
+  Collector collector;
+  const auto a = collector.Submit(engine, prompt_a, Greedy(5));
+  const auto b = collector.Submit(engine, prompt_b, Greedy(2));
+  engine.RunUntilIdle();
+  EXPECT_EQ(collector.results(a)[0].finish_reason, FinishReason::kAbort);
+  EXPECT_NE(collector.results(a)[0].error.find("bad bytes"), std::string::npos);
+  EXPECT_EQ(collector.results(b)[0].finish_reason, FinishReason::kLength);
+  EXPECT_EQ(collector.results(b)[0].text, "xx");
+  EXPECT_EQ(engine.CheckPageAccounting(), "");
+}
+
+TEST(EngineTest, FlushCacheFreesEveryCachedPageNoSequenceUses) {
+  FakeCausalLM model;
+  Engine engine(&model, SmallConfig());
+  Collector collector;
+  collector.Submit(engine, MakePrompt(1, 40, model.vocab_size()), Greedy(4));
+  engine.RunUntilIdle();
+  ASSERT_GT(engine.stats().cached_pages, 0);
+  // A running request keeps its pages (and the cached ones on its path) through a flush.
+  const auto running = collector.Submit(engine, MakePrompt(2, 30, model.vocab_size()), Greedy(6));
+  engine.Step();
+  engine.RequestFlushCache();
+  engine.Step();
+  EXPECT_EQ(engine.CheckPageAccounting(), "");
+  EXPECT_EQ(engine.stats().cached_pages, 7);  // the running request's 7 full pages
+  engine.RunUntilIdle();
+  EXPECT_EQ(collector.results(running)[0].tokens, model.ReferenceGreedy(MakePrompt(2, 30, model.vocab_size()), 6));
+  engine.RequestFlushCache();
+  engine.RunUntilIdle();
+  EXPECT_EQ(engine.stats().cached_pages, 0);
+  EXPECT_EQ(engine.stats().free_pages, engine.num_pages());
 }
 
 }  // namespace

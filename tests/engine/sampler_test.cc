@@ -4,7 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <algorithm>
 #include <map>
+#include <numeric>
 #include <set>
 
 namespace fission::engine {
@@ -208,6 +210,45 @@ TEST(SamplerTest, LogprobsAreTheLogSoftmaxWithSortedAlternatives) {
   EXPECT_NEAR(prompt.logprob, 0.0 - std::log(z), 1e-5);
   ASSERT_EQ(prompt.top.size(), 1u);
   EXPECT_EQ(prompt.top[0].token_id, 1);
+}
+
+TEST(SamplerTest, TopPOnALargeVocabularyKeepsExactlyTheNucleus) {
+  constexpr int kVocab = 3000;
+  for (double spread : {12.0, 0.5}) {  // peaked (nucleus well under 1024 tokens) and flat (over)
+    std::vector<float> logits(kVocab);
+    std::uint64_t h = 99;
+    for (float& l : logits) {
+      h = MixSeed(h, 1);
+      l = static_cast<float>(static_cast<double>(h >> 11) * 0x1.0p-53 * spread);
+    }
+    SamplingParams p;
+    p.top_p = 0.9;
+    // The nucleus by a full sort, computed here independently.
+    double max = *std::max_element(logits.begin(), logits.end()), total = 0;
+    std::vector<double> pr(kVocab);
+    for (int i = 0; i < kVocab; ++i) total += pr[i] = std::exp(static_cast<double>(logits[i]) - max);
+    std::vector<int> order(kVocab);
+    std::iota(order.begin(), order.end(), 0);
+    std::sort(order.begin(), order.end(), [&](int a, int b) { return pr[a] > pr[b] || (pr[a] == pr[b] && a < b); });
+    std::set<std::int32_t> nucleus;
+    double cum = 0;
+    for (int t : order) {
+      nucleus.insert(t);
+      cum += pr[t];
+      if (cum >= 0.9 * total) break;
+    }
+    const Draws d = DrawMany(logits, p, 3000);
+    for (const auto& [token, count] : d.counts) EXPECT_TRUE(nucleus.contains(token)) << "spread " << spread << " token " << token;
+    if (nucleus.size() > 1024) {
+      // Tokens ranked past the first sorted prefix are drawn too.
+      std::set<std::int32_t> tail_tokens(order.begin() + 1024, order.begin() + nucleus.size());
+      int tail_draws = 0;
+      for (const auto& [token, count] : d.counts) tail_draws += tail_tokens.contains(token) ? count : 0;
+      EXPECT_GT(tail_draws, 0);
+    } else {
+      EXPECT_LT(nucleus.size(), 1024u);
+    }
+  }
 }
 
 }  // namespace

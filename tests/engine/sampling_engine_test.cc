@@ -183,6 +183,50 @@ TEST_F(SamplingEngineTest, NGivesIndependentCompletions) {
   EXPECT_EQ(results[0].tokens, RunOne(model_, prompt_, Sampled(5))[0].tokens);
 }
 
+TEST_F(SamplingEngineTest, NCompletionsComputeThePromptOnce) {
+  const auto prompt = MakePrompt(8, 61, 101);  // 15 full pages of 4 and one token
+  SamplingParams p = Sampled(5, 6);
+  p.n = 4;
+  std::vector<std::vector<std::int32_t>> expected;
+  for (bool disable_cache : {true, false}) {
+    EngineConfig c = Config();
+    c.disable_radix_cache = disable_cache;
+    FakeDetokenizer detok;
+    Engine engine(&model_, c, &detok);
+    Collector collector;
+    const auto id = collector.Submit(engine, prompt, p);
+    engine.RunUntilIdle();
+    std::vector<std::vector<std::int32_t>> got;
+    for (const auto& r : collector.results(id)) got.push_back(r.tokens);
+    if (disable_cache) {
+      expected = got;
+      EXPECT_EQ(engine.stats().computed_prompt_tokens, 4 * 61);
+    } else {
+      EXPECT_EQ(got, expected);
+      // Completions 1..3 reuse the 60 cached prompt tokens and compute only the last one.
+      EXPECT_EQ(engine.stats().computed_prompt_tokens, 61 + 3 * 1);
+      EXPECT_EQ(collector.results(id)[3].cached_tokens, 60);
+    }
+    EXPECT_EQ(engine.CheckPageAccounting(), "");
+  }
+}
+
+TEST_F(SamplingEngineTest, AbortingAnNRequestFinishesTheHeldCompletions) {
+  SamplingParams p = Sampled(5, 6);
+  p.n = 3;
+  FakeDetokenizer detok;
+  Engine engine(&model_, Config(), &detok);
+  Collector collector;
+  const auto id = collector.Submit(engine, MakePrompt(9, 40, 101), p);
+  engine.Abort(id);
+  engine.RunUntilIdle();
+  for (const auto& r : collector.results(id)) {
+    EXPECT_EQ(r.finish_reason, FinishReason::kAbort);
+    EXPECT_EQ(r.finished_reports, 1);
+  }
+  EXPECT_FALSE(engine.HasWork());
+}
+
 TEST_F(SamplingEngineTest, EosStopsUnlessIgnored) {
   EngineConfig c = Config();
   c.eos_token_ids = {greedy_[2]};
