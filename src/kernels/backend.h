@@ -52,6 +52,12 @@ class Backend {
 
   // out[n, m] = x[n, k] · w[m, k]ᵀ (a Linear layer without bias).
   virtual void Linear(const Tensor& x, const Tensor& w, const Tensor& out) = 0;
+  // FP8 Linear (DeepSeek-V3's checkpoint format): w is e4m3 [m, k] with fp32 block scales
+  // w_scale [⌈m/128⌉, ⌈k/128⌉] (dequantised w = code · scale of its 128×128 block). x is first
+  // quantized per token and 128-wide group of k: scale = max(amax, 1e-4) / 448, code =
+  // e4m3(x / scale), rounded to nearest even and saturated; then out[n, m] = Σ_groups
+  // scale_x · scale_w · Σ code_x · code_w.
+  virtual void LinearFp8(const Tensor& x, const Tensor& w, const Tensor& w_scale, const Tensor& out) = 0;
   // out[i] = table[ids[i] - vocab_start], or zeros when ids[i] falls outside the table's rows
   // (a vocab-parallel rank holds rows [vocab_start, vocab_start + rows)).
   virtual void Embedding(const Tensor& table, std::span<const std::int32_t> ids, std::int64_t vocab_start,

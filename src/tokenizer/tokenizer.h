@@ -1,5 +1,6 @@
 // The public face of the tokenizer layer: load a Hugging Face tokenizer directory
-// (tokenizer.json + tokenizer_config.json), encode text to ids, decode ids to text.
+// (tokenizer.json + tokenizer_config.json), encode text to ids, decode ids to text. A loaded
+// Tokenizer is immutable apart from an internal cache: Encode and Decode may run on many threads.
 #pragma once
 
 #include <cstdint>
@@ -8,6 +9,8 @@
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "tokenizer/tokenizer_config.h"
 
 namespace fission::tokenizer {
 
@@ -18,7 +21,9 @@ class Tokenizer {
   // field that is malformed or unsupported.
   static std::unique_ptr<Tokenizer> Load(const std::string& dir);
 
-  // Same ids as transformers' `tokenizer(text, add_special_tokens=...)`.
+  // Same ids as transformers' `tokenizer(text, add_special_tokens=...)` (the tokenizer.json
+  // pipeline; add_special_tokens honours add_bos_token/add_eos_token). Encode a rendered chat
+  // prompt with add_special_tokens=false: the template already wrote its special tokens.
   virtual std::vector<std::int32_t> Encode(std::string_view text, bool add_special_tokens = true) const = 0;
   // Same text as transformers' `decode(ids, skip_special_tokens=...)`.
   virtual std::string Decode(const std::vector<std::int32_t>& ids, bool skip_special_tokens = false) const = 0;
@@ -26,6 +31,12 @@ class Tokenizer {
   virtual std::optional<std::int32_t> TokenToId(std::string_view token) const = 0;
   virtual std::optional<std::int32_t> bos_token_id() const = 0;
   virtual std::optional<std::int32_t> eos_token_id() const = 0;
+  // The token text of `id` (added tokens included), or nullopt for an unknown id.
+  virtual std::optional<std::string> IdToToken(std::int32_t id) const = 0;
+  // Whether `id` is a special added token (dropped by skip_special_tokens).
+  virtual bool IsSpecial(std::int32_t id) const = 0;
+  // tokenizer_config.json's settings: special-token strings, chat template, ...
+  virtual const TokenizerConfig& config() const = 0;
 };
 
 }  // namespace fission::tokenizer

@@ -11,6 +11,9 @@ class CpuBackend final : public Backend {
   Device device() const override { return Device::Cpu(); }
   Allocator* allocator() override { return CpuAllocator(); }
   void Linear(const Tensor& x, const Tensor& w, const Tensor& out) override { cpu::Linear(x, w, out); }
+  void LinearFp8(const Tensor& x, const Tensor& w, const Tensor& w_scale, const Tensor& out) override {
+    cpu::LinearFp8(x, w, w_scale, out);
+  }
   void Embedding(const Tensor& table, std::span<const std::int32_t> ids, std::int64_t vocab_start,
                  const Tensor& out) override {
     cpu::Embedding(table, ids, vocab_start, out);

@@ -14,6 +14,10 @@ namespace fission::kernels::cpu {
 float Dot(const float* a, const float* b, std::int64_t n);
 
 void Linear(const Tensor& x, const Tensor& w, const Tensor& out);
+// FP8 block-scaled Linear (see Backend::LinearFp8) and its activation quantizer: codes[k] and one
+// scale per 128-wide group of one token row.
+void LinearFp8(const Tensor& x, const Tensor& w, const Tensor& w_scale, const Tensor& out);
+void QuantizeFp8PerTokenGroup(const float* x, std::int64_t k, std::uint8_t* codes, float* scales);
 void Embedding(const Tensor& table, std::span<const std::int32_t> ids, std::int64_t vocab_start, const Tensor& out);
 void Zero(const Tensor& x);
 void RmsNorm(const Tensor& x, const Tensor& weight, float eps, const Tensor& out);

@@ -1,0 +1,229 @@
+// Kernel benchmarks of the CUDA backend at DeepSeek-V3 shapes (a program, not a test): GEMMs (bf16
+// and FP8), MLA prefill attention (expanded form) and MLA decode attention (absorbed form).
+// Prints one line per case: `RESULT <name> <time_us> <rate> <unit>`; tools/gpu/report.py puts them
+// next to torch's numbers from tools/gpu/torch_ref.py.
+//
+// Usage: fission_cuda_bench [gemm] [fp8] [prefill] [decode]   (all when none is named)
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <span>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/cuda/cuda_backend.h"
+#include "kernels/cuda/cuda_context.h"
+
+namespace fission::kernels::cuda {
+namespace {
+
+#define BENCH_CUDA(call)                                                              \
+  do {                                                                                \
+    cudaError_t e = (call);                                                           \
+    if (e != cudaSuccess) {                                                           \
+      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e)); \
+      std::exit(1);                                                                   \
+    }                                                                                 \
+  } while (0)
+
+CudaBackend* gpu = nullptr;
+
+// Median time of `fn` in microseconds over `reps` timed runs after `warmup` runs.
+double TimeUs(const std::function<void(int)>& fn, int warmup = 3, int reps = 15) {
+  cudaStream_t s = gpu->context().stream();
+  cudaEvent_t a, b;
+  BENCH_CUDA(cudaEventCreate(&a));
+  BENCH_CUDA(cudaEventCreate(&b));
+  for (int i = 0; i < warmup; ++i) fn(i);
+  gpu->Synchronize();
+  std::vector<double> t;
+  for (int i = 0; i < reps; ++i) {
+    BENCH_CUDA(cudaEventRecord(a, s));
+    fn(i);
+    BENCH_CUDA(cudaEventRecord(b, s));
+    BENCH_CUDA(cudaEventSynchronize(b));
+    float ms = 0;
+    BENCH_CUDA(cudaEventElapsedTime(&ms, a, b));
+    t.push_back(ms * 1e3);
+  }
+  BENCH_CUDA(cudaEventDestroy(a));
+  BENCH_CUDA(cudaEventDestroy(b));
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+// Random device data: normal values from a fixed host pool, read from a random offset, scaled. The
+// pool keeps setup time small for the multi-gigabyte weight sets.
+Buffer RandomDevice(DType dtype, Shape shape, float scale, std::mt19937& rng) {
+  static const std::vector<float> pool = [] {
+    std::mt19937 r(7);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    std::vector<float> p(1 << 22);
+    for (float& x : p) x = normal(r);
+    return p;
+  }();
+  std::vector<float> v(shape.numel());
+  std::size_t at = rng() % pool.size();
+  for (float& x : v) {
+    x = pool[at] * scale;
+    if (++at == pool.size()) at = 0;
+  }
+  if (dtype == DType::kF8E4M3)
+    for (float& x : v) x = std::clamp(x, -448.0f, 448.0f);
+  Buffer b(dtype, shape, gpu->allocator());
+  gpu->CopyFromHost(v.data(), b);
+  return b;
+}
+
+struct GemmShape {
+  const char* name;
+  std::int64_t n, k;  // out features, in features
+};
+const GemmShape kGemms[] = {{"q_a_proj", 1536, 7168},  {"q_b_proj", 24576, 1536}, {"kv_a_proj", 576, 7168},
+                            {"o_proj", 7168, 16384},   {"expert_gate_up", 4096, 7168},
+                            {"expert_down", 7168, 2048}};
+const std::int64_t kMs[] = {1, 64, 4096};
+const std::int64_t kFp8Ms[] = {1, 8, 32, 64, 4096};  // FP8 switches kernels between 16 and 64 tokens
+
+// Enough weight copies that one pass over them is well past the 60 MB L2.
+int Copies(std::int64_t bytes) { return static_cast<int>(std::clamp<std::int64_t>((256ll << 20) / bytes + 1, 1, 16)); }
+
+void BenchGemm(bool fp8) {
+  std::mt19937 rng(1);
+  for (const GemmShape& g : kGemms) {
+    const DType wt = fp8 ? DType::kF8E4M3 : DType::kBF16;
+    const int copies = Copies(g.n * g.k * (fp8 ? 1 : 2));
+    std::vector<Buffer> w, ws;
+    for (int c = 0; c < copies; ++c) {
+      w.push_back(RandomDevice(wt, Shape{g.n, g.k}, fp8 ? 100.0f : 0.02f, rng));
+      if (fp8) ws.push_back(RandomDevice(DType::kF32, Shape{(g.n + 127) / 128, (g.k + 127) / 128}, 1e-4f, rng));
+    }
+    for (std::int64_t m : fp8 ? std::span<const std::int64_t>(kFp8Ms) : std::span<const std::int64_t>(kMs)) {
+      Buffer x = RandomDevice(DType::kBF16, Shape{m, g.k}, 1.0f, rng);
+      Buffer out(DType::kBF16, Shape{m, g.n}, gpu->allocator());
+      const double us = TimeUs([&](int i) {
+        if (fp8)
+          gpu->LinearFp8(x, w[i % copies], ws[i % copies], out);
+        else
+          gpu->Linear(x, w[i % copies], out);
+      });
+      const double tflops = 2.0 * m * g.n * g.k / (us * 1e-6) / 1e12;
+      std::printf("RESULT gemm_%s_%s_m%lld %.2f %.1f TFLOP/s\n", fp8 ? "fp8" : "bf16", g.name,
+                  static_cast<long long>(m), us, tflops);
+      std::fflush(stdout);
+    }
+  }
+  if (fp8)
+    std::printf("INFO fp8_path %s\n", gpu->context().fp8_layout == 4 ? "own-kernel" : "cublaslt-block-scaled");
+}
+
+MlaShape V3Mla(std::int64_t heads, std::int64_t page_size) {
+  return {heads, 128, 64, 128, 512, 1.0f / std::sqrt(192.0f), page_size};
+}
+
+void BenchPrefill() {
+  std::mt19937 rng(2);
+  const std::int64_t heads = 16, page = 64;  // DeepSeek-V3's 128 heads under TP 8
+  for (std::int64_t s : {4096, 16384, 65536}) {
+    const std::int64_t pages = s / page;
+    Buffer cache = RandomDevice(DType::kBF16, Shape{pages * page, 576}, 1.0f, rng);
+    Buffer q = RandomDevice(DType::kBF16, Shape{s, heads, 192}, 1.0f, rng);
+    Buffer kv_b = RandomDevice(DType::kBF16, Shape{heads * 256, 512}, 0.05f, rng);
+    Buffer out(DType::kBF16, Shape{s, heads, 128}, gpu->allocator());
+    std::vector<std::int32_t> table(pages);
+    for (std::int64_t i = 0; i < pages; ++i) table[i] = static_cast<std::int32_t>(i);
+    std::shuffle(table.begin(), table.end(), rng);
+    std::vector<std::int32_t> positions(s);
+    for (std::int64_t i = 0; i < s; ++i) positions[i] = static_cast<std::int32_t>(i);
+    std::vector<SeqAttention> seqs = {{0, static_cast<std::int32_t>(s), static_cast<std::int32_t>(s), positions, table}};
+    const MlaShape sh = V3Mla(heads, page);
+    // Causal attention FLOPs (QK over 192 dims, PV over 128), the same count torch's SDPA gets at d=160.
+    const double flops = 2.0 * heads * (static_cast<double>(s) * (s + 1) / 2) * (192 + 128);
+    for (const char* kernel : {"default", "generic"}) {
+      setenv("FISSION_MLA_PREFILL", kernel, 1);
+      const double us = TimeUs([&](int) { gpu->MlaAttentionExpanded(q, cache, kv_b, seqs, sh, out); }, 2, 5);
+      std::printf("RESULT prefill_mla%s_s%lld %.1f %.1f TFLOP/s\n", kernel[0] == 'g' ? "_generic" : "",
+                  static_cast<long long>(s), us, flops / (us * 1e-6) / 1e12);
+      std::fflush(stdout);
+    }
+    unsetenv("FISSION_MLA_PREFILL");
+  }
+}
+
+void BenchDecode() {
+  std::mt19937 rng(3);
+  const std::int64_t page = 64;
+  struct Case {
+    std::int64_t batch, ctx, heads;
+  };
+  for (Case c : {Case{64, 4096, 16}, Case{64, 4096, 128}, Case{1, 65536, 16}, Case{1, 65536, 128},
+                 Case{8, 32768, 128}}) {
+    const std::int64_t pages_per = (c.ctx + 1 + page - 1) / page, pages = pages_per * c.batch;
+    Buffer cache = RandomDevice(DType::kBF16, Shape{pages * page, 576}, 1.0f, rng);
+    Buffer q = RandomDevice(DType::kBF16, Shape{c.batch, c.heads, 192}, 1.0f, rng);
+    Buffer kv_b = RandomDevice(DType::kBF16, Shape{c.heads * 256, 512}, 0.05f, rng);
+    Buffer out(DType::kBF16, Shape{c.batch, c.heads, 128}, gpu->allocator());
+    std::vector<std::int32_t> order(pages);
+    for (std::int64_t i = 0; i < pages; ++i) order[i] = static_cast<std::int32_t>(i);
+    std::shuffle(order.begin(), order.end(), rng);
+    std::vector<std::vector<std::int32_t>> tables(c.batch);
+    std::vector<SeqAttention> seqs;
+    const std::int32_t position = static_cast<std::int32_t>(c.ctx);  // the new token follows ctx cached ones
+    for (std::int64_t b = 0; b < c.batch; ++b) {
+      tables[b].assign(order.begin() + b * pages_per, order.begin() + (b + 1) * pages_per);
+      seqs.push_back({static_cast<std::int32_t>(b), 1, static_cast<std::int32_t>(c.ctx + 1),
+                      std::span<const std::int32_t>(&position, 1), tables[b]});
+    }
+    const MlaShape sh = V3Mla(c.heads, page);
+    const double us = TimeUs([&](int) { gpu->MlaAttentionAbsorbed(q, cache, kv_b, seqs, sh, out); });
+    const double bytes = static_cast<double>(c.batch) * (c.ctx + 1) * 576 * 2;
+    std::printf("RESULT decode_mla_b%lld_ctx%lld_h%lld %.1f %.0f GB/s\n", static_cast<long long>(c.batch),
+                static_cast<long long>(c.ctx), static_cast<long long>(c.heads), us, bytes / (us * 1e-6) / 1e9);
+    std::fflush(stdout);
+  }
+}
+
+// Ceiling: a large device-to-device copy (bytes read + written).
+void BenchCopy() {
+  const std::size_t bytes = 4ull << 30;
+  void *a, *b;
+  BENCH_CUDA(cudaMalloc(&a, bytes));
+  BENCH_CUDA(cudaMalloc(&b, bytes));
+  BENCH_CUDA(cudaMemset(a, 1, bytes));
+  const double us = TimeUs([&](int) {
+    BENCH_CUDA(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice, gpu->context().stream()));
+  });
+  std::printf("RESULT hbm_copy_4GiB %.1f %.0f GB/s\n", us, 2.0 * bytes / (us * 1e-6) / 1e9);
+  BENCH_CUDA(cudaFree(a));
+  BENCH_CUDA(cudaFree(b));
+}
+
+}  // namespace
+}  // namespace fission::kernels::cuda
+
+int main(int argc, char** argv) {
+  using namespace fission::kernels::cuda;
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+    std::printf("no CUDA device present\n");
+    return 0;
+  }
+  gpu = new CudaBackend(0);
+  auto want = [&](const char* what) {
+    if (argc == 1) return true;
+    for (int i = 1; i < argc; ++i)
+      if (std::strcmp(argv[i], what) == 0) return true;
+    return false;
+  };
+  if (want("copy")) BenchCopy();
+  if (want("gemm")) BenchGemm(false);
+  if (want("fp8")) BenchGemm(true);
+  if (want("prefill")) BenchPrefill();
+  if (want("decode")) BenchDecode();
+  return 0;
+}

@@ -1,0 +1,40 @@
+// The per-device caching allocator: freed blocks are kept in size buckets and handed out again, so
+// the many short-lived scratch buffers of a step cost no cudaMalloc/cudaFree. All work of a backend
+// runs on one stream, so a block freed by the host and reused by a later launch is ordered after
+// every earlier use of it.
+#pragma once
+
+#include <cstddef>
+#include <map>
+#include <mutex>
+#include <unordered_map>
+
+#include "tensor/tensor.h"
+
+namespace fission::kernels::cuda {
+
+class CachingAllocator final : public Allocator {
+ public:
+  explicit CachingAllocator(int device) : device_(device) {}
+  ~CachingAllocator() override;
+  void* Allocate(std::size_t bytes) override;
+  void Free(void* ptr, std::size_t bytes) override;
+  Device device() const override { return Device::Cuda(device_); }
+
+  // Returns every cached block to the driver.
+  void ReleaseCached();
+  std::size_t bytes_in_use() const { return in_use_; }
+  std::size_t bytes_cached() const { return cached_; }
+
+ private:
+  static std::size_t RoundUp(std::size_t bytes);
+  void ReleaseCachedLocked();
+
+  int device_;
+  std::mutex mu_;
+  std::multimap<std::size_t, void*> free_;        // rounded size -> block
+  std::unordered_map<void*, std::size_t> sizes_;  // every live or cached block
+  std::size_t in_use_ = 0, cached_ = 0;
+};
+
+}  // namespace fission::kernels::cuda

@@ -1,0 +1,106 @@
+#include "kernels/cuda/cuda_backend.h"
+
+#include <vector>
+
+#include "kernels/cuda/cuda_common.cuh"
+#include "kernels/cuda/cuda_ops.h"
+
+namespace fission::kernels::cuda {
+
+CudaBackend::CudaBackend(int device) : ctx_(std::make_unique<CudaContext>(device)) {}
+CudaBackend::~CudaBackend() = default;
+
+Device CudaBackend::device() const { return Device::Cuda(ctx_->device()); }
+Allocator* CudaBackend::allocator() { return ctx_->allocator(); }
+
+void CudaBackend::Linear(const Tensor& x, const Tensor& w, const Tensor& out) { cuda::Linear(*ctx_, x, w, out); }
+void CudaBackend::LinearFp8(const Tensor& x, const Tensor& w, const Tensor& w_scale, const Tensor& out) {
+  cuda::LinearFp8(*ctx_, x, w, w_scale, out);
+}
+void CudaBackend::Embedding(const Tensor& table, std::span<const std::int32_t> ids, std::int64_t vocab_start,
+                            const Tensor& out) {
+  cuda::Embedding(*ctx_, table, ids, vocab_start, out);
+}
+void CudaBackend::Zero(const Tensor& x) { cuda::Zero(*ctx_, x); }
+void CudaBackend::RmsNorm(const Tensor& x, const Tensor& weight, float eps, const Tensor& out) {
+  cuda::RmsNorm(*ctx_, x, weight, eps, out);
+}
+void CudaBackend::Add(const Tensor& a, const Tensor& b, const Tensor& out) { cuda::Add(*ctx_, a, b, out); }
+void CudaBackend::SiluMul(const Tensor& gate_up, const Tensor& out) { cuda::SiluMul(*ctx_, gate_up, out); }
+void CudaBackend::Rope(const Tensor& x, std::int64_t rope_offset, std::int64_t rope_dim,
+                       std::span<const std::int32_t> positions, const Tensor& inv_freq, float scaling,
+                       bool interleaved) {
+  cuda::Rope(*ctx_, x, rope_offset, rope_dim, positions, inv_freq, scaling, interleaved);
+}
+void CudaBackend::WriteKv(const Tensor& rows, std::span<const std::int64_t> slots, const Tensor& cache) {
+  cuda::WriteKv(*ctx_, rows, slots, cache);
+}
+void CudaBackend::MoeRoute(const Tensor& router_logits, const Tensor& bias, const MoeRouting& routing,
+                           const Tensor& topk_ids, const Tensor& topk_weights) {
+  cuda::MoeRoute(*ctx_, router_logits, bias, routing, topk_ids, topk_weights);
+}
+void CudaBackend::MoeExperts(const Tensor& x, const Tensor& topk_ids, const Tensor& topk_weights,
+                             std::span<const Tensor> gate_up, std::span<const Tensor> down, const Tensor& out) {
+  cuda::MoeExperts(*ctx_, x, topk_ids, topk_weights, gate_up, down, out);
+}
+void CudaBackend::MlaAttentionExpanded(const Tensor& q, const Tensor& cache, const Tensor& kv_b,
+                                       std::span<const SeqAttention> seqs, const MlaShape& shape, const Tensor& out) {
+  cuda::MlaAttentionExpanded(*ctx_, q, cache, kv_b, seqs, shape, out);
+}
+void CudaBackend::MlaAttentionAbsorbed(const Tensor& q, const Tensor& cache, const Tensor& kv_b,
+                                       std::span<const SeqAttention> seqs, const MlaShape& shape, const Tensor& out) {
+  cuda::MlaAttentionAbsorbed(*ctx_, q, cache, kv_b, seqs, shape, out);
+}
+void CudaBackend::GatherRows(const Tensor& x, std::span<const std::int32_t> indices, const Tensor& out) {
+  cuda::GatherRows(*ctx_, x, indices, out);
+}
+
+void CudaBackend::CopyToHost(const Tensor& src, float* dst) {
+  if (src.dtype == DType::kF32) {
+    ctx_->DownloadBytes(dst, src.data, src.bytes());
+    return;
+  }
+  Buffer tmp(DType::kF32, src.shape, ctx_->allocator());
+  Convert(*ctx_, src, tmp);
+  ctx_->DownloadBytes(dst, tmp.tensor().data, tmp.tensor().bytes());
+}
+
+void CudaBackend::CopyFromHost(const float* src, const Tensor& dst) {
+  const std::int64_t n = dst.numel();
+  switch (dst.dtype) {
+    case DType::kF32:
+      ctx_->UploadBytes(dst.data, src, n * sizeof(float));
+      break;
+    case DType::kBF16:
+    case DType::kF16:
+    case DType::kF8E4M3:
+    case DType::kF8E5M2: {
+      std::vector<std::uint8_t> bytes(dst.bytes());
+      ConvertFromF32(dst.dtype, src, bytes.data(), n);
+      ctx_->UploadBytes(dst.data, bytes.data(), bytes.size());
+      break;
+    }
+    case DType::kI32: {
+      std::vector<std::int32_t> ints(n);
+      for (std::int64_t i = 0; i < n; ++i) ints[i] = static_cast<std::int32_t>(src[i]);
+      ctx_->UploadBytes(dst.data, ints.data(), n * sizeof(std::int32_t));
+      break;
+    }
+    default:
+      Fail("CopyFromHost into a ", DTypeName(dst.dtype), " tensor is not supported");
+  }
+  // No wait: UploadBytes has copied small sources into pinned staging, and a pageable copy returns
+  // only once its source has been read.
+}
+
+void CudaBackend::CopyBytesToHost(const Tensor& src, void* dst) { ctx_->DownloadBytes(dst, src.data, src.bytes()); }
+void CudaBackend::CopyBytesFromHost(const void* src, const Tensor& dst) {
+  ctx_->UploadBytes(dst.data, src, dst.bytes());
+}
+void CudaBackend::Synchronize() { ctx_->Synchronize(); }
+
+}  // namespace fission::kernels::cuda
+
+namespace fission::kernels {
+std::unique_ptr<Backend> MakeCudaBackend(int device) { return std::make_unique<cuda::CudaBackend>(device); }
+}  // namespace fission::kernels

@@ -1,0 +1,61 @@
+// The CUDA backend: every Backend operation on one device's memory, on one stream, with a caching
+// allocator and cuBLASLt. Activations may be fp32 or bf16 tensors (arithmetic in fp32, products on
+// tensor cores in bf16 where the weights are bf16); see docs/cuda.md for the dtype policy.
+#pragma once
+
+#include <memory>
+
+#include "kernels/backend.h"
+
+namespace fission::kernels::cuda {
+
+class CudaContext;
+
+class CudaBackend final : public Backend {
+ public:
+  explicit CudaBackend(int device);
+  ~CudaBackend() override;
+
+  Device device() const override;
+  Allocator* allocator() override;
+  void Linear(const Tensor& x, const Tensor& w, const Tensor& out) override;
+  void LinearFp8(const Tensor& x, const Tensor& w, const Tensor& w_scale, const Tensor& out) override;
+  void Embedding(const Tensor& table, std::span<const std::int32_t> ids, std::int64_t vocab_start,
+                 const Tensor& out) override;
+  void Zero(const Tensor& x) override;
+  void RmsNorm(const Tensor& x, const Tensor& weight, float eps, const Tensor& out) override;
+  void Add(const Tensor& a, const Tensor& b, const Tensor& out) override;
+  void SiluMul(const Tensor& gate_up, const Tensor& out) override;
+  void Rope(const Tensor& x, std::int64_t rope_offset, std::int64_t rope_dim, std::span<const std::int32_t> positions,
+            const Tensor& inv_freq, float scaling, bool interleaved) override;
+  void WriteKv(const Tensor& rows, std::span<const std::int64_t> slots, const Tensor& cache) override;
+  void MoeRoute(const Tensor& router_logits, const Tensor& bias, const MoeRouting& routing, const Tensor& topk_ids,
+                const Tensor& topk_weights) override;
+  void MoeExperts(const Tensor& x, const Tensor& topk_ids, const Tensor& topk_weights, std::span<const Tensor> gate_up,
+                  std::span<const Tensor> down, const Tensor& out) override;
+  void MlaAttentionExpanded(const Tensor& q, const Tensor& cache, const Tensor& kv_b,
+                            std::span<const SeqAttention> seqs, const MlaShape& shape, const Tensor& out) override;
+  void MlaAttentionAbsorbed(const Tensor& q, const Tensor& cache, const Tensor& kv_b,
+                            std::span<const SeqAttention> seqs, const MlaShape& shape, const Tensor& out) override;
+  void GatherRows(const Tensor& x, std::span<const std::int32_t> indices, const Tensor& out) override;
+  // fp32 or bf16 tensors to host fp32 (waits for the device).
+  void CopyToHost(const Tensor& src, float* dst) override;
+  // Host fp32 into an fp32, bf16, e4m3 or int32 tensor (narrow types converted on the host).
+  void CopyFromHost(const float* src, const Tensor& dst) override;
+
+  // Raw byte copies (integer tensors, FP8 codes) and a wait for all queued work.
+  void CopyBytesToHost(const Tensor& src, void* dst);
+  void CopyBytesFromHost(const void* src, const Tensor& dst);
+  void Synchronize();
+  CudaContext& context() { return *ctx_; }
+
+ private:
+  std::unique_ptr<CudaContext> ctx_;
+};
+
+}  // namespace fission::kernels::cuda
+
+namespace fission::kernels {
+// The backend of CUDA device `device`; fission::Error if there is no such device.
+std::unique_ptr<Backend> MakeCudaBackend(int device);
+}  // namespace fission::kernels

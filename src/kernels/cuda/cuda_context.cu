@@ -1,0 +1,182 @@
+#include "kernels/cuda/cuda_context.h"
+
+#include <cstdio>
+#include <cstring>
+
+#include "kernels/cuda/cuda_common.cuh"
+
+namespace fission::kernels::cuda {
+
+[[noreturn]] void CudaFailed(const char* file, int line, const char* what, const char* message) {
+  CheckFailed(file, line, what, StrCat("CUDA: ", message));
+}
+
+// libcublasLt alone has no status-to-string function; the numbers are cublasStatus_t's.
+[[noreturn]] void CublasFailed(const char* file, int line, const char* what, int status) {
+  CheckFailed(file, line, what, StrCat("cuBLAS status ", status));
+}
+
+namespace {
+constexpr std::size_t kWorkspaceBytes = 64u << 20;  // cuBLASLt's recommendation for Hopper is >= 32 MiB
+constexpr std::size_t kStagingBytes = 32u << 20;     // pinned ring for host metadata
+constexpr std::size_t kMaxStaged = 4u << 20;         // larger copies (weights) go direct
+
+// RAII holders so an error thrown mid-setup leaks no descriptor.
+struct LayoutHolder {
+  cublasLtMatrixLayout_t l = nullptr;
+  ~LayoutHolder() {
+    if (l) cublasLtMatrixLayoutDestroy(l);
+  }
+};
+struct DescHolder {
+  cublasLtMatmulDesc_t d = nullptr;
+  ~DescHolder() {
+    if (d) cublasLtMatmulDescDestroy(d);
+  }
+};
+struct PrefHolder {
+  cublasLtMatmulPreference_t p = nullptr;
+  ~PrefHolder() {
+    if (p) cublasLtMatmulPreferenceDestroy(p);
+  }
+};
+
+void MakeLayout(LayoutHolder& h, int type, std::int64_t rows, std::int64_t cols, std::int64_t ld, int batch,
+                std::int64_t stride) {
+  FISSION_CUBLAS(cublasLtMatrixLayoutCreate(&h.l, static_cast<cudaDataType_t>(type), rows, cols, ld));
+  if (batch > 1) {
+    std::int32_t count = batch;
+    FISSION_CUBLAS(cublasLtMatrixLayoutSetAttribute(h.l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)));
+    FISSION_CUBLAS(
+        cublasLtMatrixLayoutSetAttribute(h.l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof(stride)));
+  }
+}
+
+bool Aligned16(const void* p) { return (reinterpret_cast<std::uintptr_t>(p) & 15u) == 0; }
+}  // namespace
+
+CudaContext::CudaContext(int device) : device_(device), allocator_(device) {
+  int count = 0;
+  FISSION_CUDA(cudaGetDeviceCount(&count));
+  if (device < 0 || device >= count) Fail("CUDA device ", device, " does not exist (", count, " visible)");
+  FISSION_CUDA(cudaSetDevice(device));
+  FISSION_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  FISSION_CUBLAS(cublasLtCreate(&lt_));
+  FISSION_CUDA(cudaMalloc(&workspace_, kWorkspaceBytes));
+  workspace_bytes_ = kWorkspaceBytes;
+  FISSION_CUDA(cudaDeviceGetAttribute(&sm_count_, cudaDevAttrMultiProcessorCount, device));
+  FISSION_CUDA(cudaMallocHost(reinterpret_cast<void**>(&staging_), kStagingBytes));
+}
+
+CudaContext::~CudaContext() {
+  if (cudaSetDevice(device_) != cudaSuccess) return;
+  (void)cudaStreamSynchronize(stream_);
+  for (const Staged& st : staged_) (void)cudaEventDestroy(st.done);
+  for (cudaEvent_t e : spare_events_) (void)cudaEventDestroy(e);
+  (void)cudaFreeHost(staging_);
+  (void)cudaFree(workspace_);
+  if (lt_) cublasLtDestroy(lt_);
+  (void)cudaStreamDestroy(stream_);
+}
+
+void CudaContext::UploadBytes(void* dst, const void* src, std::size_t bytes) {
+  if (bytes > kMaxStaged) {
+    FISSION_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_));
+    return;
+  }
+  const std::size_t size = (bytes + 255) / 256 * 256;
+  if (staging_head_ + size > kStagingBytes) staging_head_ = 0;
+  const std::size_t begin = staging_head_, end = begin + size;
+  // Regions are handed out in ring order and the stream finishes copies in order: drop what is
+  // done, then wait for any older copy still reading the region.
+  auto retire_front = [&] {
+    spare_events_.push_back(staged_.front().done);
+    staged_.pop_front();
+  };
+  while (!staged_.empty() && cudaEventQuery(staged_.front().done) == cudaSuccess) retire_front();
+  (void)cudaGetLastError();  // cudaEventQuery's cudaErrorNotReady is not an error
+  for (std::size_t i = 0; i < staged_.size(); ++i) {
+    if (staged_[i].begin < end && begin < staged_[i].end) {
+      FISSION_CUDA(cudaEventSynchronize(staged_[i].done));
+      for (std::size_t j = 0; j <= i; ++j) retire_front();
+      i = static_cast<std::size_t>(-1);  // rescan from the new front
+    }
+  }
+  std::memcpy(staging_ + begin, src, bytes);
+  FISSION_CUDA(cudaMemcpyAsync(dst, staging_ + begin, bytes, cudaMemcpyHostToDevice, stream_));
+  cudaEvent_t done;
+  if (spare_events_.empty()) {
+    FISSION_CUDA(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
+  } else {
+    done = spare_events_.back();
+    spare_events_.pop_back();
+  }
+  FISSION_CUDA(cudaEventRecord(done, stream_));
+  staged_.push_back({begin, end, done});
+  staging_head_ = end;
+}
+
+void CudaContext::DownloadBytes(void* dst, const void* src, std::size_t bytes) {
+  FISSION_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_));
+  FISSION_CUDA(cudaStreamSynchronize(stream_));
+}
+
+void CudaContext::Synchronize() { FISSION_CUDA(cudaStreamSynchronize(stream_)); }
+
+bool CudaContext::Gemm(const GemmDesc& g) {
+  FISSION_CHECK(g.m > 0 && g.n > 0 && g.k > 0, "empty GEMM ", g.m, "x", g.n, "x", g.k);
+  const bool fp8 = g.a_type == CUDA_R_8F_E4M3;
+  const bool aligned = Aligned16(g.a) && Aligned16(g.b) && Aligned16(g.d);
+  const GemmKey key{g.a_type, g.d_type, g.m, g.n, g.k, g.trans_a, g.trans_b, g.batch, g.lda, g.ldb, g.ldd,
+                    g.b_type, aligned};
+
+  DescHolder desc;
+  const cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
+  FISSION_CUBLAS(cublasLtMatmulDescCreate(&desc.d, compute, CUDA_R_32F));
+  const cublasOperation_t ta = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, tb = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  FISSION_CUBLAS(cublasLtMatmulDescSetAttribute(desc.d, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
+  FISSION_CUBLAS(cublasLtMatmulDescSetAttribute(desc.d, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
+  if (fp8) {
+    const std::int32_t a_mode = CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F;
+    const std::int32_t b_mode = CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
+    FISSION_CUBLAS(cublasLtMatmulDescSetAttribute(desc.d, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &a_mode, sizeof(a_mode)));
+    FISSION_CUBLAS(cublasLtMatmulDescSetAttribute(desc.d, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &b_mode, sizeof(b_mode)));
+    FISSION_CUBLAS(
+        cublasLtMatmulDescSetAttribute(desc.d, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &g.a_scale, sizeof(g.a_scale)));
+    FISSION_CUBLAS(
+        cublasLtMatmulDescSetAttribute(desc.d, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &g.b_scale, sizeof(g.b_scale)));
+  }
+  LayoutHolder la, lb, ld;
+  MakeLayout(la, g.a_type, g.trans_a ? g.k : g.m, g.trans_a ? g.m : g.k, g.lda, g.batch, g.stride_a);
+  MakeLayout(lb, g.b_type, g.trans_b ? g.n : g.k, g.trans_b ? g.k : g.n, g.ldb, g.batch, g.stride_b);
+  MakeLayout(ld, g.d_type, g.m, g.n, g.ldd, g.batch, g.stride_d);
+
+  auto it = algos_.find(key);
+  if (it == algos_.end()) {
+    PrefHolder pref;
+    FISSION_CUBLAS(cublasLtMatmulPreferenceCreate(&pref.p));
+    FISSION_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref.p, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                        &workspace_bytes_, sizeof(workspace_bytes_)));
+    cublasLtMatmulHeuristicResult_t result{};
+    int found = 0;
+    const cublasStatus_t st =
+        cublasLtMatmulAlgoGetHeuristic(lt_, desc.d, la.l, lb.l, ld.l, ld.l, pref.p, 1, &result, &found);
+    CachedAlgo cached;
+    cached.ok = st == CUBLAS_STATUS_SUCCESS && found > 0;
+    if (cached.ok) cached.algo = result.algo;
+    it = algos_.emplace(key, cached).first;
+  }
+  if (!it->second.ok) return false;
+  const float alpha = 1.0f, beta = 0.0f;
+  const cublasStatus_t st = cublasLtMatmul(lt_, desc.d, &alpha, g.a, la.l, g.b, lb.l, &beta, g.d, ld.l, g.d, ld.l,
+                                           &it->second.algo, workspace_, workspace_bytes_, stream_);
+  // A block-scaled FP8 problem the library turns down is reported, so the caller can take its own kernel.
+  if (fp8 && (st == CUBLAS_STATUS_NOT_SUPPORTED || st == CUBLAS_STATUS_INVALID_VALUE)) {
+    it->second.ok = false;
+    return false;
+  }
+  FISSION_CUBLAS(st);
+  return true;
+}
+
+}  // namespace fission::kernels::cuda

@@ -1,0 +1,368 @@
+// FP8 e4m3 Linear with 128×128 weight block scales and 1×128 per-token activation scales.
+// The activations are quantized by QuantizeKernel; the GEMM runs in cuBLASLt's block-scaled mode
+// (Hopper, CUDA >= 12.9) or, where cuBLASLt turns a problem down, in Fp8GemmKernel, a plain tiled
+// kernel with the same arithmetic (exact code products, fp32 sums per group, scaled per group).
+#include <cmath>
+#include <vector>
+
+#include "kernels/cuda/cuda_common.cuh"
+#include "kernels/cuda/cuda_ops.h"
+
+namespace fission::kernels::cuda {
+namespace {
+
+constexpr int kGroup = 128;
+constexpr float kE4M3Max = 448.0f;
+// Layout bits: bit 0 set = activation scales token-major [n][kb] (else group-major [kb][n4]);
+// bit 1 set = weight scales transposed [kb][mb] (else as stored, [mb][kb]).
+constexpr int kFp8OwnKernel = 4;
+
+std::int64_t Ceil(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+
+// One warp per (token, group): 4 values a lane, amax by shuffles, then codes.
+__global__ void QuantizeKernel(const void* x, Elem xe, std::int64_t n, std::int64_t k, std::uint8_t* codes,
+                               float* scales, std::int64_t ts, std::int64_t gs) {
+  const std::int64_t groups = (k + kGroup - 1) / kGroup;
+  const std::int64_t item = blockIdx.x * static_cast<std::int64_t>(blockDim.x / 32) + (threadIdx.x >> 5);
+  if (item >= n * groups) return;
+  const int lane = threadIdx.x & 31;
+  const std::int64_t t = item / groups, g = item - t * groups;
+  // Lane owns 4 consecutive elements: one 8- or 16-byte load when the group is whole and aligned.
+  float v[4];
+  const std::int64_t c0 = g * kGroup + lane * 4;
+  const std::int64_t idx = t * k + c0;
+  if (c0 + 4 <= k && idx % 4 == 0) {
+    if (xe == Elem::kF32) {
+      const float4 f = *reinterpret_cast<const float4*>(static_cast<const float*>(x) + idx);
+      v[0] = f.x, v[1] = f.y, v[2] = f.z, v[3] = f.w;
+    } else {
+      const uint2 u = *reinterpret_cast<const uint2*>(static_cast<const __nv_bfloat16*>(x) + idx);
+      v[0] = __uint_as_float(u.x << 16), v[1] = __uint_as_float(u.x & 0xffff0000u);
+      v[2] = __uint_as_float(u.y << 16), v[3] = __uint_as_float(u.y & 0xffff0000u);
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) v[i] = c0 + i < k ? LoadF(x, idx + i, xe) : 0.0f;
+  }
+  float amax = 0.0f;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) amax = fmaxf(amax, fabsf(v[i]));
+  for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+  const float scale = fmaxf(amax, 1e-4f) / kE4M3Max;
+  std::uint32_t packed = 0;
+#pragma unroll
+  for (int i = 0; i < 4; ++i)
+    packed |= static_cast<std::uint32_t>(__nv_cvt_float_to_fp8(v[i] / scale, __NV_SATFINITE, __NV_E4M3)) << (8 * i);
+  if (c0 + 4 <= k && idx % 4 == 0) {
+    *reinterpret_cast<std::uint32_t*>(codes + idx) = packed;
+  } else {
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+      if (c0 + i < k) codes[idx + i] = static_cast<std::uint8_t>(packed >> (8 * i));
+  }
+  if (lane == 0) scales[t * ts + g * gs] = scale;
+}
+
+__device__ __forceinline__ float E4M3ToFloat(std::uint8_t code) {
+  __half_raw h = __nv_cvt_fp8_to_halfraw(static_cast<__nv_fp8_storage_t>(code), __NV_E4M3);
+  return __half2float(__half(h));
+}
+
+// out[t, j] = Σ_g xs[t,g] · ws[j/128, g] · Σ_{c in g} x[t,c] · w[j,c]. Tiles of 64 tokens × 64 rows,
+// 256 threads with 4×4 outputs each, k in slices of 32.
+constexpr int kTile = 64, kSlice = 32;
+__global__ void Fp8GemmKernel(const std::uint8_t* xq, const float* xs, std::int64_t ts, std::int64_t gs,
+                              const std::uint8_t* w, const float* ws, std::int64_t n, std::int64_t m, std::int64_t k,
+                              void* out, Elem oe) {
+  __shared__ float sx[kTile][kSlice + 1], sw[kTile][kSlice + 1];
+  const std::int64_t t0 = blockIdx.y * static_cast<std::int64_t>(kTile), j0 = blockIdx.x * static_cast<std::int64_t>(kTile);
+  const int tr = threadIdx.x / 16, tc = threadIdx.x % 16;  // rows tr + 16i, cols tc + 16j
+  const std::int64_t kb = (k + kGroup - 1) / kGroup;
+  float acc[4][4] = {};
+  for (std::int64_t g = 0; g < kb; ++g) {
+    float part[4][4] = {};
+    const std::int64_t g_end = (g + 1) * kGroup < k ? (g + 1) * kGroup : k;
+    for (std::int64_t c0 = g * kGroup; c0 < g_end; c0 += kSlice) {
+      for (int e = threadIdx.x; e < kTile * kSlice; e += blockDim.x) {
+        const int r = e / kSlice, c = e % kSlice;
+        const std::int64_t kc = c0 + c;
+        const bool kin = kc < k && kc < (g + 1) * kGroup;
+        sx[r][c] = (kin && t0 + r < n) ? E4M3ToFloat(xq[(t0 + r) * k + kc]) : 0.0f;
+        sw[r][c] = (kin && j0 + r < m) ? E4M3ToFloat(w[(j0 + r) * k + kc]) : 0.0f;
+      }
+      __syncthreads();
+#pragma unroll 4
+      for (int c = 0; c < kSlice; ++c)
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+#pragma unroll
+          for (int j = 0; j < 4; ++j) part[i][j] += sx[tr + 16 * i][c] * sw[tc + 16 * j][c];
+      __syncthreads();
+    }
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const std::int64_t t = t0 + tr + 16 * i;
+      const float sxv = t < n ? xs[t * ts + g * gs] : 0.0f;
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const std::int64_t r = j0 + tc + 16 * j;
+        const float swv = r < m ? ws[(r / kGroup) * kb + g] : 0.0f;
+        acc[i][j] += part[i][j] * (sxv * swv);
+      }
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < 4; ++i)
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const std::int64_t t = t0 + tr + 16 * i, r = j0 + tc + 16 * j;
+      if (t < n && r < m) StoreF(out, t * m + r, oe, acc[i][j]);
+    }
+}
+
+// e4m3 bits placed into an fp32's exponent and mantissa: exactly code · 2^-120, subnormal codes
+// included (they land on fp32 subnormals), in two integer operations instead of conversions.
+__device__ __forceinline__ float E4M3Scaled(std::uint32_t byte) {
+  return __uint_as_float(((byte & 0x80u) << 24) | ((byte & 0x7Fu) << 20));
+}
+
+__global__ void DecodeCodesKernel(const std::uint8_t* codes, float* out, std::int64_t n) {
+  const std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
+  if (i < n) out[i] = E4M3ToFloat(codes[i]);
+}
+
+// Few tokens (decode): one warp per output row streams the weight row in 16-byte chunks (16 codes,
+// all inside one 128-group) and serves up to kGemvTokens tokens from each load; memory-bound.
+// xf holds the activation codes as fp32 (read through L1), xs their scales [n][kb].
+constexpr int kGemvTokens = 8, kGemvWarps = 8;
+constexpr std::int64_t kGemvMaxTokens = 2, kPadTokens = 32;
+constexpr float kTwoPow120 = 1.329227995784916e36f;
+__global__ void Fp8GemvKernel(const float* xf, const float* xs, std::int64_t n, const std::uint8_t* w,
+                              const float* ws, std::int64_t m, std::int64_t k, void* out, Elem oe) {
+  const std::int64_t row = blockIdx.x * static_cast<std::int64_t>(kGemvWarps) + (threadIdx.x >> 5);
+  if (row >= m) return;
+  const int lane = threadIdx.x & 31;
+  const std::int64_t kb = (k + kGroup - 1) / kGroup, chunks = k / 16;
+  const std::uint8_t* wr = w + row * k;
+  const float* wsr = ws + (row / kGroup) * kb;
+  float acc[kGemvTokens] = {};
+#pragma unroll 4
+  for (std::int64_t ch = lane; ch < chunks; ch += 32) {
+    const uint4 wv = __ldg(reinterpret_cast<const uint4*>(wr + ch * 16));
+    const std::int64_t g = ch * 16 / kGroup;
+    float wf[16];
+    const std::uint32_t words[4] = {wv.x, wv.y, wv.z, wv.w};
+#pragma unroll
+    for (int q = 0; q < 4; ++q)
+#pragma unroll
+      for (int b = 0; b < 4; ++b) wf[q * 4 + b] = E4M3Scaled(words[q] >> (8 * b));
+    const float wscale = wsr[g] * kTwoPow120;
+#pragma unroll
+    for (int t = 0; t < kGemvTokens; ++t) {
+      if (t >= n) break;
+      const float4* xp = reinterpret_cast<const float4*>(xf + t * k + ch * 16);
+      float part = 0.0f;
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        const float4 xv = xp[q];
+        part += xv.x * wf[q * 4] + xv.y * wf[q * 4 + 1] + xv.z * wf[q * 4 + 2] + xv.w * wf[q * 4 + 3];
+      }
+      acc[t] += part * (xs[t * kb + g] * wscale);
+    }
+  }
+#pragma unroll
+  for (int t = 0; t < kGemvTokens; ++t) {
+    if (t >= n) break;
+    float v = acc[t];
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    if (lane == 0) StoreF(out, t * m + row, oe, v);
+  }
+}
+
+__global__ void TransposeKernel(const float* src, float* dst, std::int64_t rows, std::int64_t cols) {
+  const std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
+  if (i < rows * cols) dst[(i % cols) * rows + i / cols] = src[i];
+}
+
+// Deterministic pseudo-random fill for the layout probe.
+__device__ __forceinline__ std::uint32_t Hash(std::uint32_t x) {
+  x ^= x >> 16;
+  x *= 0x7feb352du;
+  x ^= x >> 15;
+  x *= 0x846ca68bu;
+  x ^= x >> 16;
+  return x;
+}
+__global__ void ProbeFillKernel(float* x, std::int64_t nx, std::uint8_t* w, std::int64_t nw, float* ws,
+                                std::int64_t nws) {
+  const std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
+  if (i < nx) x[i] = (Hash(static_cast<std::uint32_t>(i) * 3u + 1u) % 20001u) / 10000.0f - 1.0f;
+  if (i < nw) {
+    std::uint8_t c = static_cast<std::uint8_t>(Hash(static_cast<std::uint32_t>(i) * 5u + 7u));
+    if ((c & 0x7F) == 0x7F) c = 0x7E;  // never NaN
+    w[i] = c;
+  }
+  if (i < nws) ws[i] = 1e-3f * (1 + Hash(static_cast<std::uint32_t>(i) + 99u) % 64u);
+}
+
+struct Quantized {
+  Buffer codes, scales;
+  std::int64_t ts = 0, gs = 0;
+};
+
+Quantized QuantizeFor(CudaContext& ctx, const Tensor& x, std::int64_t n, std::int64_t k, bool token_major) {
+  Quantized q;
+  const std::int64_t kb = Ceil(k, kGroup), n4 = Ceil(n, 4) * 4;
+  q.codes = Buffer(DType::kU8, Shape{n, k}, ctx.allocator());
+  q.scales = Buffer(DType::kF32, Shape{kb * n4}, ctx.allocator());
+  q.ts = token_major ? kb : 1;
+  q.gs = token_major ? 1 : n4;
+  QuantizeFp8(ctx, x.View(Shape{n, k}), q.codes.ptr<std::uint8_t>(), q.scales.ptr<float>(), q.ts, q.gs);
+  return q;
+}
+
+// cuBLASLt with layout `mode`; false when it turns the problem down.
+bool CublasFp8(CudaContext& ctx, int mode, const Quantized& q, const Tensor& w, const Tensor& w_scale, std::int64_t n,
+               const Tensor& out_bf16) {
+  const std::int64_t m = w.shape[0], k = w.shape[1];
+  Buffer ws_t;
+  const float* ws = w_scale.ptr<float>();
+  if (mode & 2) {
+    const std::int64_t mb = w_scale.shape[0], kb = w_scale.shape[1];
+    ws_t = Buffer(DType::kF32, Shape{kb, mb}, ctx.allocator());
+    TransposeKernel<<<Blocks(mb * kb, 256), 256, 0, ctx.stream()>>>(ws, ws_t.ptr<float>(), mb, kb);
+    FISSION_LAUNCHED();
+    ws = ws_t.ptr<float>();
+  }
+  GemmDesc g;
+  g.trans_a = true;
+  g.m = m;
+  g.n = n;
+  g.k = k;
+  g.a = w.data;
+  g.a_type = CUDA_R_8F_E4M3;
+  g.lda = k;
+  g.b = q.codes.tensor().data;
+  g.b_type = CUDA_R_8F_E4M3;
+  g.ldb = k;
+  g.d = out_bf16.data;
+  g.d_type = CUDA_R_16BF;
+  g.ldd = m;
+  g.a_scale = ws;
+  g.b_scale = q.scales.ptr<float>();
+  return ctx.Gemm(g);
+}
+
+void OwnFp8(CudaContext& ctx, const Quantized& q, const Tensor& w, const Tensor& w_scale, std::int64_t n,
+            const Tensor& out) {
+  const std::int64_t m = w.shape[0], k = w.shape[1];
+  const dim3 grid(static_cast<unsigned>(Ceil(m, kTile)), static_cast<unsigned>(Ceil(n, kTile)));
+  Fp8GemmKernel<<<grid, 256, 0, ctx.stream()>>>(q.codes.ptr<std::uint8_t>(), q.scales.ptr<float>(), q.ts, q.gs,
+                                               w.ptr<std::uint8_t>(), w_scale.ptr<float>(), n, m, k, out.data,
+                                               ElemOf(out));
+  FISSION_LAUNCHED();
+}
+
+// Finds the scale layouts under which cuBLASLt agrees with the own kernel.
+int ProbeLayout(CudaContext& ctx) {
+  constexpr std::int64_t n = 64, m = 384, k = 512;
+  Buffer x(DType::kF32, Shape{n, k}, ctx.allocator()), w(DType::kU8, Shape{m, k}, ctx.allocator()),
+      ws(DType::kF32, Shape{m / kGroup, k / kGroup}, ctx.allocator());
+  ProbeFillKernel<<<Blocks(m * k, 256), 256, 0, ctx.stream()>>>(x.ptr<float>(), n * k, w.ptr<std::uint8_t>(), m * k,
+                                                               ws.ptr<float>(), ws.tensor().numel());
+  FISSION_LAUNCHED();
+  Tensor wt = w.tensor();
+  wt.dtype = DType::kF8E4M3;
+  Buffer ref(DType::kF32, Shape{n, m}, ctx.allocator()), got(DType::kBF16, Shape{n, m}, ctx.allocator()),
+      got32(DType::kF32, Shape{n, m}, ctx.allocator());
+  OwnFp8(ctx, QuantizeFor(ctx, x, n, k, true), wt, ws, n, ref);
+  std::vector<float> r(n * m), o(n * m);
+  ctx.DownloadBytes(r.data(), ref.tensor().data, r.size() * sizeof(float));
+  for (int mode = 0; mode < 4; ++mode) {
+    if (!CublasFp8(ctx, mode, QuantizeFor(ctx, x, n, k, mode & 1), wt, ws, n, got)) continue;
+    Convert(ctx, got, got32);
+    ctx.DownloadBytes(o.data(), got32.tensor().data, o.size() * sizeof(float));
+    double num = 0, den = 0;
+    for (std::size_t i = 0; i < r.size(); ++i) {
+      num += (o[i] - r[i]) * static_cast<double>(o[i] - r[i]);
+      den += r[i] * static_cast<double>(r[i]);
+    }
+    if (std::sqrt(num / den) < 1e-2) return mode;
+  }
+  return kFp8OwnKernel;
+}
+
+}  // namespace
+
+void QuantizeFp8(CudaContext& ctx, const Tensor& x, std::uint8_t* codes, float* scales, std::int64_t token_stride,
+                 std::int64_t group_stride) {
+  const std::int64_t k = x.shape[-1], n = x.numel() / k;
+  if (n == 0) return;
+  const std::int64_t items = n * Ceil(k, kGroup);
+  QuantizeKernel<<<Blocks(items, 8), 256, 0, ctx.stream()>>>(x.data, ElemOf(x), n, k, codes, scales, token_stride,
+                                                            group_stride);
+  FISSION_LAUNCHED();
+}
+
+void LinearFp8(CudaContext& ctx, const Tensor& x, const Tensor& w, const Tensor& w_scale, const Tensor& out) {
+  FISSION_CHECK(w.dtype == DType::kF8E4M3 && w.rank() == 2 && w_scale.dtype == DType::kF32,
+                "LinearFp8 takes e4m3 weights with fp32 block scales, got ", DTypeName(w.dtype), "/",
+                DTypeName(w_scale.dtype));
+  const std::int64_t m = w.shape[0], k = w.shape[1], n = x.numel() / k;
+  FISSION_CHECK(x.shape[-1] == k && out.numel() == n * m && w_scale.numel() == Ceil(m, kGroup) * Ceil(k, kGroup),
+                "LinearFp8 shapes x", x.shape.ToString(), " w", w.shape.ToString(), " w_scale",
+                w_scale.shape.ToString(), " out", out.shape.ToString());
+  if (n == 0) return;
+  // One or two tokens: the GEMV kernel (cuBLASLt's block-scaled kernels are slow for a handful of
+  // tokens). Up to kPadTokens: cuBLASLt on a zero-padded batch.
+  // cuBLASLt's block-scaled GEMM gave wrong results for a k with a partial 128-group on a padded
+  // batch (seen on H200, CUDA 13.0): such shapes take the GEMV kernel, in passes of 8 tokens.
+  const bool whole_groups = k % kGroup == 0;
+  if ((n <= kGemvMaxTokens || !whole_groups) && k % 16 == 0) {
+    Quantized q = QuantizeFor(ctx, x, n, k, true);
+    Buffer xf(DType::kF32, Shape{n, k}, ctx.allocator());
+    DecodeCodesKernel<<<Blocks(n * k, 256), 256, 0, ctx.stream()>>>(q.codes.ptr<std::uint8_t>(), xf.ptr<float>(), n * k);
+    FISSION_LAUNCHED();
+    for (std::int64_t t0 = 0; t0 < n; t0 += kGemvTokens) {
+      const std::int64_t nt = std::min<std::int64_t>(kGemvTokens, n - t0);
+      const std::int64_t kb = Ceil(k, kGroup);
+      Fp8GemvKernel<<<Blocks(m, kGemvWarps), kGemvWarps * 32, 0, ctx.stream()>>>(
+          xf.ptr<float>() + t0 * k, q.scales.ptr<float>() + t0 * kb, nt, w.ptr<std::uint8_t>(),
+          w_scale.ptr<float>(), m, k, static_cast<unsigned char*>(out.data) + DTypeBytes(out.dtype, t0 * m),
+          ElemOf(out));
+      FISSION_LAUNCHED();
+    }
+    return;
+  }
+  if (ctx.fp8_layout < 0) ctx.fp8_layout = ProbeLayout(ctx);
+  const int mode = ctx.fp8_layout;
+  if (mode != kFp8OwnKernel && whole_groups && n < kPadTokens) {
+    // Quantize into a zero-padded batch of kPadTokens tokens, keep the first n output rows.
+    Buffer x_pad(x.dtype, Shape{kPadTokens, k}, ctx.allocator());
+    FISSION_CUDA(cudaMemsetAsync(x_pad.tensor().data, 0, x_pad.tensor().bytes(), ctx.stream()));
+    FISSION_CUDA(cudaMemcpyAsync(x_pad.tensor().data, x.data, DTypeBytes(x.dtype, n * k), cudaMemcpyDeviceToDevice,
+                                 ctx.stream()));
+    Quantized q = QuantizeFor(ctx, x_pad, kPadTokens, k, mode & 1);
+    Buffer d(DType::kBF16, Shape{kPadTokens, m}, ctx.allocator());
+    if (CublasFp8(ctx, mode, q, w, w_scale, kPadTokens, d)) {
+      Convert(ctx, d.tensor().Rows(0, n), out.View(Shape{n, m}));
+      return;
+    }
+  }
+  if (mode != kFp8OwnKernel && whole_groups) {
+    Quantized q = QuantizeFor(ctx, x, n, k, mode & 1);
+    Buffer tmp;
+    const Tensor* d = &out;
+    if (out.dtype != DType::kBF16) {
+      tmp = Buffer(DType::kBF16, Shape{n, m}, ctx.allocator());
+      d = &tmp.tensor();
+    }
+    if (CublasFp8(ctx, mode, q, w, w_scale, n, *d)) {
+      if (d != &out) Convert(ctx, *d, out);
+      return;
+    }
+  }
+  OwnFp8(ctx, QuantizeFor(ctx, x, n, k, true), w, w_scale, n, out);
+}
+
+}  // namespace fission::kernels::cuda

@@ -1,0 +1,422 @@
+// The flash-style attention kernel behind both MLA forms: online softmax over key tiles, no S×S
+// materialisation, bf16 tensor-core products (mma.sync m16n8k16) with fp32 accumulation.
+//
+// A block owns 16·RB query rows (RB = 1 or 4) and walks 64-key tiles. Rows are (token, head) pairs: in the expanded
+// (prefill) form a block holds 64 tokens of one head (grid.y = head), each head with its own keys;
+// in the absorbed (decode) form a block holds 64 (token, head) pairs of one sequence that share the
+// latent rows as keys, and the values are the first DV columns of those rows. Per tile:
+//   1. S = Q·Kᵀ: 8 warps, each 16 rows × 8·RB keys, written to shared memory (scaled to log2
+//      units, causal mask applied per row).
+//   2. Online softmax: 16/RB threads per row update the running max and sum, write P (bf16).
+//   3. O += P·V: each warp 16 rows × DV·RB/8 columns, accumulators in registers, rescaled by the
+//      change of the running max first.
+// RB = 1 serves decode batches with at most 16 rows per sequence (16 heads under tensor
+// parallelism): no tensor work is spent on empty rows and two blocks fit on a multiprocessor.
+// A block may cover one split of the keys; partial results then carry their log-sum-exp and a
+// second kernel merges the splits.
+#pragma once
+
+#include "kernels/cuda/cuda_common.cuh"
+
+namespace fission::kernels::cuda::mla {
+
+constexpr int kMaxRows = 64, kKeys = 64, kThreads = 256;
+
+// Where a row of Q, K or V comes from: element c < count of row (index, head) is at
+// ptr[index * tok_stride + head * head_stride + c].
+struct RowSrc {
+  const void* ptr = nullptr;
+  Elem elem = Elem::kBF16;
+  std::int64_t tok_stride = 0, head_stride = 0;
+  int count = 0;
+};
+
+// A sequence of the batch: its query rows, its keys, where its keys start in a contiguous key
+// block (kv_base) or its block table (bt_offset), and where its query positions start (pos_offset).
+struct SeqInfo {
+  int query_start, query_len, kv_len, kv_base, bt_offset, pos_offset;
+};
+
+struct WorkItem {
+  int seq, row_begin, key_begin, key_end, split;
+};
+
+struct Params {
+  RowSrc qa, qb;  // a Q row is qa's elements then qb's
+  RowSrc ka, kb;  // a K row likewise, read at the key's slot
+  RowSrc v;       // unused when V is the first DV columns of K
+  const SeqInfo* seqs;
+  const WorkItem* items;
+  const std::int32_t* block_tables;  // paged keys: slot = table[key / page] * page + key % page
+  const std::int32_t* positions;     // query t of a sequence sees keys [0, positions[pos_offset + t]]
+  int page_size;                     // 0: keys are contiguous from kv_base
+  int heads;
+  int rows_heads;  // heads when a block's rows are (token, head) pairs, 1 when grid.y is the head
+  float scale_log2;
+  // Output row (token, head) at out[token * out_tok_stride + head * out_head_stride + c] when there
+  // is one split; otherwise part_o[(split * total_rows + token * heads + head) * DV + c] and part_lse.
+  void* out;
+  Elem out_elem;
+  std::int64_t out_tok_stride, out_head_stride;
+  float* part_o;
+  float* part_lse;
+  int num_splits;
+  std::int64_t total_rows;
+};
+
+__device__ __forceinline__ void Mma(float (&d)[4], std::uint32_t a0, std::uint32_t a1, std::uint32_t a2,
+                                    std::uint32_t a3, std::uint32_t b0, std::uint32_t b1) {
+  asm(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ std::uint32_t Pack(__nv_bfloat16 lo, __nv_bfloat16 hi) {
+  return static_cast<std::uint32_t>(__bfloat16_as_ushort(lo)) |
+         (static_cast<std::uint32_t>(__bfloat16_as_ushort(hi)) << 16);
+}
+
+// Eight consecutive elements as bf16 (16 bytes), from a bf16 or fp32 source.
+__device__ __forceinline__ uint4 Load8(const void* base, std::int64_t idx, Elem e) {
+  if (e == Elem::kBF16) return *reinterpret_cast<const uint4*>(static_cast<const __nv_bfloat16*>(base) + idx);
+  const float4* f = reinterpret_cast<const float4*>(static_cast<const float*>(base) + idx);
+  const float4 x = f[0], y = f[1];
+  uint4 r;
+  r.x = Pack(__float2bfloat16_rn(x.x), __float2bfloat16_rn(x.y));
+  r.y = Pack(__float2bfloat16_rn(x.z), __float2bfloat16_rn(x.w));
+  r.z = Pack(__float2bfloat16_rn(y.x), __float2bfloat16_rn(y.y));
+  r.w = Pack(__float2bfloat16_rn(y.z), __float2bfloat16_rn(y.w));
+  return r;
+}
+
+__device__ __forceinline__ unsigned SmemAddr(const void* p) {
+  return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ void LdMatrixX4(std::uint32_t (&r)[4], const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(SmemAddr(p)));
+}
+__device__ __forceinline__ void LdMatrixX4Trans(std::uint32_t (&r)[4], const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(SmemAddr(p)));
+}
+__device__ __forceinline__ void CpAsyncCommit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void CpAsyncWait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+// 16 bytes global -> shared without a register round trip; src_bytes 0 writes zeros.
+__device__ __forceinline__ void CpAsync16(void* smem_dst, const void* src, int src_bytes) {
+  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem_dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
+}
+__device__ __forceinline__ void CpAsyncWaitAll() {
+  asm volatile("cp.async.commit_group;\n" ::);
+  asm volatile("cp.async.wait_group 0;\n" ::);
+}
+
+// Fills rows [0, NR) of an [NR][ld] bf16 tile: row r from (index[r], head[r]) of a then b, or zeros
+// where index[r] < 0. Counts are multiples of 8. bf16 sources are copied asynchronously (every copy
+// of the tile in flight at once; CpAsyncWaitAll before use); fp32 sources are converted through
+// registers, eight loads in flight per thread.
+template <int D, int NR>
+__device__ __forceinline__ void LoadTile(__nv_bfloat16* tile, int ld, const RowSrc& a, const RowSrc& b,
+                                         const std::int64_t* index, const int* head) {
+  constexpr int kChunks = D / 8;
+  constexpr int kTotal = NR * kChunks;
+  if (a.elem == Elem::kBF16 && (b.count == 0 || b.elem == Elem::kBF16)) {
+    for (int e = threadIdx.x; e < kTotal; e += kThreads) {
+      const int r = e / kChunks, c = (e % kChunks) * 8;
+      const std::int64_t i = index[r];
+      const __nv_bfloat16* src = static_cast<const __nv_bfloat16*>(a.ptr);
+      if (i >= 0) {
+        src = c < a.count ? static_cast<const __nv_bfloat16*>(a.ptr) + i * a.tok_stride + head[r] * a.head_stride + c
+                          : static_cast<const __nv_bfloat16*>(b.ptr) + i * b.tok_stride + head[r] * b.head_stride +
+                                (c - a.count);
+      }
+      CpAsync16(tile + r * ld + c, src, i >= 0 ? 16 : 0);
+    }
+    return;
+  }
+  constexpr int kBatch = 8;
+  for (int e0 = threadIdx.x; e0 < kTotal; e0 += kThreads * kBatch) {
+    uint4 v[kBatch];
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) {
+      const int e = e0 + u * kThreads;
+      v[u] = make_uint4(0, 0, 0, 0);
+      if (e < kTotal) {
+        const int r = e / kChunks, c = (e % kChunks) * 8;
+        const std::int64_t i = index[r];
+        if (i >= 0) {
+          if (c < a.count)
+            v[u] = Load8(a.ptr, i * a.tok_stride + head[r] * a.head_stride + c, a.elem);
+          else
+            v[u] = Load8(b.ptr, i * b.tok_stride + head[r] * b.head_stride + (c - a.count), b.elem);
+        }
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) {
+      const int e = e0 + u * kThreads;
+      if (e < kTotal) {
+        const int r = e / kChunks, c = (e % kChunks) * 8;
+        *reinterpret_cast<uint4*>(tile + r * ld + c) = v[u];
+      }
+    }
+  }
+}
+
+template <int DQK, int DV, bool kVFromK, int RB>
+struct Smem {
+  static constexpr int kRows = 16 * RB;
+  static constexpr int kLdQK = DQK + 8, kLdV = DV + 8, kLdS = kKeys + 4, kLdP = kKeys + 8;
+  static constexpr std::size_t kQ = 0;
+  static constexpr std::size_t kK = kQ + sizeof(__nv_bfloat16) * kRows * kLdQK;
+  static constexpr std::size_t kV = kK + sizeof(__nv_bfloat16) * kKeys * kLdQK;
+  static constexpr std::size_t kS = kV + (kVFromK ? 0 : sizeof(__nv_bfloat16) * kKeys * kLdV);
+  static constexpr std::size_t kP = kS + sizeof(float) * kRows * kLdS;
+  static constexpr std::size_t kStats = kP + sizeof(__nv_bfloat16) * kRows * kLdP;
+  // m, l, alpha (float), limit, head (int), token and key index (int64)
+  static constexpr std::size_t kBytes = kStats + kMaxRows * (3 * 4 + 2 * 4) + (kMaxRows + kKeys) * 8;
+};
+
+template <int DQK, int DV, bool kVFromK, int RB>
+__global__ void __launch_bounds__(kThreads, (RB == 1 || DQK <= 192) ? 2 : 1) FlashKernel(const Params p) {
+  using L = Smem<DQK, DV, kVFromK, RB>;
+  constexpr int kRows = L::kRows;
+  constexpr int kGroups = 8 / RB;              // warps sharing a row block
+  constexpr int kKeysPerWarp = kKeys / kGroups;  // phase 1
+  constexpr int kColsPerWarp = DV / kGroups;     // phase 3
+  constexpr int kTpr = kThreads / kRows;         // phase 2: threads per row
+  constexpr int kVpt = kKeys / kTpr;             // and values per thread
+  extern __shared__ __align__(16) unsigned char smem[];
+  __nv_bfloat16* qs = reinterpret_cast<__nv_bfloat16*>(smem + L::kQ);
+  __nv_bfloat16* ks = reinterpret_cast<__nv_bfloat16*>(smem + L::kK);
+  __nv_bfloat16* vs = kVFromK ? ks : reinterpret_cast<__nv_bfloat16*>(smem + L::kV);
+  constexpr int kLdV = kVFromK ? L::kLdQK : L::kLdV;
+  float* ss = reinterpret_cast<float*>(smem + L::kS);
+  __nv_bfloat16* ps = reinterpret_cast<__nv_bfloat16*>(smem + L::kP);
+  float* row_m = reinterpret_cast<float*>(smem + L::kStats);
+  float* row_l = row_m + kMaxRows;
+  float* row_alpha = row_l + kMaxRows;
+  int* row_limit = reinterpret_cast<int*>(row_alpha + kMaxRows);
+  int* row_head = row_limit + kMaxRows;
+  std::int64_t* row_token = reinterpret_cast<std::int64_t*>(row_head + kMaxRows);
+  std::int64_t* key_index = row_token + kMaxRows;
+
+  const WorkItem item = p.items[blockIdx.x];
+  const SeqInfo seq = p.seqs[item.seq];
+  const int rows_total = seq.query_len * p.rows_heads;
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, tq = lane & 3;
+
+  if (tid < kMaxRows) {
+    const int f = item.row_begin + tid;
+    const bool valid = f < rows_total && tid < kRows;
+    const int t = valid ? f / p.rows_heads : 0;
+    row_head[tid] = p.rows_heads == 1 ? static_cast<int>(blockIdx.y) : f % p.rows_heads;
+    row_token[tid] = valid ? seq.query_start + t : -1;
+    row_limit[tid] = valid ? min(item.key_end, p.positions[seq.pos_offset + t] + 1) : 0;
+    row_m[tid] = -INFINITY;
+    row_l[tid] = 0.0f;
+  }
+  __syncthreads();
+  LoadTile<DQK, kRows>(qs, L::kLdQK, p.qa, p.qb, row_token, row_head);
+  CpAsyncWaitAll();  // visible to all threads after the loop's first barrier
+  // The block's keys end where its furthest-seeing row's do (positions need not be consecutive).
+  int key_end = 0;
+  for (int r = 0; r < kRows; ++r) key_end = max(key_end, row_limit[r]);
+
+  const int rb = warp % RB, cg = warp / RB;  // row block of 16, and which share of the keys / of DV
+  constexpr int kNt = kColsPerWarp / 8;      // n-tiles of O per warp
+  float o[kNt][4];
+#pragma unroll
+  for (int j = 0; j < kNt; ++j) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
+  const int r0 = rb * 16 + g;
+
+  for (int k0 = item.key_begin; k0 < key_end; k0 += kKeys) {
+    if (tid < kKeys) {
+      const int key = k0 + tid;
+      std::int64_t slot = -1;
+      if (key < key_end)
+        slot = p.page_size > 0 ? static_cast<std::int64_t>(p.block_tables[seq.bt_offset + key / p.page_size]) *
+                                         p.page_size + key % p.page_size
+                               : static_cast<std::int64_t>(seq.kv_base) + key;
+      key_index[tid] = slot;
+    }
+    __syncthreads();
+    // K rows and (for the expanded form) V rows share the head of the block.
+    // Keys share the block's head (expanded form) or ignore it (absorbed form, head stride 0).
+    LoadTile<DQK, kKeys>(ks, L::kLdQK, p.ka, p.kb, key_index, row_head);
+    if constexpr (!kVFromK) {
+      RowSrc none;
+      LoadTile<DV, kKeys>(vs, kLdV, p.v, none, key_index, row_head);
+    }
+    CpAsyncWaitAll();
+    __syncthreads();
+
+    // 1. S = Q·Kᵀ for rows r0, r0 + 8 and keys cg·kKeysPerWarp + [0, kKeysPerWarp).
+    constexpr int kNs = kKeysPerWarp / 8;
+    float s[kNs][4];
+#pragma unroll
+    for (int j = 0; j < kNs; ++j) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
+    {
+      const int q4 = lane >> 3, r8 = lane & 7;
+      const __nv_bfloat16* qrow = qs + (rb * 16 + (q4 & 1) * 8 + r8) * L::kLdQK + (q4 >> 1) * 8;
+      if constexpr (kNs >= 2) {
+#pragma unroll 4
+        for (int kk = 0; kk < DQK; kk += 16) {
+          std::uint32_t a[4];
+          LdMatrixX4(a, qrow + kk);
+#pragma unroll
+          for (int j = 0; j < kNs; j += 2) {
+            std::uint32_t b[4];
+            LdMatrixX4(b, ks + (cg * kKeysPerWarp + j * 8 + (q4 >> 1) * 8 + r8) * L::kLdQK + kk + (q4 & 1) * 8);
+            Mma(s[j], a[0], a[1], a[2], a[3], b[0], b[1]);
+            Mma(s[j + 1], a[0], a[1], a[2], a[3], b[2], b[3]);
+          }
+        }
+      } else {
+        // One n-tile per warp: one ldmatrix brings the key fragments of two k-steps.
+        static_assert(DQK % 32 == 0);
+        const __nv_bfloat16* krow = ks + (cg * kKeysPerWarp + r8) * L::kLdQK + q4 * 8;
+#pragma unroll 4
+        for (int kk = 0; kk < DQK; kk += 32) {
+          std::uint32_t a[4], a2[4], b[4];
+          LdMatrixX4(a, qrow + kk);
+          LdMatrixX4(a2, qrow + kk + 16);
+          LdMatrixX4(b, krow + kk);
+          Mma(s[0], a[0], a[1], a[2], a[3], b[0], b[1]);
+          Mma(s[0], a2[0], a2[1], a2[2], a2[3], b[2], b[3]);
+        }
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < kNs; ++j) {
+      const int c = cg * kKeysPerWarp + j * 8 + 2 * tq;
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int r = r0 + (e >> 1) * 8, cc = c + (e & 1);
+        ss[r * L::kLdS + cc] = (k0 + cc < row_limit[r]) ? s[j][e] * p.scale_log2 : -INFINITY;
+      }
+    }
+    __syncthreads();
+
+    // 2. Online softmax, kTpr threads per row, kVpt keys each.
+    {
+      const int r = tid / kTpr, part = tid % kTpr;
+      float v[kVpt];
+      float mx = -INFINITY;
+#pragma unroll
+      for (int i = 0; i < kVpt; ++i) {
+        v[i] = ss[r * L::kLdS + part * kVpt + i];
+        mx = fmaxf(mx, v[i]);
+      }
+#pragma unroll
+      for (int o = 1; o < kTpr; o <<= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+      const float m_old = row_m[r];
+      const float m_new = fmaxf(m_old, mx);
+      const float base = m_new == -INFINITY ? 0.0f : m_new;  // a row with nothing visible yet stays at zero
+      float sum = 0.0f;
+#pragma unroll
+      for (int i = 0; i < kVpt; i += 2) {
+        const float e0 = exp2f(v[i] - base), e1 = exp2f(v[i + 1] - base);
+        sum += e0 + e1;
+        *reinterpret_cast<std::uint32_t*>(ps + r * L::kLdP + part * kVpt + i) =
+            Pack(__float2bfloat16_rn(e0), __float2bfloat16_rn(e1));
+      }
+#pragma unroll
+      for (int o = 1; o < kTpr; o <<= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+      if (part == 0) {
+        const float alpha = exp2f(m_old - base);
+        row_l[r] = row_l[r] * alpha + sum;
+        row_m[r] = m_new;
+        row_alpha[r] = alpha;
+      }
+    }
+    __syncthreads();
+
+    // 3. O = O·alpha + P·V for rows r0, r0 + 8 and columns cg·kColsPerWarp + [0, kColsPerWarp).
+    {
+      const float al0 = row_alpha[r0], al1 = row_alpha[r0 + 8];
+#pragma unroll
+      for (int j = 0; j < kNt; ++j) {
+        o[j][0] *= al0;
+        o[j][1] *= al0;
+        o[j][2] *= al1;
+        o[j][3] *= al1;
+      }
+#pragma unroll
+      for (int kk = 0; kk < kKeys; kk += 16) {
+        const std::uint32_t a0 = *reinterpret_cast<const std::uint32_t*>(ps + r0 * L::kLdP + kk + 2 * tq);
+        const std::uint32_t a1 = *reinterpret_cast<const std::uint32_t*>(ps + (r0 + 8) * L::kLdP + kk + 2 * tq);
+        const std::uint32_t a2 = *reinterpret_cast<const std::uint32_t*>(ps + r0 * L::kLdP + kk + 2 * tq + 8);
+        const std::uint32_t a3 = *reinterpret_cast<const std::uint32_t*>(ps + (r0 + 8) * L::kLdP + kk + 2 * tq + 8);
+        const int q4 = lane >> 3, r8 = lane & 7;
+        const __nv_bfloat16* vrow = vs + (kk + (q4 & 1) * 8 + r8) * kLdV + cg * kColsPerWarp + (q4 >> 1) * 8;
+#pragma unroll
+        for (int j = 0; j < kNt; j += 2) {
+          std::uint32_t b[4];
+          LdMatrixX4Trans(b, vrow + j * 8);
+          Mma(o[j], a0, a1, a2, a3, b[0], b[1]);
+          Mma(o[j + 1], a0, a1, a2, a3, b[2], b[3]);
+        }
+      }
+    }
+    __syncthreads();
+  }
+
+  // Normalise and write rows r0 and r0 + 8.
+#pragma unroll
+  for (int hr = 0; hr < 2; ++hr) {
+    const int r = r0 + hr * 8;
+    const std::int64_t token = row_token[r];
+    if (token < 0) continue;
+    const float l = row_l[r];
+    const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+    const int head = row_head[r];
+    if (p.num_splits == 1) {
+      const std::int64_t base = token * p.out_tok_stride + head * p.out_head_stride + cg * kColsPerWarp + 2 * tq;
+#pragma unroll
+      for (int j = 0; j < kNt; ++j) {
+        StoreF(p.out, base + j * 8, p.out_elem, o[j][2 * hr] * inv);
+        StoreF(p.out, base + j * 8 + 1, p.out_elem, o[j][2 * hr + 1] * inv);
+      }
+    } else {
+      const std::int64_t row = static_cast<std::int64_t>(item.split) * p.total_rows + token * p.heads + head;
+      float* dst = p.part_o + row * DV + cg * kColsPerWarp + 2 * tq;
+#pragma unroll
+      for (int j = 0; j < kNt; ++j) {
+        dst[j * 8] = o[j][2 * hr] * inv;
+        dst[j * 8 + 1] = o[j][2 * hr + 1] * inv;
+      }
+      if (cg == 0 && tq == 0) p.part_lse[row] = l > 0.0f ? row_m[r] + log2f(l) : -INFINITY;
+    }
+  }
+}
+
+// Merges the splits of row (token, head) by their log-sum-exp (log2 units).
+__global__ void MergeKernel(const float* part_o, const float* part_lse, int num_splits, std::int64_t total_rows,
+                            int dv, const std::int64_t* rows, void* out, Elem oe) {
+  const std::int64_t row = rows[blockIdx.x];
+  float mx = -INFINITY;
+  for (int s = 0; s < num_splits; ++s) mx = fmaxf(mx, part_lse[s * total_rows + row]);
+  for (int c = threadIdx.x; c < dv; c += blockDim.x) {
+    float num = 0.0f, den = 0.0f;
+    for (int s = 0; s < num_splits; ++s) {
+      const float lse = part_lse[s * total_rows + row];
+      if (lse == -INFINITY) continue;
+      const float w = exp2f(lse - mx);
+      num += w * part_o[(s * total_rows + row) * dv + c];
+      den += w;
+    }
+    StoreF(out, row * dv + c, oe, den > 0.0f ? num / den : 0.0f);
+  }
+}
+
+}  // namespace fission::kernels::cuda::mla

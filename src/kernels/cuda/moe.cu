@@ -1,0 +1,213 @@
+// DeepSeekMoE on the GPU: routing (sigmoid, bias for selection, group-limited top-k) and the routed
+// experts (token permutation by expert, one GEMM per active expert over its contiguous rows,
+// SiLU-and-multiply over all rows at once, weighted un-permutation in a fixed k order).
+#include <vector>
+
+#include "kernels/cuda/cuda_common.cuh"
+#include "kernels/cuda/cuda_ops.h"
+
+namespace fission::kernels::cuda {
+namespace {
+
+constexpr int kMaxGroups = 64;
+constexpr int kMaxTopK = 32;
+
+// Better = larger value, ties to the lower index (the CPU reference's order).
+__device__ __forceinline__ bool Better(float v, int i, float bv, int bi) { return v > bv || (v == bv && i < bi); }
+
+// One warp per token. Shared memory: scores, choice-or-masked values, and a taken flag per expert.
+__global__ void MoeRouteKernel(const void* logits, Elem le, const void* bias, Elem be, int experts, int n_group,
+                               int topk_group, int top_k, bool norm, float scaling, std::int32_t* ids,
+                               float* weights) {
+  extern __shared__ float smem[];
+  float* scores = smem;
+  float* masked = smem + experts;
+  int* taken = reinterpret_cast<int*>(smem + 2 * experts);
+  __shared__ float group_score[kMaxGroups];
+  __shared__ int group_chosen[kMaxGroups];
+  __shared__ int chosen[kMaxTopK];
+  const int lane = threadIdx.x;
+  const std::int64_t t = blockIdx.x;
+  for (int e = lane; e < experts; e += 32) {
+    const float s = 1.0f / (1.0f + expf(-LoadF(logits, t * experts + e, le)));
+    scores[e] = s;
+    masked[e] = s + LoadF(bias, e, be);  // the correction bias steers selection only
+    taken[e] = 0;
+  }
+  __syncwarp();
+  const int per_group = experts / n_group;
+  for (int g = lane; g < n_group; g += 32) {
+    float best = -INFINITY, second = -INFINITY;
+    for (int e = g * per_group; e < (g + 1) * per_group; ++e) {
+      const float c = masked[e];
+      if (c > best) {
+        second = best;
+        best = c;
+      } else if (c > second) {
+        second = c;
+      }
+    }
+    group_score[g] = per_group >= 2 ? best + second : best;
+    group_chosen[g] = 0;
+  }
+  __syncwarp();
+  if (lane == 0) {
+    for (int r = 0; r < topk_group; ++r) {
+      int bi = -1;
+      float bv = -INFINITY;
+      for (int g = 0; g < n_group; ++g)
+        if (!group_chosen[g] && (bi < 0 || Better(group_score[g], g, bv, bi))) {
+          bv = group_score[g];
+          bi = g;
+        }
+      group_chosen[bi] = 1;
+    }
+  }
+  __syncwarp();
+  // Experts outside the chosen groups score 0, as the reference does.
+  for (int e = lane; e < experts; e += 32)
+    if (!group_chosen[e / per_group]) masked[e] = 0.0f;
+  __syncwarp();
+  for (int r = 0; r < top_k; ++r) {
+    float bv = -INFINITY;
+    int bi = 0x7fffffff;
+    for (int e = lane; e < experts; e += 32)
+      if (!taken[e] && Better(masked[e], e, bv, bi)) {
+        bv = masked[e];
+        bi = e;
+      }
+    for (int o = 16; o > 0; o >>= 1) {
+      const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
+      const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
+      if (Better(ov, oi, bv, bi)) {
+        bv = ov;
+        bi = oi;
+      }
+    }
+    if (lane == 0) {
+      chosen[r] = bi;
+      taken[bi] = 1;
+    }
+    __syncwarp();
+  }
+  if (lane == 0) {
+    for (int i = 1; i < top_k; ++i)  // ascending ids: a fixed order for the weighted sum
+      for (int j = i; j > 0 && chosen[j - 1] > chosen[j]; --j) {
+        const int tmp = chosen[j];
+        chosen[j] = chosen[j - 1];
+        chosen[j - 1] = tmp;
+      }
+    float sum = 0.0f;
+    for (int i = 0; i < top_k; ++i) sum += scores[chosen[i]];
+    for (int i = 0; i < top_k; ++i) {
+      float w = scores[chosen[i]];
+      if (norm) w = w / (sum + 1e-20f);
+      ids[t * top_k + i] = chosen[i];
+      weights[t * top_k + i] = w * scaling;
+    }
+  }
+}
+
+__global__ void CountKernel(const std::int32_t* ids, std::int64_t pairs, int experts, int* counts, int* bad) {
+  const std::int64_t p = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
+  if (p >= pairs) return;
+  const int e = ids[p];
+  if (e < 0 || e >= experts) {
+    atomicExch(bad, 1);
+    return;
+  }
+  atomicAdd(&counts[e], 1);
+}
+
+// Each (token, k) pair takes the next free row of its expert's block.
+__global__ void PermuteKernel(const std::int32_t* ids, std::int64_t pairs, int top_k, int* cursor,
+                              std::int32_t* row_of_pair, std::int32_t* token_of_row) {
+  const std::int64_t p = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
+  if (p >= pairs) return;
+  const int row = atomicAdd(&cursor[ids[p]], 1);
+  row_of_pair[p] = row;
+  token_of_row[row] = static_cast<std::int32_t>(p / top_k);
+}
+
+__global__ void CombineKernel(const float* y, const std::int32_t* row_of_pair, const float* weights, int top_k,
+                              std::int64_t hidden, void* out, Elem oe) {
+  const std::int64_t t = blockIdx.x;
+  for (std::int64_t j = threadIdx.x; j < hidden; j += blockDim.x) {
+    float acc = 0.0f;
+    for (int k = 0; k < top_k; ++k) {
+      const std::int64_t p = t * top_k + k;
+      acc += y[static_cast<std::int64_t>(row_of_pair[p]) * hidden + j] * weights[p];
+    }
+    StoreF(out, t * hidden + j, oe, acc);
+  }
+}
+
+}  // namespace
+
+void MoeRoute(CudaContext& ctx, const Tensor& router_logits, const Tensor& bias, const MoeRouting& r,
+              const Tensor& topk_ids, const Tensor& topk_weights) {
+  const std::int64_t n = router_logits.shape[0], experts = r.num_experts;
+  FISSION_CHECK(router_logits.shape[1] == experts && bias.numel() == experts && r.n_group > 0 &&
+                    experts % r.n_group == 0 && r.n_group <= kMaxGroups && r.topk_group <= r.n_group &&
+                    r.top_k <= kMaxTopK && r.top_k <= experts * r.topk_group / r.n_group,
+                "MoeRoute configuration: ", experts, " experts, ", r.n_group, " groups, top ", r.topk_group,
+                " groups, top_k ", r.top_k);
+  FISSION_CHECK(topk_ids.dtype == DType::kI32 && topk_weights.dtype == DType::kF32 &&
+                topk_ids.numel() == n * r.top_k && topk_weights.numel() == n * r.top_k, "MoeRoute outputs");
+  if (n == 0) return;
+  const std::size_t smem = static_cast<std::size_t>(experts) * 3 * sizeof(float);
+  MoeRouteKernel<<<static_cast<unsigned>(n), 32, smem, ctx.stream()>>>(
+      router_logits.data, ElemOf(router_logits), bias.data, ElemOf(bias), static_cast<int>(experts),
+      static_cast<int>(r.n_group), static_cast<int>(r.topk_group), static_cast<int>(r.top_k), r.norm_topk_prob,
+      r.routed_scaling_factor, topk_ids.ptr<std::int32_t>(), topk_weights.ptr<float>());
+  FISSION_LAUNCHED();
+}
+
+void MoeExperts(CudaContext& ctx, const Tensor& x, const Tensor& topk_ids, const Tensor& topk_weights,
+                std::span<const Tensor> gate_up, std::span<const Tensor> down, const Tensor& out) {
+  const std::int64_t n = x.shape[0], hidden = x.shape[1], top_k = topk_ids.shape[1];
+  const int experts = static_cast<int>(gate_up.size());
+  FISSION_CHECK(experts > 0 && down.size() == gate_up.size() && topk_ids.dtype == DType::kI32 &&
+                topk_weights.dtype == DType::kF32 && out.numel() == n * hidden, "MoeExperts arguments");
+  if (n == 0) return;
+  const std::int64_t inter = down[0].shape[1];
+  const DType wtype = gate_up[0].dtype;
+  for (int e = 0; e < experts; ++e)
+    FISSION_CHECK(down[e].shape[1] == inter && gate_up[e].shape[0] == 2 * inter && gate_up[e].dtype == wtype &&
+                  down[e].dtype == wtype, "expert ", e, " differs in shape or dtype from expert 0");
+  const std::int64_t pairs = n * top_k;
+  Buffer counts(DType::kI32, Shape{experts + 1}, ctx.allocator());  // the last slot flags bad ids
+  FISSION_CUDA(cudaMemsetAsync(counts.tensor().data, 0, (experts + 1) * sizeof(int), ctx.stream()));
+  CountKernel<<<Blocks(pairs, 256), 256, 0, ctx.stream()>>>(topk_ids.ptr<std::int32_t>(), pairs, experts,
+                                                            counts.ptr<int>(), counts.ptr<int>() + experts);
+  FISSION_LAUNCHED();
+  std::vector<int> host_counts(experts + 1);
+  ctx.DownloadBytes(host_counts.data(), counts.tensor().data, host_counts.size() * sizeof(int));
+  FISSION_CHECK(host_counts[experts] == 0, "MoeExperts: expert id outside [0, ", experts, ")");
+  std::vector<int> offsets(experts + 1, 0);
+  for (int e = 0; e < experts; ++e) offsets[e + 1] = offsets[e] + host_counts[e];
+  Buffer cursor = ctx.Upload(std::span<const int>(offsets.data(), experts));
+  Buffer row_of_pair(DType::kI32, Shape{pairs}, ctx.allocator()), token_of_row(DType::kI32, Shape{pairs}, ctx.allocator());
+  PermuteKernel<<<Blocks(pairs, 256), 256, 0, ctx.stream()>>>(topk_ids.ptr<std::int32_t>(), pairs,
+                                                              static_cast<int>(top_k), cursor.ptr<int>(),
+                                                              row_of_pair.ptr<std::int32_t>(),
+                                                              token_of_row.ptr<std::int32_t>());
+  FISSION_LAUNCHED();
+  // Rows grouped by expert, in the weights' dtype; expert outputs in fp32 for the weighted sum.
+  Buffer xp(wtype, Shape{pairs, hidden}, ctx.allocator()), gu(wtype, Shape{pairs, 2 * inter}, ctx.allocator()),
+      act(wtype, Shape{pairs, inter}, ctx.allocator()), y(DType::kF32, Shape{pairs, hidden}, ctx.allocator());
+  GatherRowsDevice(ctx, x, token_of_row.ptr<std::int32_t>(), pairs, xp);
+  for (int e = 0; e < experts; ++e)
+    if (host_counts[e] > 0)
+      Linear(ctx, xp.tensor().Rows(offsets[e], offsets[e + 1]), gate_up[e], gu.tensor().Rows(offsets[e], offsets[e + 1]));
+  SiluMul(ctx, gu, act);
+  for (int e = 0; e < experts; ++e)
+    if (host_counts[e] > 0)
+      Linear(ctx, act.tensor().Rows(offsets[e], offsets[e + 1]), down[e], y.tensor().Rows(offsets[e], offsets[e + 1]));
+  CombineKernel<<<static_cast<unsigned>(n), 256, 0, ctx.stream()>>>(y.ptr<float>(), row_of_pair.ptr<std::int32_t>(),
+                                                                   topk_weights.ptr<float>(), static_cast<int>(top_k),
+                                                                   hidden, out.data, ElemOf(out));
+  FISSION_LAUNCHED();
+}
+
+}  // namespace fission::kernels::cuda

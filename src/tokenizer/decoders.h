@@ -1,0 +1,21 @@
+// Decoders turn the token strings of an id sequence back into text.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/json.h"
+
+namespace fission::tokenizer {
+
+class Decoder {
+ public:
+  virtual ~Decoder() = default;
+  // Rewrites the token strings; the decoded text is their concatenation.
+  virtual void DecodeChain(std::vector<std::string>* tokens) const = 0;
+};
+
+std::unique_ptr<Decoder> MakeDecoder(const Json& j, const std::string& where);
+
+}  // namespace fission::tokenizer

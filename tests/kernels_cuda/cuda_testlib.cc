@@ -1,0 +1,79 @@
+#include "kernels_cuda/cuda_testlib.h"
+
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <limits>
+
+namespace fission::kernels::cuda::testing {
+
+bool HaveDevice() {
+  static const bool have = [] {
+    int count = 0;
+    return cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
+  }();
+  return have;
+}
+
+CudaBackend& Gpu() {
+  static CudaBackend* backend = new CudaBackend(0);  // lives to process exit
+  return *backend;
+}
+
+Backend& Cpu() {
+  static std::unique_ptr<Backend> backend = MakeCpuBackend();
+  return *backend;
+}
+
+std::vector<float> Random(std::int64_t n, std::mt19937& rng, float scale) {
+  std::normal_distribution<float> normal(0.0f, scale);
+  std::vector<float> v(n);
+  for (float& x : v) x = normal(rng);
+  return v;
+}
+
+std::vector<float> RoundBf16(std::vector<float> v) {
+  for (float& x : v) x = Bf16ToF32(F32ToBf16(x));
+  return v;
+}
+
+Buffer ToDevice(DType dtype, Shape shape, const std::vector<float>& values) {
+  Buffer b(dtype, shape, Gpu().allocator());
+  EXPECT_EQ(static_cast<std::int64_t>(values.size()), shape.numel());
+  Gpu().CopyFromHost(values.data(), b);
+  return b;
+}
+
+Buffer Poisoned(DType dtype, Shape shape) {
+  std::vector<float> nan(shape.numel(), std::numeric_limits<float>::quiet_NaN());
+  return ToDevice(dtype, shape, nan);
+}
+
+std::vector<float> ToHost(const Tensor& t) {
+  std::vector<float> v(t.numel());
+  Gpu().CopyToHost(t, v.data());
+  return v;
+}
+
+Tensor HostView(std::vector<float>& values, Shape shape) {
+  Tensor t;
+  t.data = values.data();
+  t.dtype = DType::kF32;
+  t.shape = shape;
+  t.device = Device::Cpu();
+  return t;
+}
+
+double RelErr(const std::vector<float>& got, const std::vector<float>& ref) {
+  if (got.size() != ref.size()) return std::numeric_limits<double>::infinity();
+  double num = 0, den = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    if (!std::isfinite(got[i])) return std::numeric_limits<double>::infinity();
+    const double d = static_cast<double>(got[i]) - ref[i];
+    num += d * d;
+    den += static_cast<double>(ref[i]) * ref[i];
+  }
+  return den == 0 ? std::sqrt(num) : std::sqrt(num / den);
+}
+
+}  // namespace fission::kernels::cuda::testing

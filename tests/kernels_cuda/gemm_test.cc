@@ -1,0 +1,101 @@
+// Linear (fp32 and bf16 through cuBLASLt) and the FP8 block-scaled Linear, against the CPU.
+#include "kernels/cpu/cpu_ops.h"
+#include "kernels/cuda/cuda_backend.h"
+#include "kernels/cuda/cuda_context.h"
+#include "kernels/cuda/cuda_ops.h"
+#include "kernels_cuda/cuda_testlib.h"
+
+namespace fission::kernels::cuda::testing {
+namespace {
+
+struct LinearCase {
+  DType x, w, out;
+  double bound;
+};
+
+TEST(CudaLinear, MatchesCpuAcrossDtypesAndRaggedShapes) {
+  FISSION_REQUIRE_GPU();
+  std::mt19937 rng(10);
+  const LinearCase cases[] = {{DType::kF32, DType::kF32, DType::kF32, kF32Gemm},
+                              {DType::kF32, DType::kBF16, DType::kF32, kBf16},
+                              {DType::kBF16, DType::kBF16, DType::kBF16, kBf16},
+                              {DType::kBF16, DType::kBF16, DType::kF32, kBf16}};
+  for (const LinearCase& c : cases)
+    for (auto [n, m, k] : {std::tuple{1, 576, 7168}, {7, 96, 136}, {64, 1536, 512}, {301, 384, 1024}}) {
+      auto x = Random(n * k, rng), w = Random(m * k, rng, 0.05f);
+      if (c.x == DType::kBF16 || c.w == DType::kBF16) x = RoundBf16(x);  // the GEMM sees bf16 activations
+      if (c.w == DType::kBF16) w = RoundBf16(w);
+      std::vector<float> ref(n * m);
+      Cpu().Linear(HostView(x, Shape{n, k}), HostView(w, Shape{m, k}), HostView(ref, Shape{n, m}));
+      Buffer dx = ToDevice(c.x, Shape{n, k}, x), dw = ToDevice(c.w, Shape{m, k}, w), out = Poisoned(c.out, Shape{n, m});
+      Gpu().Linear(dx, dw, out);
+      EXPECT_LT(RelErr(ToHost(out), ref), c.bound) << DTypeName(c.x) << "x" << DTypeName(c.w) << "->"
+                                                   << DTypeName(c.out) << " " << n << "x" << m << "x" << k;
+    }
+}
+
+// Random e4m3 weights (no NaN codes) with positive block scales, as host floats.
+void RandomFp8Weight(std::int64_t m, std::int64_t k, std::mt19937& rng, std::vector<float>& w,
+                     std::vector<float>& scales) {
+  w.resize(m * k);
+  for (float& v : w) {
+    std::uint8_t code = static_cast<std::uint8_t>(rng());
+    if ((code & 0x7F) == 0x7F) code = 0x7E;
+    v = F8E4M3ToF32(code);
+  }
+  scales.resize(((m + 127) / 128) * ((k + 127) / 128));
+  std::uniform_real_distribution<float> u(1e-4f, 2e-3f);
+  for (float& s : scales) s = u(rng);
+}
+
+TEST(CudaLinearFp8, MatchesCpuBlockScaledReference) {
+  FISSION_REQUIRE_GPU();
+  std::mt19937 rng(11);
+  for (DType out_dtype : {DType::kF32, DType::kBF16})
+    // 1-2 tokens: GEMV kernel; 3-31: cuBLASLt on a padded batch; more: cuBLASLt.
+    for (auto [n, m, k] : {std::tuple{1, 576, 7168}, {2, 1536, 7168}, {5, 200, 320}, {17, 576, 2048},
+                           {33, 384, 1536}, {64, 1536, 7168}, {200, 7168, 2048}}) {
+      std::vector<float> w, ws;
+      RandomFp8Weight(m, k, rng, w, ws);
+      auto x = RoundBf16(Random(n * k, rng));
+      std::vector<std::uint8_t> codes(m * k);
+      ConvertFromF32(DType::kF8E4M3, w.data(), codes.data(), m * k);
+      Tensor hw;
+      hw.data = codes.data();
+      hw.dtype = DType::kF8E4M3;
+      hw.shape = Shape{m, k};
+      std::vector<float> ref(n * m);
+      const std::int64_t mb = (m + 127) / 128, kb = (k + 127) / 128;
+      cpu::LinearFp8(HostView(x, Shape{n, k}), hw, HostView(ws, Shape{mb, kb}), HostView(ref, Shape{n, m}));
+      Buffer dx = ToDevice(DType::kBF16, Shape{n, k}, x), dw = ToDevice(DType::kF8E4M3, Shape{m, k}, w),
+             dws = ToDevice(DType::kF32, Shape{mb, kb}, ws), out = Poisoned(out_dtype, Shape{n, m});
+      Gpu().LinearFp8(dx, dw, dws, out);
+      EXPECT_LT(RelErr(ToHost(out), ref), kFp8) << n << "x" << m << "x" << k << " -> " << DTypeName(out_dtype);
+    }
+  std::printf("FP8 GEMM path: %s (layout %d)\n", Gpu().context().fp8_layout == 4 ? "own kernel" : "cuBLASLt",
+              Gpu().context().fp8_layout);
+}
+
+TEST(CudaLinearFp8, QuantizerMatchesCpuCodesAndScales) {
+  FISSION_REQUIRE_GPU();
+  std::mt19937 rng(12);
+  const std::int64_t n = 9, k = 7168 + 64;  // a partial last group
+  auto x = Random(n * k, rng, 3.0f);
+  const std::int64_t kb = (k + 127) / 128;
+  std::vector<std::uint8_t> ref_codes(n * k);
+  std::vector<float> ref_scales(n * kb);
+  for (std::int64_t i = 0; i < n; ++i)
+    cpu::QuantizeFp8PerTokenGroup(x.data() + i * k, k, ref_codes.data() + i * k, ref_scales.data() + i * kb);
+  Buffer dx = ToDevice(DType::kF32, Shape{n, k}, x);
+  Buffer codes(DType::kU8, Shape{n, k}, Gpu().allocator()), scales(DType::kF32, Shape{n, kb}, Gpu().allocator());
+  QuantizeFp8(Gpu().context(), dx, codes.ptr<std::uint8_t>(), scales.ptr<float>(), kb, 1);
+  std::vector<std::uint8_t> got_codes(n * k);
+  std::vector<float> got_scales(n * kb);
+  Gpu().CopyBytesToHost(codes, got_codes.data());
+  Gpu().CopyBytesToHost(scales, got_scales.data());
+  EXPECT_EQ(got_codes, ref_codes);
+  EXPECT_EQ(got_scales, ref_scales);
+}
+
+}  // namespace
+}  // namespace fission::kernels::cuda::testing

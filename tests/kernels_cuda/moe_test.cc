@@ -1,0 +1,97 @@
+// MoE routing and routed experts: CUDA against the CPU reference.
+#include "kernels/cuda/cuda_backend.h"
+#include "kernels_cuda/cuda_testlib.h"
+
+namespace fission::kernels::cuda::testing {
+namespace {
+
+std::vector<std::int32_t> IdsToHost(const Tensor& t) {
+  std::vector<std::int32_t> v(t.numel());
+  Gpu().CopyBytesToHost(t, v.data());
+  return v;
+}
+
+TEST(CudaMoe, RouteMatchesCpuIdsAndWeights) {
+  FISSION_REQUIRE_GPU();
+  std::mt19937 rng(20);
+  MoeRouting v3{256, 8, 8, 4, true, 2.5f};     // DeepSeek-V3
+  MoeRouting flat{64, 6, 1, 1, false, 1.0f};    // no groups, no renormalisation
+  MoeRouting small{16, 4, 4, 2, true, 1.0f};    // tiny test checkpoints' shape
+  for (const MoeRouting& r : {v3, flat, small})
+    for (int n : {1, 17, 513}) {
+      auto logits = Random(n * r.num_experts, rng, 2.0f);
+      auto bias = Random(r.num_experts, rng, 0.1f);
+      std::vector<float> ref_w(n * r.top_k);
+      std::vector<std::int32_t> ref_ids(n * r.top_k);
+      Tensor hid;
+      hid.data = ref_ids.data();
+      hid.dtype = DType::kI32;
+      hid.shape = Shape{n, r.top_k};
+      Cpu().MoeRoute(HostView(logits, Shape{n, r.num_experts}), HostView(bias, Shape{r.num_experts}), r, hid,
+                     HostView(ref_w, Shape{n, r.top_k}));
+      Buffer dl = ToDevice(DType::kF32, Shape{n, r.num_experts}, logits),
+             db = ToDevice(DType::kF32, Shape{r.num_experts}, bias),
+             ids = ToDevice(DType::kI32, Shape{n, r.top_k}, std::vector<float>(n * r.top_k, -1.0f)),
+             w = Poisoned(DType::kF32, Shape{n, r.top_k});
+      Gpu().MoeRoute(dl, db, r, ids, w);
+      EXPECT_EQ(IdsToHost(ids), ref_ids) << r.num_experts << " experts, n=" << n;
+      EXPECT_LT(RelErr(ToHost(w), ref_w), 1e-5) << r.num_experts << " experts, n=" << n;
+    }
+}
+
+TEST(CudaMoe, ExpertsMatchCpu) {
+  FISSION_REQUIRE_GPU();
+  std::mt19937 rng(21);
+  for (DType wtype : {DType::kF32, DType::kBF16})
+    for (auto [n, experts, top_k, hidden, inter] : {std::tuple{1, 8, 2, 256, 128}, {37, 16, 4, 512, 256},
+                                                    {300, 64, 6, 384, 96}}) {
+      auto x = Random(n * hidden, rng);
+      if (wtype == DType::kBF16) x = RoundBf16(x);
+      std::vector<std::vector<float>> gu(experts), down(experts);
+      std::vector<Buffer> dgu, ddown;
+      std::vector<Tensor> hgu, hdown, tgu, tdown;
+      for (int e = 0; e < experts; ++e) {
+        gu[e] = Random(2 * inter * hidden, rng, 0.05f);
+        down[e] = Random(hidden * inter, rng, 0.05f);
+        if (wtype == DType::kBF16) {
+          gu[e] = RoundBf16(gu[e]);
+          down[e] = RoundBf16(down[e]);
+        }
+        hgu.push_back(HostView(gu[e], Shape{2 * inter, hidden}));
+        hdown.push_back(HostView(down[e], Shape{hidden, inter}));
+        dgu.push_back(ToDevice(wtype, Shape{2 * inter, hidden}, gu[e]));
+        ddown.push_back(ToDevice(wtype, Shape{hidden, inter}, down[e]));
+        tgu.push_back(dgu.back());
+        tdown.push_back(ddown.back());
+      }
+      // Distinct experts per token, some experts left without tokens.
+      std::vector<std::int32_t> ids(n * top_k);
+      std::vector<float> idsf(n * top_k), weights(n * top_k);
+      std::uniform_real_distribution<float> u(0.05f, 1.0f);
+      for (int t = 0; t < n; ++t) {
+        std::vector<int> pool(experts - 1);
+        for (int e = 0; e < experts - 1; ++e) pool[e] = e;  // the last expert never gets a token
+        std::shuffle(pool.begin(), pool.end(), rng);
+        for (int k = 0; k < top_k; ++k) {
+          ids[t * top_k + k] = pool[k];
+          idsf[t * top_k + k] = static_cast<float>(pool[k]);
+          weights[t * top_k + k] = u(rng);
+        }
+      }
+      Tensor hids;
+      hids.data = ids.data();
+      hids.dtype = DType::kI32;
+      hids.shape = Shape{n, top_k};
+      std::vector<float> ref(n * hidden);
+      Cpu().MoeExperts(HostView(x, Shape{n, hidden}), hids, HostView(weights, Shape{n, top_k}), hgu, hdown,
+                       HostView(ref, Shape{n, hidden}));
+      Buffer dx = ToDevice(wtype, Shape{n, hidden}, x), did = ToDevice(DType::kI32, Shape{n, top_k}, idsf),
+             dwt = ToDevice(DType::kF32, Shape{n, top_k}, weights), out = Poisoned(DType::kF32, Shape{n, hidden});
+      Gpu().MoeExperts(dx, did, dwt, tgu, tdown, out);
+      EXPECT_LT(RelErr(ToHost(out), ref), wtype == DType::kF32 ? kF32Gemm : kBf16)
+          << DTypeName(wtype) << " n=" << n << " experts=" << experts;
+    }
+}
+
+}  // namespace
+}  // namespace fission::kernels::cuda::testing
