@@ -63,8 +63,6 @@ class FakeTokenizer : public tokenizer::Tokenizer {
   std::optional<std::int32_t> TokenToId(std::string_view) const override { return std::nullopt; }
   std::optional<std::int32_t> bos_token_id() const override { return 29; }
   std::optional<std::int32_t> eos_token_id() const override { return 30; }
-#if __has_include("tokenizer/tokenizer_config.h")
-  // The tokenizer layer's full interface (present once its implementation is merged).
   std::optional<std::string> IdToToken(std::int32_t id) const override {
     if (id < 0 || id > 30) return std::nullopt;
     return Decode({id}, false);
@@ -74,7 +72,6 @@ class FakeTokenizer : public tokenizer::Tokenizer {
 
  private:
   tokenizer::TokenizerConfig config_;
-#endif
 };
 
 

