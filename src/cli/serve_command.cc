@@ -1,0 +1,119 @@
+// `fission serve`: load the model and tokenizer, start the engine thread and the HTTP server, and
+// serve until SIGTERM or SIGINT, then stop accepting, let in-flight requests finish (bounded) and
+// exit 0.
+#include <signal.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "base/error.h"
+#include "base/json.h"
+#include "base/log.h"
+#include "cli/commands.h"
+#include "engine/engine.h"
+#include "engine/offline.h"
+#include "http/server.h"
+#include "model/load_flags.h"
+#include "model/registry.h"
+#include "server/server_args.h"
+#include "server/service.h"
+#include "server/tokenizer_detokenizer.h"
+#include "tokenizer/tokenizer.h"
+
+namespace fission::cli {
+namespace {
+
+// The bundled demo model, served when no --model-path is given.
+std::string DefaultModelPath() { return std::string(FISSION_SOURCE_DIR) + "/models/demo-deepseek-v3"; }
+
+// Serves requests in flight for up to this long after SIGTERM before closing connections.
+constexpr int kShutdownGraceMs = 30000;
+
+Json ServerInfo(const server::ServerArgs& a) {
+  return {{"model_path", a.model_path},
+          {"tokenizer_path", a.TokenizerPath()},
+          {"served_model_name", a.ServedModelName()},
+          {"host", a.host},
+          {"port", a.port},
+          {"tp_size", a.load.tp_size},
+          {"attn_cp_size", a.load.attn_cp_size},
+          {"nsa_prefill_cp_mode", a.load.cp_mode},
+          {"page_size", a.engine.page_size},
+          {"max_total_tokens", a.engine.max_total_tokens},
+          {"chunked_prefill_size", a.engine.chunked_prefill_size},
+          {"max_prefill_tokens", a.engine.max_prefill_tokens},
+          {"max_running_requests", a.engine.max_running_requests},
+          {"disable_radix_cache", a.engine.disable_radix_cache},
+          {"reasoning_parser", a.reasoning_parser},
+          {"tool_call_parser", a.tool_call_parser},
+          {"device", "cpu"},
+          {"ignored_flags", a.ignored_flags}};
+}
+
+int RunServe(const std::vector<std::string>& args) {
+  server::ServerArgs flags = server::ParseServerArgs(args);
+  if (flags.help) {
+    std::fputs(server::ServerArgsHelp().c_str(), stdout);
+    return 0;
+  }
+  if (flags.model_path.empty()) flags.model_path = DefaultModelPath();
+  if (flags.device == "cuda")
+    Fail("--device cuda: the CUDA backend is not yet wired into serving; use --device cpu (the default here)");
+  SetLogLevel(ParseLogLevel(flags.log_level));
+  if (!flags.ignored_flags.empty()) Log(LogLevel::kWarning, flags.IgnoredFlagsLine());
+  // Block the stop signals before any thread starts, so only the wait below receives them.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+  const auto load_start = std::chrono::steady_clock::now();
+  auto tokenizer = tokenizer::Tokenizer::Load(flags.TokenizerPath());
+  auto model = model::LoadCausalLM(flags.model_path, flags.load);
+  engine::EngineConfig engine_config = flags.engine;
+  engine_config.eos_token_ids = engine::ReadEosTokenIds(flags.model_path);
+  server::TokenizerDetokenizer detokenizer(*tokenizer);
+  engine::Engine engine(model.get(), engine_config, &detokenizer);
+  const double load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count();
+
+  server::ServiceOptions options;
+  options.model_path = flags.model_path;
+  options.served_model_name = flags.ServedModelName();
+  options.tokenizer_path = flags.TokenizerPath();
+  options.api_key = flags.api_key;
+  if (!flags.chat_template.empty()) options.chat_template_file = flags.chat_template;
+  options.reasoning_parser = flags.reasoning_parser;
+  options.tool_call_parser = flags.tool_call_parser;
+  options.server_info = ServerInfo(flags);
+  server::Service service(options, engine, *tokenizer);
+
+  http::ServerOptions http_options;
+  http_options.host = flags.host;
+  http_options.port = flags.port;
+  http::HttpServer http(http_options);
+  service.Register(http);
+  engine.Start();
+  http.Start();
+  std::printf("fission serve: %s on http://%s:%d (loaded in %.2f s; %d KV pages of %d tokens)\n",
+              flags.ServedModelName().c_str(), flags.host.c_str(), http.port(), load_seconds, engine.num_pages(),
+              engine.page_size());
+  std::fflush(stdout);
+
+  int signal_number = 0;
+  sigwait(&stop_signals, &signal_number);
+  Log(LogLevel::kInfo, "signal ", signal_number, ": no new requests; finishing those in flight");
+  http.Stop(std::chrono::milliseconds(kShutdownGraceMs));
+  engine.Stop();
+  Log(LogLevel::kInfo, "stopped");
+  return 0;
+}
+
+}  // namespace
+
+FISSION_COMMAND("serve", "the OpenAI-compatible server (SGLang's launch flags)", RunServe);
+
+}  // namespace fission::cli

@@ -1,0 +1,97 @@
+// One API request in flight: its engine requests (prompts × n completions), the state of every
+// choice, and the HTTP responder its answer goes to. Engine outputs arrive on the engine thread;
+// a job streams deltas as they come or answers once every choice has finished. A client that
+// disconnects has its engine requests aborted (their pages are freed at the end of the step).
+//
+// Subclasses format one API's responses: OpenAI completions, OpenAI chat, SGLang's /generate.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "engine/engine.h"
+#include "http/server.h"
+#include "server/metrics.h"
+
+namespace fission::server {
+
+struct ChoiceState {
+  int prompt_index = 0;
+  std::vector<std::int32_t> prompt_ids;
+  std::vector<std::int32_t> token_ids;  // generated
+  std::string text;                     // generated text so far
+  std::vector<engine::TokenLogprob> logprobs;
+  std::vector<engine::TokenLogprob> prompt_logprobs;
+  engine::FinishReason finish_reason = engine::FinishReason::kNone;
+  std::optional<std::string> matched_stop_string;
+  std::optional<std::int32_t> matched_stop_token;
+  std::string error;
+  std::int32_t cached_tokens = 0;
+  bool finished = false;
+  bool started = false;  // the first delta went out (streaming)
+  std::chrono::steady_clock::time_point last_token_time;
+};
+
+struct Usage {
+  std::int64_t prompt_tokens = 0;
+  std::int64_t completion_tokens = 0;
+  std::int64_t cached_tokens = 0;
+};
+
+class ApiJob : public std::enable_shared_from_this<ApiJob> {
+ public:
+  ApiJob(engine::Engine& engine, Metrics& metrics, std::shared_ptr<http::Responder> responder, bool stream);
+  virtual ~ApiJob();
+
+  // Submits one engine request per prompt (each with `params.n` completions). An invalid request is
+  // an ApiError(400); nothing is submitted then.
+  void Submit(const std::vector<std::vector<std::int32_t>>& prompts, const engine::SamplingParams& params);
+  // Aborts the job's engine requests (a disconnected client, or /abort_request).
+  void Abort();
+
+ protected:
+  // Streaming: called (engine thread, under the job's lock) for each output of choice `choice`,
+  // after its state is updated; `out` holds the delta.
+  virtual void OnDelta(int choice, const engine::RequestOutput& out) {}
+  // Called once when every choice has finished: write the answer (or the stream's end).
+  virtual void OnComplete() = 0;
+
+  Usage TotalUsage() const;
+  bool stream() const { return stream_; }
+  const std::vector<ChoiceState>& choices() const { return choices_; }
+  std::vector<ChoiceState>& mutable_choices() { return choices_; }
+  http::Responder& responder() { return *responder_; }
+  // Starts the SSE response the first time it is called (one stream per job, whatever the choices).
+  void StartStreamOnce();
+  std::int64_t created() const { return created_; }
+  const std::string& id() const { return id_; }
+  void set_id_prefix(const std::string& prefix) { id_ = prefix + id_; }
+  // The first choice error, if a choice failed (not a client abort).
+  std::string FirstError() const;
+
+ private:
+  void OnOutput(int choice, const engine::RequestOutput& out);
+
+  engine::Engine& engine_;
+  Metrics& metrics_;
+  std::shared_ptr<http::Responder> responder_;
+  bool stream_;
+  std::string id_;
+  std::int64_t created_;
+  std::chrono::steady_clock::time_point start_;
+  std::mutex mutex_;
+  std::vector<ChoiceState> choices_;
+  std::vector<std::int64_t> request_ids_;
+  int unfinished_ = 0;
+  bool disconnected_ = false;
+  bool stream_started_ = false;
+};
+
+// A fresh random id of `n` lowercase hex digits.
+std::string RandomHexId(int n);
+
+}  // namespace fission::server

@@ -1,0 +1,58 @@
+// Prometheus metrics of the server, in the text exposition format at GET /metrics. Names follow
+// SGLang's (`sglang:` prefix) so that existing dashboards and alerts keep working; KV pages, which
+// SGLang reports only as a ratio, are also given as counts under `fission:`.
+#pragma once
+
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "engine/engine.h"
+
+namespace fission::server {
+
+class Histogram {
+ public:
+  explicit Histogram(std::vector<double> bounds) : bounds_(std::move(bounds)), counts_(bounds_.size() + 1, 0) {}
+  void Observe(double value);
+  // Appends the _bucket, _sum and _count lines of metric `name`.
+  void Render(const std::string& name, const std::string& labels, std::string* out) const;
+
+ private:
+  std::vector<double> bounds_;
+  std::vector<std::uint64_t> counts_;  // the last one is +Inf
+  double sum_ = 0.0;
+  std::uint64_t count_ = 0;
+};
+
+class Metrics {
+ public:
+  explicit Metrics(std::string model_name);
+
+  void RequestStarted();
+  // `status` is "success", "error" or "abort".
+  void RequestFinished(const std::string& status, std::int64_t prompt_tokens, std::int64_t generation_tokens,
+                       double e2e_seconds);
+  void FirstToken(double ttft_seconds);
+  void InterToken(double seconds);
+  std::int64_t in_flight() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return in_flight_;
+  }
+
+  // The whole exposition, with gauges read from `engine`.
+  std::string Render(const engine::Engine& engine) const;
+
+ private:
+  mutable std::mutex mutex_;
+  std::string labels_;
+  std::uint64_t requests_total_ = 0;
+  std::uint64_t requests_success_ = 0, requests_error_ = 0, requests_abort_ = 0;
+  std::uint64_t prompt_tokens_total_ = 0;
+  std::uint64_t generation_tokens_total_ = 0;
+  std::int64_t in_flight_ = 0;
+  Histogram ttft_, itl_, e2e_;
+};
+
+}  // namespace fission::server

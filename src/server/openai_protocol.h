@@ -1,0 +1,61 @@
+// The OpenAI-compatible request bodies (/v1/completions, /v1/chat/completions) parsed into native
+// types. Field names, defaults and the SGLang extras follow what OpenAI clients, lm-eval and
+// bench_serving send; a malformed body or a bad field is an ApiError(400) naming the field.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/sampling_params.h"
+
+namespace fission::server {
+
+using OrderedJson = nlohmann::ordered_json;
+
+struct PromptInput {
+  bool is_text = true;
+  std::string text;
+  std::vector<std::int32_t> ids;
+};
+
+struct StreamOptions {
+  bool stream = false;
+  bool include_usage = false;           // stream_options.include_usage: a last chunk with usage
+  bool continuous_usage_stats = false;  // usage on every chunk
+};
+
+struct CompletionRequest {
+  std::string model;
+  std::vector<PromptInput> prompts;
+  engine::SamplingParams params;
+  bool echo = false;
+  int logprobs = -1;  // -1: none; otherwise the number of alternatives per token (0..20)
+  bool skip_special_tokens = true;
+  StreamOptions stream;
+};
+
+struct ChatRequest {
+  std::string model;
+  OrderedJson messages;                                  // array of message objects
+  OrderedJson tools = nullptr;                           // array or null
+  OrderedJson tool_choice = "auto";                      // "none" | "auto" | "required" | {function}
+  OrderedJson response_format = nullptr;                 // passed to the chat template
+  OrderedJson chat_template_kwargs = OrderedJson::object();
+  engine::SamplingParams params;
+  bool max_tokens_given = false;  // otherwise the engine runs to the context length
+  bool logprobs = false;
+  int top_logprobs = 0;
+  bool skip_special_tokens = true;
+  bool separate_reasoning = true;  // with a reasoning parser: thinking goes to reasoning_content
+  bool stream_reasoning = true;
+  bool continue_final_message = false;
+  StreamOptions stream;
+};
+
+CompletionRequest ParseCompletionRequest(const std::string& body);
+ChatRequest ParseChatRequest(const std::string& body);
+
+}  // namespace fission::server

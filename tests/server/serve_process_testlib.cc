@@ -1,0 +1,205 @@
+#include "server/serve_process_testlib.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "base/error.h"
+
+namespace fission::server {
+
+std::string DemoModelDir() { return std::string(FISSION_SOURCE_DIR) + "/models/demo-deepseek-v3"; }
+std::string FissionBinary() { return std::string(FISSION_BINARY_DIR) + "/fission"; }
+
+ServeProcess::ServeProcess(const std::vector<std::string>& args) {
+  static int counter = 0;
+  log_path_ = StrCat(::testing::TempDir(), "/serve_", ::getpid(), "_", counter++, ".log");
+  std::vector<std::string> argv = {FissionBinary(), "serve", "--port", "0"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  pid_ = ::fork();
+  FISSION_CHECK(pid_ >= 0, "fork failed");
+  if (pid_ == 0) {
+    std::vector<char*> cargv;
+    for (std::string& a : argv) cargv.push_back(a.data());
+    cargv.push_back(nullptr);
+    FILE* log = std::freopen(log_path_.c_str(), "w", stdout);
+    (void)log;
+    ::dup2(::fileno(stdout), 2);
+    ::execv(cargv[0], cargv.data());
+    std::_Exit(127);
+  }
+  const std::regex address(R"(on http://[^:]+:(\d+))");
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (std::chrono::steady_clock::now() < deadline) {
+    std::ifstream in(log_path_);
+    std::stringstream text;
+    text << in.rdbuf();
+    std::smatch m;
+    const std::string s = text.str();
+    if (std::regex_search(s, m, address)) {
+      port_ = std::stoi(m[1]);
+      return;
+    }
+    if (!alive()) Fail("fission serve exited before it was ready:\n", s);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  Fail("fission serve did not start within 60 s (log: ", log_path_, ")");
+}
+
+ServeProcess::~ServeProcess() {
+  if (pid_ > 0) Stop();
+}
+
+bool ServeProcess::alive() const {
+  if (pid_ <= 0) return false;
+  return ::kill(pid_, 0) == 0 && ::waitpid(pid_, nullptr, WNOHANG) == 0;
+}
+
+int ServeProcess::Stop() {
+  if (pid_ <= 0) return -1;
+  ::kill(pid_, SIGTERM);
+  int status = 0;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (::waitpid(pid_, &status, WNOHANG) == 0) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, &status, 0);
+      pid_ = -1;
+      return -1;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  pid_ = -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+namespace {
+
+http::HttpClient& Client() {
+  static http::HttpClient client;
+  return client;
+}
+
+Reply Finish(http::ClientResponse response) {
+  Reply reply;
+  reply.status = response.error.empty() ? response.status : -1;
+  reply.body = response.error.empty() ? response.body : response.error;
+  try {
+    reply.json = Json::parse(reply.body);
+  } catch (const std::exception&) {
+  }
+  return reply;
+}
+
+}  // namespace
+
+Reply Post(int port, const std::string& path, const std::string& body, const std::vector<http::Header>& headers) {
+  http::ClientRequest request = http::ClientRequest::Post(http::Url::Parse(StrCat("http://127.0.0.1:", port)), path, body);
+  request.headers = headers;
+  request.timeout = std::chrono::seconds(120);
+  return Finish(Client().Fetch(std::move(request)));
+}
+
+Reply Get(int port, const std::string& path, const std::vector<http::Header>& headers) {
+  http::ClientRequest request = http::ClientRequest::Get(http::Url::Parse(StrCat("http://127.0.0.1:", port)), path);
+  request.headers = headers;
+  request.timeout = std::chrono::seconds(60);
+  return Finish(Client().Fetch(std::move(request)));
+}
+
+std::vector<Json> SseEvents(const std::string& body, bool* done) {
+  std::vector<Json> events;
+  if (done) *done = false;
+  std::istringstream in(body);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("data: ", 0) != 0) continue;
+    const std::string payload = line.substr(6);
+    if (payload == "[DONE]") {
+      if (done) *done = true;
+      continue;
+    }
+    events.push_back(Json::parse(payload));
+  }
+  return events;
+}
+
+double MetricValue(const std::string& metrics, const std::string& name) {
+  std::istringstream in(metrics);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(name + "{", 0) == 0 || line.rfind(name + " ", 0) == 0) return std::stod(line.substr(line.rfind(' ') + 1));
+  }
+  return -1;
+}
+
+}  // namespace fission::server
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+
+namespace fission::server {
+
+int ConnectTo(int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return -1;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<std::uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+std::string RawExchange(int port, const std::string& bytes, int timeout_ms, int* status) {
+  *status = 0;
+  const int fd = ConnectTo(port);
+  if (fd < 0) return "";
+  std::size_t sent = 0;
+  while (sent < bytes.size()) {
+    const ssize_t n = ::send(fd, bytes.data() + sent, bytes.size() - sent, MSG_NOSIGNAL);
+    if (n <= 0) break;
+    sent += static_cast<std::size_t>(n);
+  }
+  std::string reply;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  char buffer[4096];
+  while (std::chrono::steady_clock::now() < deadline) {
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 20) <= 0) {
+      // A complete response with a body length we can see ends the wait early.
+      if (reply.find("\r\n\r\n") != std::string::npos && reply.find("Content-Length: 0") != std::string::npos) break;
+      continue;
+    }
+    const ssize_t n = ::recv(fd, buffer, sizeof(buffer), 0);
+    if (n <= 0) break;
+    reply.append(buffer, static_cast<std::size_t>(n));
+    const auto header_end = reply.find("\r\n\r\n");
+    if (header_end != std::string::npos) {
+      // Stop once Content-Length bytes of body have arrived.
+      const auto cl = reply.find("Content-Length: ");
+      if (cl != std::string::npos && cl < header_end) {
+        const std::size_t length = std::stoul(reply.substr(cl + 16));
+        if (reply.size() >= header_end + 4 + length) break;
+      }
+    }
+  }
+  ::close(fd);
+  if (reply.rfind("HTTP/1.", 0) == 0 && reply.size() >= 12) *status = std::atoi(reply.substr(9, 3).c_str());
+  return reply;
+}
+
+}  // namespace fission::server
