@@ -17,25 +17,26 @@ using Ids = std::vector<std::int32_t>;
 
 class IdSampler {
  public:
-  IdSampler(const tokenizer::Tokenizer& tok, std::mt19937_64& rng) : rng_(rng) {
+  IdSampler(const tokenizer::Tokenizer& tok, std::mt19937_64& rng) : tok_(tok), rng_(rng) {
     vocab_ = tok.vocab_size();
     if (vocab_ <= 2) Fail("random dataset: tokenizer vocabulary too small (", vocab_, ")");
-    if (auto b = tok.bos_token_id()) special_.push_back(*b);
-    if (auto e = tok.eos_token_id()) special_.push_back(*e);
   }
-  // Shifts a special id (BOS/EOS) to an ordinary neighbour: prompts should not end a sequence.
+  // Shifts a special id (BOS, EOS, chat markers) to an ordinary neighbour: a prompt should not end
+  // a sequence or open a turn.
   std::int32_t Ordinary(std::int64_t id) const {
     id %= vocab_;
-    while (std::find(special_.begin(), special_.end(), id) != special_.end()) id = (id + 1) % vocab_;
+    for (std::int64_t tries = 0; tries < vocab_ && tok_.IsSpecial(static_cast<std::int32_t>(id)); ++tries) {
+      id = (id + 1) % vocab_;
+    }
     return static_cast<std::int32_t>(id);
   }
   std::int32_t Random() { return Ordinary(std::uniform_int_distribution<std::int64_t>(0, vocab_ - 1)(rng_)); }
   std::int64_t vocab() const { return vocab_; }
 
  private:
+  const tokenizer::Tokenizer& tok_;
   std::mt19937_64& rng_;
   std::int64_t vocab_;
-  std::vector<std::int64_t> special_;
 };
 
 // Adjusts `ids` until Encode(fixed + Decode(ids)) has `target` tokens; returns the text and its

@@ -26,7 +26,7 @@ struct RandomDatasetOptions {
 };
 
 // Per prompt: input and output lengths uniform over the integers [max(1, floor(L*r)), L]; token ids
-// (offset + i + j) mod vocab from a random offset; the decoded text re-encoded and padded with
+// (offset + i + j) mod vocab from a random offset, special tokens skipped; the decoded text re-encoded and padded with
 // random ids or truncated until it is exactly prefix_len + input_len tokens (bounded rounds; the
 // measured length is kept when it does not converge). With prefix_len > 0 every prompt starts with
 // the same text of prefix_len tokens. Bad options throw fission::Error.
