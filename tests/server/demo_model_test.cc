@@ -1,0 +1,93 @@
+// The bundled demo model gives the same greedy answers to every held-out question whatever the
+// parallel layout: one rank, tensor parallelism over 2 and 4 ranks, and prefill context
+// parallelism within them (ranks are threads on the CPU).
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "base/json.h"
+#include "engine/engine.h"
+#include "engine/offline.h"
+#include "model/registry.h"
+#include "server/serve_process_testlib.h"
+#include "server/tokenizer_detokenizer.h"
+#include "tokenizer/tokenizer.h"
+
+namespace fission::server {
+namespace {
+
+std::vector<Json> ReadJsonLines(const std::string& path) {
+  std::ifstream in(path);
+  std::vector<Json> rows;
+  std::string line;
+  while (std::getline(in, line))
+    if (!line.empty()) rows.push_back(Json::parse(line));
+  return rows;
+}
+
+// lm-eval's gsm8k prompt: three exemplars, then the question.
+std::vector<std::string> ThreeShotPrompts() {
+  const std::string dir = std::string(FISSION_SOURCE_DIR) + "/tests/fixtures/demo/";
+  const std::vector<Json> train = ReadJsonLines(dir + "train.jsonl");
+  std::string shots;
+  for (int i = 0; i < 3; ++i)
+    shots += "Question: " + train[i]["question"].get<std::string>() + "\nAnswer: " +
+             train[i]["answer"].get<std::string>() + "\n\n";
+  std::vector<std::string> prompts;
+  for (const Json& row : ReadJsonLines(dir + "test.jsonl"))
+    prompts.push_back(shots + "Question: " + row["question"].get<std::string>() + "\nAnswer:");
+  return prompts;
+}
+
+std::vector<std::vector<std::int32_t>> GreedyAnswers(const model::LoadOptions& options,
+                                                     const tokenizer::Tokenizer& tokenizer,
+                                                     const std::vector<std::vector<std::int32_t>>& prompts) {
+  auto model = model::LoadCausalLM(DemoModelDir(), options);
+  engine::EngineConfig config;
+  config.max_running_requests = 512;
+  config.max_total_tokens = 262144;
+  config.eos_token_ids = engine::ReadEosTokenIds(DemoModelDir());
+  TokenizerDetokenizer detokenizer(tokenizer);
+  engine::Engine engine(model.get(), config, &detokenizer);
+  engine::SamplingParams params;
+  params.temperature = 0.0;
+  params.max_new_tokens = 96;
+  // Completion mode ends each answer by starting a new question, as lm-eval's stop list expects.
+  params.stop = {"Question:"};
+  std::vector<engine::OfflinePrompt> offline;
+  for (const auto& p : prompts) offline.push_back({p, params});
+  const engine::OfflineReport report = engine::RunOffline(engine, offline);
+  std::vector<std::vector<std::int32_t>> answers;
+  for (const auto& outputs : report.outputs) answers.push_back(outputs[0].token_ids);
+  return answers;
+}
+
+TEST(DemoModel, GreedyAnswersAreIdenticalForEveryParallelLayout) {
+  auto tokenizer = tokenizer::Tokenizer::Load(DemoModelDir());
+  std::vector<std::vector<std::int32_t>> prompts;
+  for (const std::string& text : ThreeShotPrompts()) prompts.push_back(tokenizer->Encode(text, true));
+  ASSERT_EQ(prompts.size(), 500u);
+  model::LoadOptions single;
+  const auto want = GreedyAnswers(single, *tokenizer, prompts);
+  // The answers are real: most contain the "#### N" line of a finished solution.
+  int finished = 0;
+  for (const auto& ids : want) finished += tokenizer->Decode(ids, true).find("#### ") != std::string::npos;
+  EXPECT_GT(finished, 450);
+  struct Layout {
+    int tp, cp;
+  };
+  for (const Layout layout : {Layout{2, 1}, Layout{4, 1}, Layout{2, 2}, Layout{4, 2}}) {
+    model::LoadOptions options;
+    options.tp_size = layout.tp;
+    options.attn_cp_size = layout.cp;
+    options.pcp_min_tokens = 16;  // split every prefill, so context parallelism really runs
+    const auto got = GreedyAnswers(options, *tokenizer, prompts);
+    int differing = 0;
+    for (std::size_t i = 0; i < want.size(); ++i) differing += got[i] != want[i];
+    EXPECT_EQ(differing, 0) << "tp " << layout.tp << " cp " << layout.cp << ": " << differing
+                            << " of 500 answers differ from one rank";
+  }
+}
+
+}  // namespace
+}  // namespace fission::server
