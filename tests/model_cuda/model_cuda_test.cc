@@ -1,0 +1,171 @@
+// The whole model on CUDA: against the transformers fixtures (as tests/model/golden_parity_test.cc
+// does on the CPU), against the CPU backend step by step, and every NCCL layout against one GPU.
+// Weights, activations and the KV cache are fp32 here, so the CUDA path must reproduce the greedy
+// tokens exactly; logits differ from the CPU only by summation order (cuBLASLt's fp32 GEMM, the
+// attention kernels' tiling), bounded below.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "io/safetensors.h"
+#include "model/registry.h"
+#include "model/step_runner_testlib.h"
+
+namespace fission::model {
+namespace {
+
+// fp32 everywhere: the measured error is about 1e-6 (docs/cuda.md); the bound leaves room for
+// other summation orders but fails on any real mistake (a wrong head, row or scale is >= 1e-1).
+constexpr double kFp32Bound = 1e-4;
+
+int DeviceCount() {
+  int n = 0;
+  return cudaGetDeviceCount(&n) == cudaSuccess ? n : 0;
+}
+
+LoadOptions OnCuda(int tp = 1, int cp = 1) {
+  LoadOptions o;
+  o.device = "cuda";
+  o.tp_size = tp;
+  o.attn_cp_size = cp;
+  return o;
+}
+
+std::vector<std::int32_t> Tokens(std::size_t n, std::uint64_t seed, std::int64_t vocab) {
+  std::mt19937_64 rng(seed);
+  std::vector<std::int32_t> ids(n);
+  for (auto& id : ids) id = static_cast<std::int32_t>(rng() % vocab);
+  return ids;
+}
+
+class CudaGoldenParity : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(CudaGoldenParity, PrefillAndGreedyDecodeMatchTransformers) {
+  ASSERT_GT(DeviceCount(), 0) << "no CUDA device";
+  const std::string dir = FixtureModelDir(GetParam());
+  auto model = LoadCausalLM(dir, OnCuda());
+  const std::int64_t vocab = model->vocab_size();
+  io::SafetensorsFile golden(dir + "/golden.safetensors");
+  double worst = 0.0;
+  int prompts = 0;
+  for (int i = 0; golden.Find(StrCat("prompt", i, ".ids")) != nullptr; ++i, ++prompts) {
+    const Tensor ids_t = golden.View(*golden.Find(StrCat("prompt", i, ".ids")));
+    std::vector<std::int32_t> ids;
+    for (std::int64_t j = 0; j < ids_t.numel(); ++j) ids.push_back(static_cast<std::int32_t>(ids_t.ptr<std::int64_t>()[j]));
+    const std::int64_t prompt_len = golden.View(*golden.Find(StrCat("prompt", i, ".prompt_len"))).ptr<std::int64_t>()[0];
+    const float* want = golden.View(*golden.Find(StrCat("prompt", i, ".logits"))).ptr<float>();
+    StepRunner runner(*model, 4, 64, ids.size());
+    const int seq = runner.AddSequence();
+    auto rows = runner.Prefill(seq, {ids.begin(), ids.begin() + prompt_len}, true);
+    for (std::int64_t p = 0; p < prompt_len; ++p) {
+      const double err = RelativeL2(rows[p], want + p * vocab, vocab);
+      worst = std::max(worst, err);
+      EXPECT_LE(err, kFp32Bound) << GetParam() << " prompt " << i << " position " << p;
+    }
+    std::int32_t next = Argmax(rows.back());
+    for (std::size_t t = prompt_len; t < ids.size(); ++t) {
+      ASSERT_EQ(next, ids[t]) << GetParam() << " prompt " << i << " greedy step " << t - prompt_len;
+      const std::vector<float> step = runner.Decode(seq, next);
+      const double err = RelativeL2(step, want + t * vocab, vocab);
+      worst = std::max(worst, err);
+      EXPECT_LE(err, kFp32Bound) << GetParam() << " decode position " << t;
+      next = Argmax(step);
+    }
+  }
+  EXPECT_EQ(prompts, 4);
+  std::printf("cuda %s vs transformers: worst relative L2 %.3g\n", GetParam().c_str(), worst);
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, CudaGoldenParity,
+                         ::testing::Values("tiny-deepseek-v3", "tiny-glm-routing", "tiny-deepseek-v3-fp8"),
+                         [](const auto& info) {
+                           std::string name = info.param;
+                           for (char& c : name)
+                             if (c == '-') c = '_';
+                           return name;
+                         });
+
+// Mixed steps: odd prompt lengths up to 300, chunked prefill, a prefix hit, prefill and decode in
+// one step, then 32 greedy steps. Every logits row, in order.
+std::vector<std::vector<float>> RunScenario(CausalLM& model, std::vector<std::int32_t>* greedy) {
+  const std::int64_t vocab = model.vocab_size();
+  StepRunner r(model, 4, 256, 9);
+  const auto a = Tokens(300, 1, vocab), c = Tokens(77, 3, vocab), d = Tokens(151, 4, vocab);
+  const int sa = r.AddSequence(), sb = r.AddSequence(), sc = r.AddSequence(), sd = r.AddSequence();
+  std::vector<std::vector<float>> rows, step;
+  auto keep = [&](std::vector<std::vector<float>> s) { rows.insert(rows.end(), s.begin(), s.end()); };
+  keep(r.Step({{sa, {a.begin(), a.begin() + 128}}, {sb, {7}}, {sc, c}}));
+  keep(r.Step({{sa, {a.begin() + 128, a.begin() + 256}}, {sd, d}}));
+  keep(r.Step({{sa, {a.begin() + 256, a.end()}}, {sb, {9}}, {sc, {11}}}));
+  const int se = r.ForkPrefix(sa, 64);
+  keep(r.Step({{se, Tokens(33, 5, vocab)}, {sd, {13}}}));
+  std::vector<int> seqs = {sa, sb, sc, sd, se};
+  std::vector<std::int32_t> next(seqs.size());
+  for (std::size_t i = 0; i < seqs.size(); ++i) next[i] = static_cast<std::int32_t>(i + 2);
+  for (int t = 0; t < 32; ++t) {
+    std::vector<StepRunner::Chunk> chunks;
+    for (std::size_t i = 0; i < seqs.size(); ++i) chunks.push_back({seqs[i], {next[i]}});
+    step = r.Step(chunks);
+    for (std::size_t i = 0; i < seqs.size(); ++i) {
+      next[i] = Argmax(step[i]);
+      greedy->push_back(next[i]);
+    }
+    keep(step);
+  }
+  return rows;
+}
+
+double Compare(CausalLM& want_model, CausalLM& got_model, double bound, const char* what) {
+  std::vector<std::int32_t> want_tokens, got_tokens;
+  const auto want = RunScenario(want_model, &want_tokens);
+  const auto got = RunScenario(got_model, &got_tokens);
+  EXPECT_EQ(got.size(), want.size());
+  double worst = 0.0;
+  for (std::size_t i = 0; i < want.size() && i < got.size(); ++i) {
+    const double err = RelativeL2(got[i], want[i].data(), want_model.vocab_size());
+    worst = std::max(worst, err);
+    EXPECT_LE(err, bound) << what << " row " << i;
+  }
+  EXPECT_EQ(got_tokens, want_tokens) << what;
+  std::printf("%s: worst relative L2 %.3g over %zu rows\n", what, worst, want.size());
+  return worst;
+}
+
+TEST(CudaModel, EqualsCpuBackend) {
+  ASSERT_GT(DeviceCount(), 0) << "no CUDA device";
+  const std::string dir = FixtureModelDir("tiny-deepseek-v3");
+  auto cpu = LoadCausalLM(dir);
+  auto cuda = LoadCausalLM(dir, OnCuda());
+  Compare(*cpu, *cuda, kFp32Bound, "cuda vs cpu");
+}
+
+TEST(CudaModel, KvCacheLivesOnTheDevice) {
+  ASSERT_GT(DeviceCount(), 0) << "no CUDA device";
+  auto cuda = LoadCausalLM(FixtureModelDir("tiny-deepseek-v3"), OnCuda());
+  EXPECT_EQ(cuda->kv_allocator()->device().type, DeviceType::kCuda);
+}
+
+struct Layout {
+  int tp, cp;
+};
+class NcclLayouts : public ::testing::TestWithParam<Layout> {};
+
+// NCCL tensor and context parallelism equal one GPU (pcp threshold lowered so every prefill splits).
+TEST_P(NcclLayouts, EqualSingleGpu) {
+  const Layout layout = GetParam();
+  if (DeviceCount() < layout.tp) GTEST_SKIP() << "needs " << layout.tp << " GPUs, " << DeviceCount() << " here";
+  const std::string dir = FixtureModelDir("tiny-deepseek-v3");
+  auto single = LoadCausalLM(dir, OnCuda());
+  LoadOptions options = OnCuda(layout.tp, layout.cp);
+  options.pcp_min_tokens = 2;
+  auto parallel = LoadCausalLM(dir, options);
+  Compare(*single, *parallel, kFp32Bound, StrCat("nccl tp", layout.tp, " cp", layout.cp).c_str());
+}
+
+INSTANTIATE_TEST_SUITE_P(Nccl, NcclLayouts,
+                         ::testing::Values(Layout{2, 1}, Layout{2, 2}, Layout{4, 1}, Layout{4, 2}, Layout{4, 4}),
+                         [](const auto& info) { return StrCat("tp", info.param.tp, "_cp", info.param.cp); });
+
+}  // namespace
+}  // namespace fission::model
