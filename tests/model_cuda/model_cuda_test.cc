@@ -1,11 +1,14 @@
 // The whole model on CUDA: against the transformers fixtures (as tests/model/golden_parity_test.cc
 // does on the CPU), against the CPU backend step by step, and every NCCL layout against one GPU.
-// Weights, activations and the KV cache are fp32 here, so the CUDA path must reproduce the greedy
-// tokens exactly; logits differ from the CPU only by summation order (cuBLASLt's fp32 GEMM, the
-// attention kernels' tiling), bounded below.
+// Weights, activations and the KV cache are fp32, but the CUDA MLA kernels run their products on
+// tensor cores in bf16 (queries, latent rows and kv_b rounded to bf16, fp32 accumulation), so
+// logits differ from an fp32 reference by bf16 rounding, not only by summation order. Greedy tokens
+// are compared teacher-forced: every step feeds the reference's token, and a different argmax is
+// allowed only where the reference's own top two are closer than that rounding can move them.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <random>
 
 #include "io/safetensors.h"
@@ -15,9 +18,25 @@
 namespace fission::model {
 namespace {
 
-// fp32 everywhere: the measured error is about 1e-6 (docs/cuda.md); the bound leaves room for
-// other summation orders but fails on any real mistake (a wrong head, row or scale is >= 1e-1).
-constexpr double kFp32Bound = 1e-4;
+// Relative L2 bounds; measured values are printed and recorded in docs/cuda.md. A wrong head,
+// row, scale or gather gives errors of order 1.
+constexpr double kVersusFp32Bound = 3e-2;  // CUDA vs transformers / the CPU backend
+constexpr double kLayoutBound = 1e-2;      // NCCL layouts vs one GPU (same kernels, other sums)
+
+// Whether `got`'s argmax may differ from `want`'s: only at a near tie in `want`, closer than
+// twice the error the bound allows per element.
+bool NearTie(const std::vector<float>& got, const float* want, std::int64_t vocab, double bound) {
+  const std::int32_t g = Argmax(got);
+  std::int32_t w = 0;
+  double sum_sq = 0.0;
+  for (std::int64_t i = 0; i < vocab; ++i) {
+    if (want[i] > want[w]) w = static_cast<std::int32_t>(i);
+    sum_sq += static_cast<double>(want[i]) * want[i];
+  }
+  if (g == w) return true;
+  const double rms = std::sqrt(sum_sq / vocab);
+  return want[w] - want[g] <= 2.0 * bound * rms;
+}
 
 int DeviceCount() {
   int n = 0;
@@ -48,7 +67,7 @@ TEST_P(CudaGoldenParity, PrefillAndGreedyDecodeMatchTransformers) {
   const std::int64_t vocab = model->vocab_size();
   io::SafetensorsFile golden(dir + "/golden.safetensors");
   double worst = 0.0;
-  int prompts = 0;
+  int prompts = 0, flips = 0;
   for (int i = 0; golden.Find(StrCat("prompt", i, ".ids")) != nullptr; ++i, ++prompts) {
     const Tensor ids_t = golden.View(*golden.Find(StrCat("prompt", i, ".ids")));
     std::vector<std::int32_t> ids;
@@ -61,20 +80,26 @@ TEST_P(CudaGoldenParity, PrefillAndGreedyDecodeMatchTransformers) {
     for (std::int64_t p = 0; p < prompt_len; ++p) {
       const double err = RelativeL2(rows[p], want + p * vocab, vocab);
       worst = std::max(worst, err);
-      EXPECT_LE(err, kFp32Bound) << GetParam() << " prompt " << i << " position " << p;
+      EXPECT_LE(err, kVersusFp32Bound) << GetParam() << " prompt " << i << " position " << p;
     }
-    std::int32_t next = Argmax(rows.back());
+    std::vector<float> last = rows.back();
     for (std::size_t t = prompt_len; t < ids.size(); ++t) {
-      ASSERT_EQ(next, ids[t]) << GetParam() << " prompt " << i << " greedy step " << t - prompt_len;
-      const std::vector<float> step = runner.Decode(seq, next);
-      const double err = RelativeL2(step, want + t * vocab, vocab);
+      // The reference's greedy token at t is ids[t]; it is fed whatever we predicted.
+      if (Argmax(last) != ids[t]) {
+        ++flips;
+        EXPECT_TRUE(NearTie(last, want + (t - 1) * vocab, vocab, kVersusFp32Bound))
+            << GetParam() << " prompt " << i << " greedy step " << t - prompt_len << ": " << Argmax(last)
+            << " instead of " << ids[t];
+      }
+      last = runner.Decode(seq, ids[t]);
+      const double err = RelativeL2(last, want + t * vocab, vocab);
       worst = std::max(worst, err);
-      EXPECT_LE(err, kFp32Bound) << GetParam() << " decode position " << t;
-      next = Argmax(step);
+      EXPECT_LE(err, kVersusFp32Bound) << GetParam() << " decode position " << t;
     }
   }
   EXPECT_EQ(prompts, 4);
-  std::printf("cuda %s vs transformers: worst relative L2 %.3g\n", GetParam().c_str(), worst);
+  std::printf("cuda %s vs transformers: worst relative L2 %.3g, greedy near-tie flips %d\n", GetParam().c_str(), worst,
+              flips);
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, CudaGoldenParity,
@@ -87,9 +112,11 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, CudaGoldenParity,
                          });
 
 // Mixed steps: odd prompt lengths up to 300, chunked prefill, a prefix hit, prefill and decode in
-// one step, then 32 greedy steps. Every logits row, in order.
-std::vector<std::vector<float>> RunScenario(CausalLM& model, std::vector<std::int32_t>* greedy) {
+// one step, then 32 greedy steps. Every logits row, in order. With `forced` empty the greedy tokens
+// are the model's own and are appended to it; otherwise they are read from it (teacher forcing).
+std::vector<std::vector<float>> RunScenario(CausalLM& model, std::vector<std::int32_t>* forced) {
   const std::int64_t vocab = model.vocab_size();
+  const bool record = forced->empty();
   StepRunner r(model, 4, 256, 9);
   const auto a = Tokens(300, 1, vocab), c = Tokens(77, 3, vocab), d = Tokens(151, 4, vocab);
   const int sa = r.AddSequence(), sb = r.AddSequence(), sc = r.AddSequence(), sd = r.AddSequence();
@@ -103,32 +130,39 @@ std::vector<std::vector<float>> RunScenario(CausalLM& model, std::vector<std::in
   std::vector<int> seqs = {sa, sb, sc, sd, se};
   std::vector<std::int32_t> next(seqs.size());
   for (std::size_t i = 0; i < seqs.size(); ++i) next[i] = static_cast<std::int32_t>(i + 2);
+  std::size_t k = 0;
   for (int t = 0; t < 32; ++t) {
     std::vector<StepRunner::Chunk> chunks;
     for (std::size_t i = 0; i < seqs.size(); ++i) chunks.push_back({seqs[i], {next[i]}});
     step = r.Step(chunks);
-    for (std::size_t i = 0; i < seqs.size(); ++i) {
-      next[i] = Argmax(step[i]);
-      greedy->push_back(next[i]);
+    for (std::size_t i = 0; i < seqs.size(); ++i, ++k) {
+      if (record) forced->push_back(Argmax(step[i]));
+      next[i] = (*forced)[k];
     }
     keep(step);
   }
   return rows;
 }
 
-double Compare(CausalLM& want_model, CausalLM& got_model, double bound, const char* what) {
-  std::vector<std::int32_t> want_tokens, got_tokens;
-  const auto want = RunScenario(want_model, &want_tokens);
-  const auto got = RunScenario(got_model, &got_tokens);
+double Compare(CausalLM& want_model, CausalLM& got_model, double bound, const std::string& what) {
+  std::vector<std::int32_t> tokens;
+  const auto want = RunScenario(want_model, &tokens);
+  const auto got = RunScenario(got_model, &tokens);
   EXPECT_EQ(got.size(), want.size());
+  const std::int64_t vocab = want_model.vocab_size();
   double worst = 0.0;
+  int flips = 0;
   for (std::size_t i = 0; i < want.size() && i < got.size(); ++i) {
-    const double err = RelativeL2(got[i], want[i].data(), want_model.vocab_size());
+    const double err = RelativeL2(got[i], want[i].data(), vocab);
     worst = std::max(worst, err);
     EXPECT_LE(err, bound) << what << " row " << i;
+    if (Argmax(got[i]) != Argmax(want[i])) {
+      ++flips;
+      EXPECT_TRUE(NearTie(got[i], want[i].data(), vocab, bound)) << what << " row " << i << " argmax differs";
+    }
   }
-  EXPECT_EQ(got_tokens, want_tokens) << what;
-  std::printf("%s: worst relative L2 %.3g over %zu rows\n", what, worst, want.size());
+  std::printf("%s: worst relative L2 %.3g over %zu rows, argmax near-tie flips %d\n", what.c_str(), worst,
+              want.size(), flips);
   return worst;
 }
 
@@ -137,7 +171,7 @@ TEST(CudaModel, EqualsCpuBackend) {
   const std::string dir = FixtureModelDir("tiny-deepseek-v3");
   auto cpu = LoadCausalLM(dir);
   auto cuda = LoadCausalLM(dir, OnCuda());
-  Compare(*cpu, *cuda, kFp32Bound, "cuda vs cpu");
+  Compare(*cpu, *cuda, kVersusFp32Bound, "cuda vs cpu");
 }
 
 TEST(CudaModel, KvCacheLivesOnTheDevice) {
@@ -160,7 +194,7 @@ TEST_P(NcclLayouts, EqualSingleGpu) {
   LoadOptions options = OnCuda(layout.tp, layout.cp);
   options.pcp_min_tokens = 2;
   auto parallel = LoadCausalLM(dir, options);
-  Compare(*single, *parallel, kFp32Bound, StrCat("nccl tp", layout.tp, " cp", layout.cp).c_str());
+  Compare(*single, *parallel, kLayoutBound, StrCat("nccl tp", layout.tp, " cp", layout.cp));
 }
 
 INSTANTIATE_TEST_SUITE_P(Nccl, NcclLayouts,
