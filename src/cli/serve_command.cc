@@ -61,6 +61,7 @@ int RunServe(const std::vector<std::string>& args) {
   }
   if (flags.model_path.empty()) flags.model_path = DefaultModelPath();
   flags.load.device = flags.device;
+  flags.load.dtype = flags.dtype;
   SetLogLevel(ParseLogLevel(flags.log_level));
   if (!flags.ignored_flags.empty()) Log(LogLevel::kWarning, flags.IgnoredFlagsLine());
   // Block the stop signals before any thread starts, so only the wait below receives them.

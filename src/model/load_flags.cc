@@ -32,7 +32,7 @@ bool ParseLoadFlag(const std::vector<std::string>& args, std::size_t* i, LoadOpt
     return true;
   }
   static const char* kValued[] = {"--tp-size", "--tensor-parallel-size", "--attn-cp-size", "--nsa-prefill-cp-mode",
-                                  "--load-format", "--json-model-override-args", "--device"};
+                                  "--load-format", "--json-model-override-args", "--device", "--dtype"};
   bool known = false;
   for (const char* k : kValued) known = known || flag == k;
   if (!known) return false;
@@ -46,6 +46,8 @@ bool ParseLoadFlag(const std::vector<std::string>& args, std::size_t* i, LoadOpt
     options->attn_cp_size = ParsePositive(flag, value);
   } else if (flag == "--nsa-prefill-cp-mode") {
     options->cp_mode = value;
+  } else if (flag == "--dtype") {
+    options->dtype = value;
   } else if (flag == "--device") {
     options->device = value;
   } else if (flag == "--load-format") {
@@ -81,6 +83,8 @@ void ValidateLoadOptions(const LoadOptions& options) {
   if (options.cp_mode != "round-robin-split")
     Fail("--nsa-prefill-cp-mode '", options.cp_mode, "' is not supported (supported modes: round-robin-split)");
   ParseDevice(options.device);
+  if (options.dtype != "auto" && options.dtype != "float32" && options.dtype != "bfloat16")
+    Fail("--dtype '", options.dtype, "' is not supported (supported: auto, float32, bfloat16)");
   if (options.load_format != "auto" && options.load_format != "safetensors" && options.load_format != "dummy")
     Fail("--load-format '", options.load_format, "' is not supported (supported: auto, safetensors, dummy)");
 }
@@ -92,7 +96,8 @@ std::string LoadFlagsHelp() {
          "  --nsa-prefill-cp-mode M   round-robin-split (the only mode)\n"
          "  --load-format F           auto | safetensors | dummy (random weights from config.json)\n"
          "  --json-model-override-args JSON   merged over config.json\n"
-         "  --device D                cpu | cuda | cuda:N (ranks on devices N, N+1, ...) | auto (default cpu)\n";
+         "  --device D                cpu | cuda | cuda:N (ranks on devices N, N+1, ...) | auto (default cpu)\n"
+         "  --dtype T                 auto | float32 | bfloat16 (bf16 weights and KV cache on cuda; default fp32)\n";
 }
 
 }  // namespace fission::model

@@ -1,5 +1,6 @@
 #include "model/registry.h"
 
+#include "base/log.h"
 #include "io/checkpoint.h"
 #include "io/model_config.h"
 #include "model/deepseek_v3.h"
@@ -99,7 +100,9 @@ std::unique_ptr<CausalLM> LoadOnCuda(const io::ModelConfig& config, const io::Ch
     ShardOptions rank_options = shard;
     rank_options.rank.groups = world ? &world->Groups(r) : nullptr;
     FISSION_CHECK(cudaSetDevice(device) == cudaSuccess);
-    WeightLoader loader(checkpoint, *backends[r], options.dummy_seed);
+    const bool bf16 = options.dtype == "bfloat16";
+    rank_options.kv_dtype = bf16 ? DType::kBF16 : DType::kF32;
+    WeightLoader loader(checkpoint, *backends[r], options.dummy_seed, bf16 ? DType::kBF16 : DType::kF32);
     auto model = std::make_unique<DeepseekV3Model>(config, loader, rank_options);
     // Every operation of a rank's thread goes to its device.
     ranks.push_back(std::make_unique<DeviceCausalLM>(std::move(backends[r]), std::move(model),
@@ -128,7 +131,11 @@ std::unique_ptr<CausalLM> LoadCausalLM(const std::string& dir, const LoadOptions
   shard.pcp_min_tokens = options.pcp_min_tokens;
   std::unique_ptr<io::Checkpoint> checkpoint;
   if (options.load_format != "dummy") checkpoint = std::make_unique<io::Checkpoint>(dir);
-  if (!device.cuda) return LoadOnCpu(config, checkpoint.get(), shard, options);
+  if (!device.cuda) {
+    // Recipes pass --dtype bfloat16 whatever the device; the reference backend stays fp32.
+    if (options.dtype == "bfloat16") Log(LogLevel::kWarning, "--dtype bfloat16: the CPU backend computes in fp32");
+    return LoadOnCpu(config, checkpoint.get(), shard, options);
+  }
 #ifdef FISSION_HAVE_CUDA
   return LoadOnCuda(config, checkpoint.get(), shard, options, device.index);
 #else

@@ -11,12 +11,17 @@ Range EvenPart(std::int64_t total, int n, int r, const char* what) {
   return {r * part, (r + 1) * part};
 }
 
-WeightLoader::WeightLoader(const io::Checkpoint* checkpoint, kernels::Backend& backend, std::uint64_t seed)
-    : checkpoint_(checkpoint), backend_(backend), rng_(seed) {}
+WeightLoader::WeightLoader(const io::Checkpoint* checkpoint, kernels::Backend& backend, std::uint64_t seed,
+                           DType matrix_dtype)
+    : checkpoint_(checkpoint), backend_(backend), matrix_dtype_(matrix_dtype), rng_(seed) {
+  FISSION_CHECK(matrix_dtype == DType::kF32 || (matrix_dtype == DType::kBF16 && backend.device().type != DeviceType::kCpu),
+                "weights are fp32 on the CPU backend and fp32 or bf16 on a device");
+}
 
 Buffer WeightLoader::ToBackend(Buffer host) {
   if (backend_.device().type == DeviceType::kCpu) return host;
-  Buffer device(DType::kF32, host.tensor().shape, backend_.allocator());
+  const DType dtype = host.tensor().shape.rank() == 2 ? matrix_dtype_ : DType::kF32;
+  Buffer device(dtype, host.tensor().shape, backend_.allocator());
   backend_.CopyFromHost(host.ptr<float>(), device);
   return device;
 }

@@ -27,8 +27,10 @@ Range EvenPart(std::int64_t total, int n, int r, const char* what);
 
 class WeightLoader {
  public:
-  // `checkpoint` null means dummy weights from `seed`.
-  WeightLoader(const io::Checkpoint* checkpoint, kernels::Backend& backend, std::uint64_t seed = 0);
+  // `checkpoint` null means dummy weights from `seed`. Matrices (2-D weights) are stored on the
+  // backend as `matrix_dtype` (fp32 or bf16); vectors (norms, biases) stay fp32.
+  WeightLoader(const io::Checkpoint* checkpoint, kernels::Backend& backend, std::uint64_t seed = 0,
+               DType matrix_dtype = DType::kF32);
 
   // A weight of full shape `shape`, or rows `rows` of it. A missing tensor or wrong shape is an
   // Error naming the file and tensor.
@@ -48,6 +50,7 @@ class WeightLoader {
 
   const io::Checkpoint* checkpoint_;
   kernels::Backend& backend_;
+  DType matrix_dtype_;
   std::mt19937_64 rng_;
 };
 

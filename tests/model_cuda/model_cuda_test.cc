@@ -22,6 +22,7 @@ namespace {
 // row, scale or gather gives errors of order 1.
 constexpr double kVersusFp32Bound = 3e-2;  // CUDA vs transformers / the CPU backend
 constexpr double kLayoutBound = 1e-2;      // NCCL layouts vs one GPU (same kernels, other sums)
+constexpr double kBf16Bound = 1e-1;        // bf16 weights and KV cache (--dtype bfloat16) vs the CPU
 
 // Whether `got`'s argmax may differ from `want`'s: only at a near tie in `want`, closer than
 // twice the error the bound allows per element.
@@ -172,6 +173,17 @@ TEST(CudaModel, EqualsCpuBackend) {
   auto cpu = LoadCausalLM(dir);
   auto cuda = LoadCausalLM(dir, OnCuda());
   Compare(*cpu, *cuda, kVersusFp32Bound, "cuda vs cpu");
+}
+
+TEST(CudaModel, Bf16WeightsAndCacheStayCloseToCpu) {
+  ASSERT_GT(DeviceCount(), 0) << "no CUDA device";
+  const std::string dir = FixtureModelDir("tiny-deepseek-v3");
+  auto cpu = LoadCausalLM(dir);
+  LoadOptions options = OnCuda();
+  options.dtype = "bfloat16";
+  auto cuda = LoadCausalLM(dir, options);
+  EXPECT_EQ(cuda->KvLayout()[0].dtype, DType::kBF16);
+  Compare(*cpu, *cuda, kBf16Bound, "cuda bf16 vs cpu");
 }
 
 TEST(CudaModel, KvCacheLivesOnTheDevice) {

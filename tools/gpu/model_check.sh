@@ -53,7 +53,7 @@ PY
 }
 GEN=$OUT/generate.log
 : > "$GEN"
-layouts=("--device cpu" "--device cuda")
+layouts=("--device cpu" "--device cuda" "--device cuda --dtype bfloat16")
 if (( GPUS >= 2 )); then layouts+=("--device cuda --tp-size 2" "--device cuda --tp-size 2 --attn-cp-size 2"); fi
 for model in tests/fixtures/models/tiny-deepseek-v3 tests/fixtures/models/tiny-glm-routing \
              tests/fixtures/models/tiny-deepseek-v3-fp8 models/demo-deepseek-v3; do
