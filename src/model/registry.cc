@@ -103,6 +103,10 @@ std::unique_ptr<CausalLM> LoadOnCuda(const io::ModelConfig& config, const io::Ch
     const bool bf16 = options.dtype == "bfloat16";
     rank_options.kv_dtype = bf16 ? DType::kBF16 : DType::kF32;
     WeightLoader loader(checkpoint, *backends[r], options.dummy_seed, bf16 ? DType::kBF16 : DType::kF32);
+    auto& cuda_backend = static_cast<kernels::cuda::CudaBackend&>(*backends[r]);
+    loader.SetDeviceFill([&cuda_backend](const Tensor& t, float bound, std::uint64_t seed) {
+      cuda_backend.FillUniform(t, bound, seed);
+    });
     auto model = std::make_unique<DeepseekV3Model>(config, loader, rank_options);
     // Every operation of a rank's thread goes to its device.
     ranks.push_back(std::make_unique<DeviceCausalLM>(std::move(backends[r]), std::move(model),

@@ -27,6 +27,13 @@ Buffer WeightLoader::ToBackend(Buffer host) {
 }
 
 Buffer WeightLoader::Random(const Shape& shape, float scale) {
+  if (!device_fill_) return ToBackend(RandomHost(shape, scale));
+  Buffer device(shape.rank() == 2 ? matrix_dtype_ : DType::kF32, shape, backend_.allocator());
+  device_fill_(device.tensor(), scale * std::sqrt(3.0f), rng_());
+  return device;
+}
+
+Buffer WeightLoader::RandomHost(const Shape& shape, float scale) {
   Buffer host(DType::kF32, shape);
   std::normal_distribution<float> normal(0.0f, scale);
   for (std::int64_t i = 0; i < shape.numel(); ++i) host.ptr<float>()[i] = normal(rng_);
@@ -39,13 +46,13 @@ Buffer WeightLoader::Load(const std::string& name, const Shape& shape, Range row
     Shape slice = shape;
     if (slice.rank() > 0) slice[0] = rows.size(full_rows);
     const float fan_in = shape.rank() >= 2 ? static_cast<float>(shape[-1]) : 1.0f;
-    return ToBackend(Random(slice, 1.0f / std::sqrt(fan_in)));
+    return Random(slice, 1.0f / std::sqrt(fan_in));
   }
   return ToBackend(checkpoint_->LoadF32Rows(name, shape, rows.begin, rows.stop(full_rows)));
 }
 
 Buffer WeightLoader::LoadCols(const std::string& name, const Shape& shape, Range cols) {
-  if (dummy()) return ToBackend(Random(Shape{shape[0], cols.size(shape[1])}, 1.0f / std::sqrt(static_cast<float>(shape[1]))));
+  if (dummy()) return Random(Shape{shape[0], cols.size(shape[1])}, 1.0f / std::sqrt(static_cast<float>(shape[1])));
   return ToBackend(checkpoint_->LoadF32Cols(name, shape, cols.begin, cols.stop(shape[1])));
 }
 
@@ -61,11 +68,16 @@ Buffer WeightLoader::LoadNorm(const std::string& name, std::int64_t size) {
 Buffer WeightLoader::LoadStacked(const std::string& first, const std::string& second, const Shape& each, Range rows) {
   // Stack on the host, then move once.
   const bool cpu = backend_.device().type == DeviceType::kCpu;
+  if (dummy() && device_fill_) {
+    Shape stacked = each;
+    stacked[0] = 2 * rows.size(each[0]);
+    return Random(stacked, 1.0f / std::sqrt(static_cast<float>(each[-1])));
+  }
   auto load_host = [&](const std::string& name) {
     if (dummy()) {
       Shape slice = each;
       slice[0] = rows.size(each[0]);
-      return Random(slice, 1.0f / std::sqrt(static_cast<float>(each[-1])));
+      return RandomHost(slice, 1.0f / std::sqrt(static_cast<float>(each[-1])));
     }
     return checkpoint_->LoadF32Rows(name, each, rows.begin, rows.stop(each[0]));
   };

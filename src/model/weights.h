@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <random>
 #include <string>
@@ -42,16 +43,23 @@ class WeightLoader {
   // Rows `rows` of two same-shaped weights stacked into one (gate over up).
   Buffer LoadStacked(const std::string& first, const std::string& second, const Shape& each, Range rows = {});
   bool dummy() const { return checkpoint_ == nullptr; }
+  // Dummy matrices drawn on the device instead of the host: fill(tensor, bound, seed) writes
+  // uniform values in [-bound, bound) (the same standard deviation as the host's normal draws).
+  using DeviceFill = std::function<void(const Tensor&, float, std::uint64_t)>;
+  void SetDeviceFill(DeviceFill fill) { device_fill_ = std::move(fill); }
   kernels::Backend& backend() { return backend_; }
 
  private:
   Buffer ToBackend(Buffer host);
+  // A dummy matrix of standard deviation `scale`, on the backend (drawn on the device if it can).
   Buffer Random(const Shape& shape, float scale);
+  Buffer RandomHost(const Shape& shape, float scale);
 
   const io::Checkpoint* checkpoint_;
   kernels::Backend& backend_;
   DType matrix_dtype_;
   std::mt19937_64 rng_;
+  DeviceFill device_fill_;
 };
 
 }  // namespace fission::model
