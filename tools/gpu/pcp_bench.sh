@@ -23,7 +23,7 @@ for n in 8192 16384 32768 61440; do
   python3 -c "import json, random; r = random.Random($n); print(json.dumps({'input_ids': [r.randrange(3, 129000) for _ in range($n)], 'sampling_params': {'max_new_tokens': 1, 'ignore_eos': True}}))" > /tmp/bench_prompt.jsonl
   for layout in "--tp-size 2" "--tp-size 2 --attn-cp-size 2"; do
     t0=$(date +%s.%N)
-    timeout 240 "$BIN/fission" generate --model-path $MODEL --load-format dummy --json-model-override-args "$OVERRIDE" \
+    timeout "${BENCH_TIMEOUT:-240}" "$BIN/fission" generate --model-path $MODEL --load-format dummy --json-model-override-args "$OVERRIDE" \
       --device cuda --dtype bfloat16 $layout --max-total-tokens 65536 --chunked-prefill-size 65536 \
       --max-prefill-tokens 65536 --input /tmp/bench_prompt.jsonl > /tmp/bench.out 2> /tmp/bench.err
     rc=$?
