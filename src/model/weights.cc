@@ -18,9 +18,9 @@ WeightLoader::WeightLoader(const io::Checkpoint* checkpoint, kernels::Backend& b
                 "weights are fp32 on the CPU backend and fp32 or bf16 on a device");
 }
 
-Buffer WeightLoader::ToBackend(Buffer host) {
+Buffer WeightLoader::ToBackend(Buffer host, bool keep_f32) {
   if (backend_.device().type == DeviceType::kCpu) return host;
-  const DType dtype = host.tensor().shape.rank() == 2 ? matrix_dtype_ : DType::kF32;
+  const DType dtype = host.tensor().shape.rank() == 2 && !keep_f32 ? matrix_dtype_ : DType::kF32;
   Buffer device(dtype, host.tensor().shape, backend_.allocator());
   backend_.CopyFromHost(host.ptr<float>(), device);
   return device;
@@ -49,6 +49,14 @@ Buffer WeightLoader::Load(const std::string& name, const Shape& shape, Range row
     return Random(slice, 1.0f / std::sqrt(fan_in));
   }
   return ToBackend(checkpoint_->LoadF32Rows(name, shape, rows.begin, rows.stop(full_rows)));
+}
+
+Buffer WeightLoader::LoadF32(const std::string& name, const Shape& shape) {
+  if (dummy()) {
+    const float fan_in = shape.rank() >= 2 ? static_cast<float>(shape[-1]) : 1.0f;
+    return ToBackend(RandomHost(shape, 1.0f / std::sqrt(fan_in)), /*keep_f32=*/true);
+  }
+  return ToBackend(checkpoint_->LoadF32Rows(name, shape, 0, shape.rank() == 0 ? 1 : shape[0]), /*keep_f32=*/true);
 }
 
 Buffer WeightLoader::LoadCols(const std::string& name, const Shape& shape, Range cols) {

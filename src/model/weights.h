@@ -36,6 +36,9 @@ class WeightLoader {
   // A weight of full shape `shape`, or rows `rows` of it. A missing tensor or wrong shape is an
   // Error naming the file and tensor.
   Buffer Load(const std::string& name, const Shape& shape, Range rows = {});
+  // Like Load, but kept in fp32 whatever the matrix dtype (the MoE router: a bf16 router flips
+  // expert choices at near ties).
+  Buffer LoadF32(const std::string& name, const Shape& shape);
   // Columns `cols` of a 2-D weight.
   Buffer LoadCols(const std::string& name, const Shape& shape, Range cols);
   // Norm weights: dummy ones are ones rather than random.
@@ -50,7 +53,7 @@ class WeightLoader {
   kernels::Backend& backend() { return backend_; }
 
  private:
-  Buffer ToBackend(Buffer host);
+  Buffer ToBackend(Buffer host, bool keep_f32 = false);
   // A dummy matrix of standard deviation `scale`, on the backend (drawn on the device if it can).
   Buffer Random(const Shape& shape, float scale);
   Buffer RandomHost(const Shape& shape, float scale);

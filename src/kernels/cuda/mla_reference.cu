@@ -3,7 +3,6 @@
 // fp32 throughout: one block per (query, head) in the absorbed formulation, which equals the
 // expanded one — q_latent = q_nope · W_UK[h], scores over the latent rows (plus the shared rope
 // key), softmax, o_latent = Σ p · latent, out = W_UV[h] · o_latent.
-#include <atomic>
 #include <vector>
 
 #include "kernels/cuda/cuda_common.cuh"
@@ -126,12 +125,9 @@ void MlaAttentionReference(CudaContext& ctx, const Tensor& q, const Tensor& cach
   Buffer infos_dev = ctx.Upload(std::span<const RowInfo>(infos));
   Buffer slots_dev = ctx.Upload(std::span<const std::int64_t>(slots));
   const int lora = static_cast<int>(sh.kv_lora_rank);
+  // Within the default 48 KiB of dynamic shared memory, so no per-device attribute is needed.
+  FISSION_CHECK(lora <= 2048, "the reference MLA kernel takes kv_lora_rank up to 2048, got ", lora);
   const std::size_t smem = (2 * static_cast<std::size_t>(lora) + kMaxKeys) * sizeof(float);
-  static std::atomic<std::uint64_t> configured{0};  // one attribute call per device
-  const std::uint64_t bit = std::uint64_t{1} << (ctx.device() & 63);
-  if ((configured.fetch_or(bit) & bit) == 0)
-    FISSION_CUDA(cudaFuncSetAttribute(MlaReferenceKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                      static_cast<int>(smem)));
   MlaReferenceKernel<<<dim3(static_cast<unsigned>(rows.size()), static_cast<unsigned>(sh.num_heads)), kThreads, smem,
                        ctx.stream()>>>(
       q.data, ElemOf(q), cache.data, ElemOf(cache), kv_b.data, ElemOf(kv_b), rows_dev.ptr<std::int32_t>(),
