@@ -22,6 +22,26 @@ if(FISSION_ENABLE_CUDA)
   endif()
 endif()
 
+# NCCL communicators (src/comm/nccl) and the model on the device: built only with the CUDA backend.
+if(TARGET fission_kernels_cuda)
+  find_library(FISSION_NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR} ${CUDAToolkit_LIBRARY_ROOT}/lib
+               ${CUDAToolkit_TARGET_DIR}/lib)
+  find_path(FISSION_NCCL_INCLUDE nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS})
+  file(GLOB FISSION_NCCL_SOURCES CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/comm/nccl/*.cc)
+  if(FISSION_NCCL_LIBRARY AND FISSION_NCCL_INCLUDE AND FISSION_NCCL_SOURCES)
+    add_library(fission_comm_nccl STATIC ${FISSION_NCCL_SOURCES})
+    target_include_directories(fission_comm_nccl PUBLIC ${PROJECT_SOURCE_DIR}/src ${FISSION_NCCL_INCLUDE})
+    target_link_libraries(fission_comm_nccl PUBLIC fission_comm CUDA::cudart ${FISSION_NCCL_LIBRARY})
+    target_compile_definitions(fission_comm_nccl PUBLIC FISSION_HAVE_NCCL=1)
+    target_link_libraries(fission_model PUBLIC fission_comm_nccl)
+    message(STATUS "fission: NCCL communicators enabled (${FISSION_NCCL_LIBRARY})")
+  else()
+    message(STATUS "fission: NCCL not found; multi-GPU layouts disabled")
+  endif()
+  # registry.cc builds the CUDA backend for --device cuda.
+  target_link_libraries(fission_model PUBLIC fission_kernels_cuda)
+endif()
+
 # Kernel benchmarks (programs, not tests).
 if(TARGET fission_kernels_cuda)
   file(GLOB FISSION_CUDA_BENCH_SOURCES CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/bench/cuda/*.cc)

@@ -49,7 +49,7 @@ Json ServerInfo(const server::ServerArgs& a) {
           {"disable_radix_cache", a.engine.disable_radix_cache},
           {"reasoning_parser", a.reasoning_parser},
           {"tool_call_parser", a.tool_call_parser},
-          {"device", "cpu"},
+          {"device", a.device},
           {"ignored_flags", a.ignored_flags}};
 }
 
@@ -60,8 +60,8 @@ int RunServe(const std::vector<std::string>& args) {
     return 0;
   }
   if (flags.model_path.empty()) flags.model_path = DefaultModelPath();
-  if (flags.device == "cuda")
-    Fail("--device cuda: the CUDA backend is not yet wired into serving; use --device cpu (the default here)");
+  flags.load.device = flags.device;
+  flags.load.dtype = flags.dtype;
   SetLogLevel(ParseLogLevel(flags.log_level));
   if (!flags.ignored_flags.empty()) Log(LogLevel::kWarning, flags.IgnoredFlagsLine());
   // Block the stop signals before any thread starts, so only the wait below receives them.

@@ -2,7 +2,7 @@
 // of one process (the CPU backend and the tests); NCCL carries tensors between GPUs.
 //
 // All collectives are called by every member of the group with the same sizes (SPMD). Buffers are
-// fp32 views on the backend's device.
+// views on the backend's device (fp32; NCCL also takes bf16).
 #pragma once
 
 #include <memory>
@@ -43,14 +43,22 @@ struct ProcessGroups {
   Communicator* cp = nullptr;       // the ranks with the same attention-TP rank, splitting tokens
 };
 
-// Ranks as threads of one process: `tp_size` ranks, `cp_size` context-parallel groups. Owns the
-// communicators; Groups(r) is what rank r uses.
-class LocalWorld {
+// The communicators of every rank this process runs. Groups(r) is what world rank r uses.
+class World {
+ public:
+  virtual ~World() = default;
+  virtual const ProcessGroups& Groups(int world_rank) const = 0;
+  virtual int size() const = 0;
+};
+
+// Ranks as threads of one process on the host: `tp_size` ranks, `cp_size` context-parallel groups.
+// Owns the communicators.
+class LocalWorld final : public World {
  public:
   LocalWorld(int tp_size, int cp_size);
-  ~LocalWorld();
-  const ProcessGroups& Groups(int world_rank) const { return groups_[world_rank]; }
-  int size() const { return static_cast<int>(groups_.size()); }
+  ~LocalWorld() override;
+  const ProcessGroups& Groups(int world_rank) const override { return groups_[world_rank]; }
+  int size() const override { return static_cast<int>(groups_.size()); }
 
   struct Shared;  // the rendezvous state of one group (local_communicator.cc)
 
@@ -62,5 +70,14 @@ class LocalWorld {
 
 // Checks a parallel layout and says what is wrong (C must divide tp).
 void ValidateLayout(int tp_size, int cp_size);
+
+// The layout of `tp_size` ranks in `cp_size` context-parallel groups: every rank's place (its
+// communicators left null) and the members of each group, in group-rank order.
+struct Layout {
+  std::vector<ProcessGroups> ranks;
+  std::vector<std::vector<int>> attn_tp_groups;  // one per cp_rank
+  std::vector<std::vector<int>> cp_groups;       // one per attn_tp_rank
+};
+Layout MakeLayout(int tp_size, int cp_size);
 
 }  // namespace fission::comm

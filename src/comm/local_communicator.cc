@@ -84,10 +84,32 @@ void ValidateLayout(int tp_size, int cp_size) {
     Fail("--attn-cp-size (", cp_size, ") must divide --tp-size (", tp_size, ")");
 }
 
-LocalWorld::LocalWorld(int tp_size, int cp_size) {
+Layout MakeLayout(int tp_size, int cp_size) {
   ValidateLayout(tp_size, cp_size);
   const int attn_tp = tp_size / cp_size;
-  groups_.resize(tp_size);
+  Layout layout;
+  layout.ranks.resize(tp_size);
+  for (int r = 0; r < tp_size; ++r) {
+    ProcessGroups& g = layout.ranks[r];
+    g.world_rank = r;
+    g.world_size = tp_size;
+    g.cp_size = cp_size;
+    g.attn_tp_size = attn_tp;
+    g.cp_rank = r / attn_tp;
+    g.attn_tp_rank = r % attn_tp;
+  }
+  layout.attn_tp_groups.resize(cp_size);
+  for (int c = 0; c < cp_size; ++c)
+    for (int a = 0; a < attn_tp; ++a) layout.attn_tp_groups[c].push_back(c * attn_tp + a);
+  layout.cp_groups.resize(attn_tp);
+  for (int a = 0; a < attn_tp; ++a)
+    for (int c = 0; c < cp_size; ++c) layout.cp_groups[a].push_back(c * attn_tp + a);
+  return layout;
+}
+
+LocalWorld::LocalWorld(int tp_size, int cp_size) {
+  Layout layout = MakeLayout(tp_size, cp_size);
+  groups_ = layout.ranks;
   auto make_group = [&](const std::vector<int>& members, Communicator* ProcessGroups::*field) {
     auto shared = std::make_shared<Shared>(static_cast<int>(members.size()));
     shared_.push_back(shared);
@@ -98,27 +120,10 @@ LocalWorld::LocalWorld(int tp_size, int cp_size) {
     }
   };
   std::vector<int> world(tp_size);
-  for (int r = 0; r < tp_size; ++r) {
-    world[r] = r;
-    ProcessGroups& g = groups_[r];
-    g.world_rank = r;
-    g.world_size = tp_size;
-    g.cp_size = cp_size;
-    g.attn_tp_size = attn_tp;
-    g.cp_rank = r / attn_tp;
-    g.attn_tp_rank = r % attn_tp;
-  }
+  for (int r = 0; r < tp_size; ++r) world[r] = r;
   make_group(world, &ProcessGroups::world);
-  for (int c = 0; c < cp_size; ++c) {
-    std::vector<int> members;
-    for (int a = 0; a < attn_tp; ++a) members.push_back(c * attn_tp + a);
-    make_group(members, &ProcessGroups::attn_tp);
-  }
-  for (int a = 0; a < attn_tp; ++a) {
-    std::vector<int> members;
-    for (int c = 0; c < cp_size; ++c) members.push_back(c * attn_tp + a);
-    make_group(members, &ProcessGroups::cp);
-  }
+  for (const std::vector<int>& members : layout.attn_tp_groups) make_group(members, &ProcessGroups::attn_tp);
+  for (const std::vector<int>& members : layout.cp_groups) make_group(members, &ProcessGroups::cp);
 }
 
 LocalWorld::~LocalWorld() = default;

@@ -40,7 +40,7 @@ Engine::Engine(model::CausalLM* model, const EngineConfig& config, const Detoken
       sampler_(config.eos_token_ids),
       outputs_(detokenizer, config.eos_token_ids, context_length_) {
   const std::int32_t pages = PoolPages(config_, *model);
-  kv_cache_ = std::make_unique<model::KvCache>(model->KvLayout(), pages, config_.page_size);
+  kv_cache_ = std::make_unique<model::KvCache>(model->KvLayout(), pages, config_.page_size, model->kv_allocator());
   pool_ = std::make_unique<PagePool>(pages);
   if (!config_.disable_radix_cache) prefix_cache_ = std::make_unique<PrefixCache>(pool_.get(), config_.page_size);
   scheduler_ = std::make_unique<Scheduler>(MakeSchedulerConfig(config_), pool_.get(), prefix_cache_.get());

@@ -22,6 +22,8 @@ class CausalLM {
   // Runs one step: writes the new tokens' KV rows into `cache` and returns fp32 logits
   // [batch.logits_indices.size(), vocab_size] on the host.
   virtual Buffer Forward(const ForwardBatch& batch, KvCache& cache) = 0;
+  // Where the caller's KvCache must live: the memory of the device the model runs on (rank 0's).
+  virtual Allocator* kv_allocator() { return CpuAllocator(); }
 };
 
 }  // namespace fission::model

@@ -33,7 +33,7 @@ DeepseekV3Model::DeepseekV3Model(io::ModelConfig config, WeightLoader& loader, c
 
 std::vector<KvLayerLayout> DeepseekV3Model::KvLayout() const {
   return std::vector<KvLayerLayout>(layers_.size(),
-                                    KvLayerLayout{config_.kv_lora_rank + config_.qk_rope_head_dim, DType::kF32});
+                                    KvLayerLayout{config_.kv_lora_rank + config_.qk_rope_head_dim, options_.kv_dtype});
 }
 
 void DeepseekV3Model::FeedForward(const Layer& layer, const StepContext& step, const Tensor& x, const Tensor& out) {

@@ -19,6 +19,8 @@ struct ShardOptions {
   RankInfo rank;
   MlaForm mla_form = MlaForm::kAuto;
   int pcp_min_tokens = kDefaultPcpMinTokens;
+  // The KV cache's element type: fp32 (exact on the CPU) or bf16 (the CUDA backend's fast path).
+  DType kv_dtype = DType::kF32;
 };
 
 class DeepseekV3Model final : public CausalLM {

@@ -27,7 +27,7 @@ DeepseekMoe::DeepseekMoe(const io::ModelConfig& c, const std::string& prefix, We
   routing_.topk_group = c.topk_group;
   routing_.norm_topk_prob = c.norm_topk_prob;
   routing_.routed_scaling_factor = static_cast<float>(c.routed_scaling_factor);
-  router_ = loader.Load(prefix + "gate.weight", Shape{c.n_routed_experts, c.hidden_size});
+  router_ = loader.LoadF32(prefix + "gate.weight", Shape{c.n_routed_experts, c.hidden_size});
   if (loader.dummy()) {
     bias_ = loader.LoadNorm(prefix + "gate.e_score_correction_bias", c.n_routed_experts);
   } else {

@@ -32,7 +32,7 @@ bool ParseLoadFlag(const std::vector<std::string>& args, std::size_t* i, LoadOpt
     return true;
   }
   static const char* kValued[] = {"--tp-size", "--tensor-parallel-size", "--attn-cp-size", "--nsa-prefill-cp-mode",
-                                  "--load-format", "--json-model-override-args"};
+                                  "--load-format", "--json-model-override-args", "--device", "--dtype"};
   bool known = false;
   for (const char* k : kValued) known = known || flag == k;
   if (!known) return false;
@@ -46,6 +46,10 @@ bool ParseLoadFlag(const std::vector<std::string>& args, std::size_t* i, LoadOpt
     options->attn_cp_size = ParsePositive(flag, value);
   } else if (flag == "--nsa-prefill-cp-mode") {
     options->cp_mode = value;
+  } else if (flag == "--dtype") {
+    options->dtype = value;
+  } else if (flag == "--device") {
+    options->device = value;
   } else if (flag == "--load-format") {
     options->load_format = value;
   } else {
@@ -55,10 +59,32 @@ bool ParseLoadFlag(const std::vector<std::string>& args, std::size_t* i, LoadOpt
   return true;
 }
 
+DeviceSpec ParseDevice(const std::string& device) {
+  DeviceSpec spec;
+  if (device == "cpu") return spec;
+  if (device == "auto") {
+    spec.automatic = true;
+    return spec;
+  }
+  spec.cuda = true;
+  if (device == "cuda") return spec;
+  if (device.starts_with("cuda:")) {
+    const std::string index = device.substr(5);
+    if (!index.empty() && index.size() <= 3 && index.find_first_not_of("0123456789") == std::string::npos) {
+      spec.index = std::stoi(index);
+      return spec;
+    }
+  }
+  Fail("--device '", device, "' is not a device (expected cpu, cuda, cuda:N or auto)");
+}
+
 void ValidateLoadOptions(const LoadOptions& options) {
   comm::ValidateLayout(options.tp_size, options.attn_cp_size);
   if (options.cp_mode != "round-robin-split")
     Fail("--nsa-prefill-cp-mode '", options.cp_mode, "' is not supported (supported modes: round-robin-split)");
+  ParseDevice(options.device);
+  if (options.dtype != "auto" && options.dtype != "float32" && options.dtype != "bfloat16")
+    Fail("--dtype '", options.dtype, "' is not supported (supported: auto, float32, bfloat16)");
   if (options.load_format != "auto" && options.load_format != "safetensors" && options.load_format != "dummy")
     Fail("--load-format '", options.load_format, "' is not supported (supported: auto, safetensors, dummy)");
 }
@@ -69,7 +95,9 @@ std::string LoadFlagsHelp() {
          "  --enable-nsa-prefill-context-parallel   accepted; context parallelism follows --attn-cp-size\n"
          "  --nsa-prefill-cp-mode M   round-robin-split (the only mode)\n"
          "  --load-format F           auto | safetensors | dummy (random weights from config.json)\n"
-         "  --json-model-override-args JSON   merged over config.json\n";
+         "  --json-model-override-args JSON   merged over config.json\n"
+         "  --device D                cpu | cuda | cuda:N (ranks on devices N, N+1, ...) | auto (default cpu)\n"
+         "  --dtype T                 auto | float32 | bfloat16 (bf16 weights and KV cache on cuda; default fp32)\n";
 }
 
 }  // namespace fission::model

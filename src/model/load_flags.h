@@ -18,4 +18,12 @@ bool ParseLoadFlag(const std::vector<std::string>& args, std::size_t* i, LoadOpt
 void ValidateLoadOptions(const LoadOptions& options);
 std::string LoadFlagsHelp();
 
+// A --device value: "cpu", "cuda", "cuda:N" or "auto" (resolved by the loader). An Error otherwise.
+struct DeviceSpec {
+  bool cuda = false;
+  bool automatic = false;
+  int index = 0;
+};
+DeviceSpec ParseDevice(const std::string& device);
+
 }  // namespace fission::model

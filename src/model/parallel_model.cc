@@ -6,9 +6,8 @@
 
 namespace fission::model {
 
-ParallelCausalLM::ParallelCausalLM(std::unique_ptr<comm::LocalWorld> world,
-                                   std::vector<std::unique_ptr<CausalLM>> ranks)
-    : world_(std::move(world)), ranks_(std::move(ranks)) {
+ParallelCausalLM::ParallelCausalLM(std::unique_ptr<comm::World> world, std::vector<std::unique_ptr<CausalLM>> ranks)
+    : ranks_(std::move(ranks)), world_(std::move(world)) {
   FISSION_CHECK(static_cast<int>(ranks_.size()) == world_->size());
 }
 
@@ -24,7 +23,8 @@ Buffer ParallelCausalLM::Forward(const ForwardBatch& batch, KvCache& cache) {
   if (caches.empty() || caches[0]->num_pages() != cache.num_pages() || caches[0]->page_size() != cache.page_size()) {
     caches.clear();
     for (int r = 1; r < world_size(); ++r)
-      caches.push_back(std::make_unique<KvCache>(KvLayout(), cache.num_pages(), cache.page_size()));
+      caches.push_back(
+          std::make_unique<KvCache>(KvLayout(), cache.num_pages(), cache.page_size(), ranks_[r]->kv_allocator()));
   }
   const int threads_each = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / world_size());
   std::vector<std::thread> workers;

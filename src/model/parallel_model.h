@@ -1,6 +1,6 @@
 // Tensor and context parallelism with ranks as threads of one process: one DeepseekV3Model shard
-// per rank, each with its own KV cache, all running the same step plan (SPMD) and meeting in the
-// local communicator's collectives. Rank 0's logits are returned (every rank computes the same
+// per rank, each with its own KV cache (on its own device), all running the same step plan (SPMD)
+// and meeting in the world's collectives (the local communicator on the CPU, NCCL on GPUs). Rank 0's logits are returned (every rank computes the same
 // full logits); the caller's cache is rank 0's.
 #pragma once
 
@@ -15,7 +15,7 @@ namespace fission::model {
 
 class ParallelCausalLM final : public CausalLM {
  public:
-  ParallelCausalLM(std::unique_ptr<comm::LocalWorld> world, std::vector<std::unique_ptr<CausalLM>> ranks);
+  ParallelCausalLM(std::unique_ptr<comm::World> world, std::vector<std::unique_ptr<CausalLM>> ranks);
   ~ParallelCausalLM() override;
 
   std::string architecture() const override { return ranks_[0]->architecture(); }
@@ -23,14 +23,16 @@ class ParallelCausalLM final : public CausalLM {
   std::int64_t max_position_embeddings() const override { return ranks_[0]->max_position_embeddings(); }
   std::vector<KvLayerLayout> KvLayout() const override { return ranks_[0]->KvLayout(); }
   Buffer Forward(const ForwardBatch& batch, KvCache& cache) override;
+  Allocator* kv_allocator() override { return ranks_[0]->kv_allocator(); }
 
   int world_size() const { return static_cast<int>(ranks_.size()); }
   // Rank r's cache paired with the caller's `cache` (rank 0's is `cache` itself).
   const KvCache& RankCache(const KvCache& cache, int rank) const;
 
  private:
-  std::unique_ptr<comm::LocalWorld> world_;
+  // Destroyed in reverse: the rank caches, then the communicators, then the ranks' models.
   std::vector<std::unique_ptr<CausalLM>> ranks_;
+  std::unique_ptr<comm::World> world_;
   // Caches of ranks 1.. for each cache a caller has used.
   std::map<const KvCache*, std::vector<std::unique_ptr<KvCache>>> rank_caches_;
 };

@@ -1,10 +1,22 @@
 #include "model/registry.h"
 
+#include "base/log.h"
 #include "io/checkpoint.h"
 #include "io/model_config.h"
 #include "model/deepseek_v3.h"
+#include "model/device_model.h"
 #include "model/load_flags.h"
 #include "model/parallel_model.h"
+
+#ifdef FISSION_HAVE_CUDA
+#include <cuda_runtime.h>
+
+#include "kernels/cuda/cuda_backend.h"
+#include "kernels/cuda/cuda_context.h"
+#endif
+#ifdef FISSION_HAVE_NCCL
+#include "comm/nccl/nccl_communicator.h"
+#endif
 
 namespace fission::model {
 namespace {
@@ -22,6 +34,89 @@ kernels::Backend& CpuBackendInstance() {
   return *backend;
 }
 
+int CudaDeviceCount() {
+#ifdef FISSION_HAVE_CUDA
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) return 0;
+  return count;
+#else
+  return 0;
+#endif
+}
+
+// "auto" becomes cuda when this build and host have one, else cpu.
+DeviceSpec ResolveDevice(const std::string& device) {
+  DeviceSpec spec = ParseDevice(device);
+  if (spec.automatic) {
+    spec.automatic = false;
+    spec.cuda = CudaDeviceCount() > 0;
+  }
+  return spec;
+}
+
+std::unique_ptr<CausalLM> LoadOnCpu(const io::ModelConfig& config, const io::Checkpoint* checkpoint,
+                                    const ShardOptions& shard, const LoadOptions& options) {
+  kernels::Backend& backend = CpuBackendInstance();
+  auto load_rank = [&](const comm::ProcessGroups* groups) {
+    ShardOptions rank_options = shard;
+    rank_options.rank.groups = groups;
+    WeightLoader loader(checkpoint, backend, options.dummy_seed);
+    return std::make_unique<DeepseekV3Model>(config, loader, rank_options);
+  };
+  if (options.tp_size == 1) return load_rank(nullptr);
+  auto world = std::make_unique<comm::LocalWorld>(options.tp_size, options.attn_cp_size);
+  std::vector<std::unique_ptr<CausalLM>> ranks;
+  for (int r = 0; r < options.tp_size; ++r) ranks.push_back(load_rank(&world->Groups(r)));
+  return std::make_unique<ParallelCausalLM>(std::move(world), std::move(ranks));
+}
+
+#ifdef FISSION_HAVE_CUDA
+// One backend per rank, rank r on device first + r; ranks meet over NCCL.
+std::unique_ptr<CausalLM> LoadOnCuda(const io::ModelConfig& config, const io::Checkpoint* checkpoint,
+                                     const ShardOptions& shard, const LoadOptions& options, int first) {
+  const int count = CudaDeviceCount();
+  if (first + options.tp_size > count)
+    Fail("--device cuda:", first, " with --tp-size ", options.tp_size, " needs CUDA devices ", first, "..",
+         first + options.tp_size - 1, ", but ", count, " answer");
+  std::vector<std::unique_ptr<kernels::Backend>> backends;
+  for (int r = 0; r < options.tp_size; ++r) backends.push_back(kernels::MakeCudaBackend(first + r));
+  std::unique_ptr<comm::World> world;
+  if (options.tp_size > 1) {
+#ifdef FISSION_HAVE_NCCL
+    std::vector<int> devices;
+    std::vector<cudaStream_t> streams;
+    for (int r = 0; r < options.tp_size; ++r) {
+      devices.push_back(first + r);
+      streams.push_back(static_cast<kernels::cuda::CudaBackend&>(*backends[r]).context().stream());
+    }
+    world = std::make_unique<comm::NcclWorld>(options.tp_size, options.attn_cp_size, devices, streams);
+#else
+    Fail("--tp-size ", options.tp_size, " on cuda needs NCCL, which this build does not have");
+#endif
+  }
+  std::vector<std::unique_ptr<CausalLM>> ranks;
+  for (int r = 0; r < options.tp_size; ++r) {
+    const int device = first + r;
+    ShardOptions rank_options = shard;
+    rank_options.rank.groups = world ? &world->Groups(r) : nullptr;
+    FISSION_CHECK(cudaSetDevice(device) == cudaSuccess);
+    const bool bf16 = options.dtype == "bfloat16";
+    rank_options.kv_dtype = bf16 ? DType::kBF16 : DType::kF32;
+    WeightLoader loader(checkpoint, *backends[r], options.dummy_seed, bf16 ? DType::kBF16 : DType::kF32);
+    auto& cuda_backend = static_cast<kernels::cuda::CudaBackend&>(*backends[r]);
+    loader.SetDeviceFill([&cuda_backend](const Tensor& t, float bound, std::uint64_t seed) {
+      cuda_backend.FillUniform(t, bound, seed);
+    });
+    auto model = std::make_unique<DeepseekV3Model>(config, loader, rank_options);
+    // Every operation of a rank's thread goes to its device.
+    ranks.push_back(std::make_unique<DeviceCausalLM>(std::move(backends[r]), std::move(model),
+                                                     [device] { FISSION_CHECK(cudaSetDevice(device) == cudaSuccess); }));
+  }
+  if (!world) return std::move(ranks[0]);
+  return std::make_unique<ParallelCausalLM>(std::move(world), std::move(ranks));
+}
+#endif
+
 }  // namespace
 
 std::unique_ptr<CausalLM> LoadCausalLM(const std::string& dir, const LoadOptions& options) {
@@ -34,23 +129,22 @@ std::unique_ptr<CausalLM> LoadCausalLM(const std::string& dir, const LoadOptions
     Fail(config.source, ": model_type 'deepseek_v4' is not supported yet; its config was read (sliding window ",
          config.v4->sliding_window, ", ", config.v4->layer_types.size(), " layer types)");
   ValidateLoadOptions(options);
+  const DeviceSpec device = ResolveDevice(options.device);
   ShardOptions shard;
   shard.mla_form = ParseMlaForm(options.mla_form);
   shard.pcp_min_tokens = options.pcp_min_tokens;
-  kernels::Backend& backend = CpuBackendInstance();
   std::unique_ptr<io::Checkpoint> checkpoint;
   if (options.load_format != "dummy") checkpoint = std::make_unique<io::Checkpoint>(dir);
-  auto load_rank = [&](const comm::ProcessGroups* groups) {
-    ShardOptions rank_options = shard;
-    rank_options.rank.groups = groups;
-    WeightLoader loader(checkpoint.get(), backend, options.dummy_seed);
-    return std::make_unique<DeepseekV3Model>(config, loader, rank_options);
-  };
-  if (options.tp_size == 1) return load_rank(nullptr);
-  auto world = std::make_unique<comm::LocalWorld>(options.tp_size, options.attn_cp_size);
-  std::vector<std::unique_ptr<CausalLM>> ranks;
-  for (int r = 0; r < options.tp_size; ++r) ranks.push_back(load_rank(&world->Groups(r)));
-  return std::make_unique<ParallelCausalLM>(std::move(world), std::move(ranks));
+  if (!device.cuda) {
+    // Recipes pass --dtype bfloat16 whatever the device; the reference backend stays fp32.
+    if (options.dtype == "bfloat16") Log(LogLevel::kWarning, "--dtype bfloat16: the CPU backend computes in fp32");
+    return LoadOnCpu(config, checkpoint.get(), shard, options);
+  }
+#ifdef FISSION_HAVE_CUDA
+  return LoadOnCuda(config, checkpoint.get(), shard, options, device.index);
+#else
+  Fail("--device ", options.device, ": this build has no CUDA backend (built without nvcc); use --device cpu");
+#endif
 }
 
 }  // namespace fission::model

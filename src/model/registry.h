@@ -24,6 +24,12 @@ struct LoadOptions {
   int pcp_min_tokens = 512;
   // SGLang's --nsa-prefill-cp-mode; round-robin-split is the mode implemented.
   std::string cp_mode = "round-robin-split";
+  // "cpu" (the reference backend), "cuda" or "cuda:N" (rank r on CUDA device N + r; NCCL between
+  // ranks), or "auto" (cuda when this build has the CUDA backend and a device answers, else cpu).
+  std::string device = "cpu";
+  // Weights and KV cache on a device: "auto" and "float32" keep fp32 (exact against the CPU);
+  // "bfloat16" stores matrices and the KV cache in bf16 (activations stay fp32). The CPU is fp32.
+  std::string dtype = "auto";
 };
 
 // Loads the checkpoint in `dir`. An Error names the file and the field or tensor that is wrong.

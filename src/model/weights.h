@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <random>
 #include <string>
@@ -27,12 +28,17 @@ Range EvenPart(std::int64_t total, int n, int r, const char* what);
 
 class WeightLoader {
  public:
-  // `checkpoint` null means dummy weights from `seed`.
-  WeightLoader(const io::Checkpoint* checkpoint, kernels::Backend& backend, std::uint64_t seed = 0);
+  // `checkpoint` null means dummy weights from `seed`. Matrices (2-D weights) are stored on the
+  // backend as `matrix_dtype` (fp32 or bf16); vectors (norms, biases) stay fp32.
+  WeightLoader(const io::Checkpoint* checkpoint, kernels::Backend& backend, std::uint64_t seed = 0,
+               DType matrix_dtype = DType::kF32);
 
   // A weight of full shape `shape`, or rows `rows` of it. A missing tensor or wrong shape is an
   // Error naming the file and tensor.
   Buffer Load(const std::string& name, const Shape& shape, Range rows = {});
+  // Like Load, but kept in fp32 whatever the matrix dtype (the MoE router: a bf16 router flips
+  // expert choices at near ties).
+  Buffer LoadF32(const std::string& name, const Shape& shape);
   // Columns `cols` of a 2-D weight.
   Buffer LoadCols(const std::string& name, const Shape& shape, Range cols);
   // Norm weights: dummy ones are ones rather than random.
@@ -40,15 +46,23 @@ class WeightLoader {
   // Rows `rows` of two same-shaped weights stacked into one (gate over up).
   Buffer LoadStacked(const std::string& first, const std::string& second, const Shape& each, Range rows = {});
   bool dummy() const { return checkpoint_ == nullptr; }
+  // Dummy matrices drawn on the device instead of the host: fill(tensor, bound, seed) writes
+  // uniform values in [-bound, bound) (the same standard deviation as the host's normal draws).
+  using DeviceFill = std::function<void(const Tensor&, float, std::uint64_t)>;
+  void SetDeviceFill(DeviceFill fill) { device_fill_ = std::move(fill); }
   kernels::Backend& backend() { return backend_; }
 
  private:
-  Buffer ToBackend(Buffer host);
+  Buffer ToBackend(Buffer host, bool keep_f32 = false);
+  // A dummy matrix of standard deviation `scale`, on the backend (drawn on the device if it can).
   Buffer Random(const Shape& shape, float scale);
+  Buffer RandomHost(const Shape& shape, float scale);
 
   const io::Checkpoint* checkpoint_;
   kernels::Backend& backend_;
+  DType matrix_dtype_;
   std::mt19937_64 rng_;
+  DeviceFill device_fill_;
 };
 
 }  // namespace fission::model

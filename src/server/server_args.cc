@@ -62,7 +62,7 @@ const std::vector<FlagInfo>& ServerFlags() {
       {"--watchdog-timeout", {}, T::kFloat, K::kIgnored, P::kServer, "S", "300", ""},
       {"--decode-log-interval", {}, T::kInt, K::kIgnored, P::kServer, "N", "40", ""},
       // Device and parallel layout.
-      {"--device", {}, T::kString, K::kApplied, P::kServer, "D", "auto", "cpu | cuda (auto: cuda when available)"},
+      {"--device", {}, T::kString, K::kApplied, P::kServer, "D", "auto", "cpu | cuda | cuda:N (auto: cuda when available)"},
       {"--tp-size", {"--tensor-parallel-size", "--tp"}, T::kInt, K::kApplied, P::kLoad, "N", "1",
        "ranks sharing the model (threads on the CPU)"},
       {"--attn-cp-size", {}, T::kInt, K::kApplied, P::kLoad, "C", "1",
@@ -258,7 +258,7 @@ void Apply(const FlagInfo& f, const std::vector<std::string>& values, ServerArgs
     out->log_level = v;
   }
   if (n == "--device") {
-    RequireChoice(n, v, {"auto", "cpu", "cuda"});
+    model::ParseDevice(v);  // cpu | cuda | cuda:N | auto
     out->device = v;
   }
   if (n == "--dp-size") out->dp_size = static_cast<int>(i);

@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+
 #include "model/load_flags.h"
 
 namespace fission::model {
@@ -25,6 +27,34 @@ TEST(LoadFlags, SglangRecipeFlags) {
   EXPECT_EQ(Parse({"--tensor-parallel-size=8"}).tp_size, 8);
 }
 
+TEST(LoadFlags, DeviceAndDtype) {
+  const LoadOptions o = Parse({"--device", "cuda:1", "--dtype=bfloat16"});
+  EXPECT_EQ(o.device, "cuda:1");
+  EXPECT_EQ(o.dtype, "bfloat16");
+  const DeviceSpec spec = ParseDevice("cuda:1");
+  EXPECT_TRUE(spec.cuda);
+  EXPECT_EQ(spec.index, 1);
+  EXPECT_FALSE(ParseDevice("cpu").cuda);
+  EXPECT_TRUE(ParseDevice("auto").automatic);
+  EXPECT_EQ(LoadOptions{}.device, "cpu");
+}
+
+// Without a CUDA backend in the build, or without a device on the host, --device cuda is an
+// Error that says so; it never falls back to the CPU silently.
+TEST(LoadFlags, CudaWithoutADeviceIsAnError) {
+  if (std::system("nvidia-smi -L > /dev/null 2>&1") == 0) GTEST_SKIP() << "a GPU answers here";
+  LoadOptions options;
+  options.device = "cuda";
+  try {
+    LoadCausalLM(std::string(FISSION_SOURCE_DIR) + "/tests/fixtures/models/tiny-deepseek-v3", options);
+    ADD_FAILURE() << "--device cuda loaded without a device";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_TRUE(what.find("no CUDA backend") != std::string::npos || what.find("CUDA devices") != std::string::npos)
+        << what;
+  }
+}
+
 TEST(LoadFlags, ErrorsNameTheFlag) {
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
       {{"--tp-size", "0"}, "--tp-size expects a positive integer"},
@@ -33,6 +63,9 @@ TEST(LoadFlags, ErrorsNameTheFlag) {
       {{"--nsa-prefill-cp-mode", "in-seq-split"}, "supported modes: round-robin-split"},
       {{"--load-format", "gguf"}, "--load-format 'gguf'"},
       {{"--attn-cp-size"}, "--attn-cp-size needs a value"},
+      {{"--device", "tpu"}, "--device 'tpu' is not a device"},
+      {{"--device", "cuda:"}, "--device 'cuda:' is not a device"},
+      {{"--dtype", "float16"}, "--dtype 'float16' is not supported"},
   };
   for (const auto& [args, message] : cases) {
     try {

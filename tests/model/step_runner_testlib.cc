@@ -1,5 +1,7 @@
 #include "model/step_runner_testlib.h"
 
+#include <cstdlib>
+
 #include <algorithm>
 #include <random>
 
@@ -8,7 +10,9 @@
 namespace fission::model {
 
 std::string FixtureModelDir(const std::string& name) {
-  return std::string(FISSION_SOURCE_DIR) + "/tests/fixtures/models/" + name;
+  // FISSION_SOURCE_DIR in the environment: binaries built elsewhere and run beside a copy of the tree.
+  const char* root = std::getenv("FISSION_SOURCE_DIR");
+  return std::string(root != nullptr ? root : FISSION_SOURCE_DIR) + "/tests/fixtures/models/" + name;
 }
 
 double RelativeL2(const std::vector<float>& got, const float* want, std::int64_t n) {
@@ -25,7 +29,7 @@ std::int32_t Argmax(const std::vector<float>& logits) {
 }
 
 StepRunner::StepRunner(CausalLM& model, std::int64_t page_size, std::int64_t num_pages, std::uint64_t shuffle_seed)
-    : model_(model), cache_(model.KvLayout(), num_pages, page_size) {
+    : model_(model), cache_(model.KvLayout(), num_pages, page_size, model.kv_allocator()) {
   for (std::int32_t p = 0; p < num_pages; ++p) free_pages_.push_back(p);
   std::mt19937_64 rng(shuffle_seed);
   std::shuffle(free_pages_.begin(), free_pages_.end(), rng);

@@ -47,6 +47,8 @@ class CudaBackend final : public Backend {
   void CopyBytesToHost(const Tensor& src, void* dst);
   void CopyBytesFromHost(const void* src, const Tensor& dst);
   void Synchronize();
+  // x (fp32 or bf16) = independent uniform values in [-bound, bound) from `seed` (random_fill.cu).
+  void FillUniform(const Tensor& x, float bound, std::uint64_t seed);
   CudaContext& context() { return *ctx_; }
 
  private:

@@ -36,6 +36,12 @@ void LinearFp8(CudaContext& ctx, const Tensor& x, const Tensor& w, const Tensor&
 void QuantizeFp8(CudaContext& ctx, const Tensor& x, std::uint8_t* codes, float* scales, std::int64_t token_stride,
                  std::int64_t group_stride);
 
+// mla_reference.cu: whether the tuned MLA kernels take this shape, and the fp32 reference kernel
+// that takes any (contexts up to 8192 keys).
+bool MlaTunedShape(const MlaShape& sh, bool absorbed);
+void MlaAttentionReference(CudaContext& ctx, const Tensor& q, const Tensor& cache, const Tensor& kv_b,
+                           std::span<const SeqAttention> seqs, const MlaShape& sh, const Tensor& out);
+
 // moe.cu
 void MoeRoute(CudaContext& ctx, const Tensor& router_logits, const Tensor& bias, const MoeRouting& routing,
               const Tensor& topk_ids, const Tensor& topk_weights);

@@ -1,5 +1,6 @@
 // Host side of MLA attention: builds the per-sequence metadata and work list, prepares the operands
 // of each form, launches mla::FlashKernel and, for split keys, mla::MergeKernel.
+#include <atomic>
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -67,12 +68,13 @@ Tensor AsBf16(CudaContext& ctx, const Tensor& t, Buffer& holder) {
 template <int DQK, int DV, bool kVFromK, int RB>
 void Launch(CudaContext& ctx, const Params& p, int items, int grid_y) {
   using L = mla::Smem<DQK, DV, kVFromK, RB>;
-  static bool configured = false;  // one attribute call per instantiation and process
-  if (!configured) {
+  // A function attribute is per device: one call per instantiation and device (ranks of one
+  // process run on several devices, from several threads).
+  static std::atomic<std::uint64_t> configured{0};
+  const std::uint64_t bit = std::uint64_t{1} << (ctx.device() & 63);
+  if ((configured.fetch_or(bit) & bit) == 0)
     FISSION_CUDA(cudaFuncSetAttribute(mla::FlashKernel<DQK, DV, kVFromK, RB>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                       static_cast<int>(L::kBytes)));
-    configured = true;
-  }
   mla::FlashKernel<DQK, DV, kVFromK, RB>
       <<<dim3(static_cast<unsigned>(items), static_cast<unsigned>(grid_y)), mla::kThreads, L::kBytes, ctx.stream()>>>(p);
   FISSION_LAUNCHED();
@@ -83,9 +85,8 @@ void Launch(CudaContext& ctx, const Params& p, int items, int grid_y) {
 void MlaAttentionExpanded(CudaContext& ctx, const Tensor& q, const Tensor& cache, const Tensor& kv_b,
                           std::span<const SeqAttention> seqs, const MlaShape& sh, const Tensor& out) {
   CheckShapes(q, cache, kv_b, seqs, sh, out);
-  FISSION_CHECK(sh.qk_nope_head_dim == 128 && sh.qk_rope_head_dim == 64 && sh.v_head_dim == 128,
-                "the CUDA expanded MLA kernel is built for DeepSeek-V3's 128/64/128 head dims, got ",
-                sh.qk_nope_head_dim, "/", sh.qk_rope_head_dim, "/", sh.v_head_dim);
+  // The tuned kernel is built for DeepSeek-V3's 128/64/128 heads; other shapes take the reference.
+  if (!MlaTunedShape(sh, /*absorbed=*/false)) return MlaAttentionReference(ctx, q, cache, kv_b, seqs, sh, out);
   const std::int64_t heads = sh.num_heads, lora = sh.kv_lora_rank, row_w = cache.shape[1];
   const std::int64_t nope = sh.qk_nope_head_dim, vdim = sh.v_head_dim, qk = nope + sh.qk_rope_head_dim;
   // The register-softmax kernel (mla_prefill.cuh) by default; FISSION_MLA_PREFILL=generic selects the
@@ -174,12 +175,11 @@ void MlaAttentionExpanded(CudaContext& ctx, const Tensor& q, const Tensor& cache
     Launch<192, 128, false, 4>(ctx, p, static_cast<int>(items.size()), static_cast<int>(heads));
     return;
   }
-  static bool configured = false;
-  if (!configured) {
+  static std::atomic<std::uint64_t> configured{0};  // per device, as in Launch
+  const std::uint64_t bit = std::uint64_t{1} << (ctx.device() & 63);
+  if ((configured.fetch_or(bit) & bit) == 0)
     FISSION_CUDA(cudaFuncSetAttribute(mla::PrefillKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                       static_cast<int>(mla::PrefillSmem::kBytes)));
-    configured = true;
-  }
   mla::PrefillKernel<<<dim3(static_cast<unsigned>(items.size()), static_cast<unsigned>(heads)), mla::kThreads,
                        mla::PrefillSmem::kBytes, ctx.stream()>>>(p);
   FISSION_LAUNCHED();
@@ -188,9 +188,8 @@ void MlaAttentionExpanded(CudaContext& ctx, const Tensor& q, const Tensor& cache
 void MlaAttentionAbsorbed(CudaContext& ctx, const Tensor& q, const Tensor& cache, const Tensor& kv_b,
                           std::span<const SeqAttention> seqs, const MlaShape& sh, const Tensor& out) {
   CheckShapes(q, cache, kv_b, seqs, sh, out);
-  FISSION_CHECK(sh.kv_lora_rank == 512 && sh.qk_rope_head_dim == 64 && sh.qk_nope_head_dim % 8 == 0,
-                "the CUDA absorbed MLA kernel is built for 512 + 64 latent rows, got ", sh.kv_lora_rank, " + ",
-                sh.qk_rope_head_dim);
+  // The tuned kernel is built for 512 + 64 latent rows; other shapes take the reference.
+  if (!MlaTunedShape(sh, /*absorbed=*/true)) return MlaAttentionReference(ctx, q, cache, kv_b, seqs, sh, out);
   const std::int64_t heads = sh.num_heads, lora = sh.kv_lora_rank, row_w = cache.shape[1];
   const std::int64_t nope = sh.qk_nope_head_dim, vdim = sh.v_head_dim, qk = nope + sh.qk_rope_head_dim;
   const std::int64_t n = q.numel() / (heads * qk);

@@ -1,0 +1,39 @@
+// Random fill on the device, for --load-format dummy: real-size weights are drawn where they live
+// instead of on the host (tens of GB per layer would take minutes through the host).
+#include "kernels/cuda/cuda_backend.h"
+#include "kernels/cuda/cuda_common.cuh"
+#include "kernels/cuda/cuda_context.h"
+
+namespace fission::kernels::cuda {
+namespace {
+
+// A counter-based generator (splitmix64 of seed and index): every element independent of the
+// launch shape, so the same seed gives the same tensor.
+__device__ __forceinline__ std::uint64_t Mix(std::uint64_t z) {
+  z += 0x9e3779b97f4a7c15ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+__global__ void FillUniformKernel(void* x, Elem e, std::int64_t n, float bound, std::uint64_t seed) {
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
+    const std::uint64_t r = Mix(seed ^ Mix(static_cast<std::uint64_t>(i)));
+    const float u = static_cast<float>(r >> 40) * (1.0f / 16777216.0f);  // [0, 1)
+    StoreF(x, i, e, (2.0f * u - 1.0f) * bound);
+  }
+}
+
+}  // namespace
+
+void CudaBackend::FillUniform(const Tensor& x, float bound, std::uint64_t seed) {
+  FISSION_CUDA(cudaSetDevice(ctx_->device()));
+  const std::int64_t n = x.numel();
+  if (n == 0) return;
+  const unsigned blocks = static_cast<unsigned>(std::min<std::int64_t>((n + 255) / 256, 65535));
+  FillUniformKernel<<<blocks, 256, 0, ctx_->stream()>>>(x.data, ElemOf(x), n, bound, seed);
+  FISSION_LAUNCHED();
+}
+
+}  // namespace fission::kernels::cuda

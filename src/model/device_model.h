@@ -1,0 +1,40 @@
+// A model together with the backend it runs on, for backends that are not process-wide (one CUDA
+// backend per device). Before every step it makes its device current on the calling thread, so
+// the rank threads of ParallelCausalLM and the engine thread each talk to the right GPU.
+#pragma once
+
+#include <functional>
+#include <memory>
+
+#include "kernels/backend.h"
+#include "model/causal_lm.h"
+
+namespace fission::model {
+
+class DeviceCausalLM final : public CausalLM {
+ public:
+  DeviceCausalLM(std::unique_ptr<kernels::Backend> backend, std::unique_ptr<CausalLM> model,
+                 std::function<void()> make_current)
+      : backend_(std::move(backend)), model_(std::move(model)), make_current_(std::move(make_current)) {}
+  ~DeviceCausalLM() override {
+    make_current_();
+    model_.reset();  // its weights go back to the backend's allocator first
+  }
+
+  std::string architecture() const override { return model_->architecture(); }
+  std::int64_t vocab_size() const override { return model_->vocab_size(); }
+  std::int64_t max_position_embeddings() const override { return model_->max_position_embeddings(); }
+  std::vector<KvLayerLayout> KvLayout() const override { return model_->KvLayout(); }
+  Buffer Forward(const ForwardBatch& batch, KvCache& cache) override {
+    make_current_();
+    return model_->Forward(batch, cache);
+  }
+  Allocator* kv_allocator() override { return backend_->allocator(); }
+
+ private:
+  std::unique_ptr<kernels::Backend> backend_;
+  std::unique_ptr<CausalLM> model_;
+  std::function<void()> make_current_;
+};
+
+}  // namespace fission::model
