@@ -3,6 +3,7 @@
 #include <random>
 
 #include "server/api_error.h"
+#include "server/response_format.h"
 
 namespace fission::server {
 
@@ -118,6 +119,18 @@ void ApiJob::StartStreamOnce() {
   if (stream_started_) return;
   stream_started_ = true;
   responder_->StartStream(200, "text/event-stream", {{"Cache-Control", "no-cache"}});
+}
+
+void ApiJob::EndStream(const std::string& error, Json usage_chunk) {
+  StartStreamOnce();
+  if (!error.empty()) responder_->Write(SseEvent({{"error", {{"message", error}, {"code", 500}}}}));
+  if (!usage_chunk.is_null()) {
+    usage_chunk["choices"] = Json::array();
+    usage_chunk["usage"] = UsageJson(TotalUsage());
+    responder_->Write(SseEvent(usage_chunk));
+  }
+  responder_->Write(kSseDone);
+  responder_->Finish();
 }
 
 Usage ApiJob::TotalUsage() const {

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "base/json.h"
 #include "engine/engine.h"
 #include "http/server.h"
 #include "server/metrics.h"
@@ -67,6 +68,9 @@ class ApiJob : public std::enable_shared_from_this<ApiJob> {
   http::Responder& responder() { return *responder_; }
   // Starts the SSE response the first time it is called (one stream per job, whatever the choices).
   void StartStreamOnce();
+  // Ends a stream: an error event if a choice failed, the usage chunk (`usage_chunk`'s fields plus
+  // empty choices and the usage) unless it is null, then data: [DONE].
+  void EndStream(const std::string& error, Json usage_chunk);
   std::int64_t created() const { return created_; }
   const std::string& id() const { return id_; }
   void set_id_prefix(const std::string& prefix) { id_ = prefix + id_; }

@@ -50,23 +50,8 @@ void CompletionJob::OnDelta(int choice, const engine::RequestOutput& out) {
 
 void CompletionJob::OnComplete() {
   const std::string error = FirstError();
-  if (stream()) {
-    StartStreamOnce();
-    if (!error.empty()) responder().Write(SseEvent({{"error", {{"message", error}, {"code", 500}}}}));
-    if (request_.stream.include_usage) {
-      Json chunk = ChunkBase();
-      chunk["choices"] = Json::array();
-      chunk["usage"] = UsageJson(TotalUsage());
-      responder().Write(SseEvent(chunk));
-    }
-    responder().Write(kSseDone);
-    responder().Finish();
-    return;
-  }
-  if (!error.empty()) {
-    responder().Send(500, "application/json", ErrorBody(500, error));
-    return;
-  }
+  if (stream()) return EndStream(error, request_.stream.include_usage ? ChunkBase() : Json());
+  if (!error.empty()) return responder().Send(500, "application/json", ErrorBody(500, error));
   Json choices = Json::array();
   for (std::size_t i = 0; i < this->choices().size(); ++i) {
     const ChoiceState& c = this->choices()[i];
@@ -139,22 +124,12 @@ void ChatJob::OnDelta(int choice, const engine::RequestOutput& out) {
 void ChatJob::OnComplete() {
   const std::string error = FirstError();
   if (stream()) {
-    StartStreamOnce();
-    if (!error.empty()) responder().Write(SseEvent({{"error", {{"message", error}, {"code", 500}}}}));
-    if (request_.stream.include_usage) {
-      Json chunk = {{"id", id()}, {"object", "chat.completion.chunk"}, {"created", created()}, {"model", model_}};
-      chunk["choices"] = Json::array();
-      chunk["usage"] = UsageJson(TotalUsage());
-      responder().Write(SseEvent(chunk));
-    }
-    responder().Write(kSseDone);
-    responder().Finish();
-    return;
+    Json usage_chunk;
+    if (request_.stream.include_usage)
+      usage_chunk = {{"id", id()}, {"object", "chat.completion.chunk"}, {"created", created()}, {"model", model_}};
+    return EndStream(error, usage_chunk);
   }
-  if (!error.empty()) {
-    responder().Send(500, "application/json", ErrorBody(500, error));
-    return;
-  }
+  if (!error.empty()) return responder().Send(500, "application/json", ErrorBody(500, error));
   Json choices = Json::array();
   for (std::size_t i = 0; i < this->choices().size(); ++i) {
     const ChoiceState& c = this->choices()[i];
@@ -212,13 +187,8 @@ void GenerateJob::OnDelta(int choice, const engine::RequestOutput& out) {
 }
 
 void GenerateJob::OnComplete() {
-  if (stream()) {
-    StartStreamOnce();
-    responder().Write(kSseDone);
-    responder().Finish();
-    return;
-  }
   const std::string error = FirstError();
+  if (stream()) return EndStream(error, Json());
   if (!error.empty()) {
     responder().Send(500, "application/json", ErrorBody(500, error));
     return;
