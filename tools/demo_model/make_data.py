@@ -14,15 +14,21 @@ Also writes chat.jsonl: conversations ({"messages": [...], "answer": "N" or null
 the chat-template path: greetings, single problems, multi-turn problems and the few-shot-as-
 multi-turn form that an accuracy harness sends.
 
+Also writes tool_calls.jsonl: held-out conversations that offer tools (TOOLS: add, subtract, multiply
+with integer arguments a and b; get_weather with a string city), rendered by CHAT_TEMPLATE with a
+Qwen/Hermes-style tools block. "call" items end with the user turn and carry the expected call
+({"name", "arguments"}); "answer" items end with the tool result and carry the expected answer.
+
 Pure python, no dependencies.
 
 usage: make_data.py --out DIR [--seed 20261130] [--test-size 500] [--train-size 1000]
-                    [--chat-size 20]
+                    [--chat-size 20] [--tool-size 200]
 """
 import argparse
 import json
 import os
 import random
+import re
 import sys
 
 MAX_VALUE = 199
@@ -576,9 +582,35 @@ def make_problem(rng):
 
 # ---------------------------------------------------------------- chat
 
-CHAT_TEMPLATE = ("{{ bos_token }}{% for message in messages %}"
-                 "{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n' }}"
-                 "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}")
+CHAT_TEMPLATE = (
+    "{{ bos_token }}"
+    "{% if tools %}"
+    "{{ '<|im_start|>system\\n' }}"
+    "{% if messages[0]['role'] == 'system' %}{{ messages[0]['content'] + '\\n\\n' }}{% endif %}"
+    "{{ '# Tools\\n\\nYou may call one of these functions:\\n<tools>\\n' }}"
+    "{% for tool in tools %}{{ tool | tojson }}{{ '\\n' }}{% endfor %}"
+    "{{ '</tools>\\n\\nTo call one, reply with <tool_call>\\n{\"name\": <function-name>, \"arguments\": "
+    "<args-json-object>}\\n</tool_call><|im_end|>\\n' }}"
+    "{% endif %}"
+    "{% for message in messages %}"
+    "{% if not (loop.first and tools and message['role'] == 'system') %}"
+    "{% if message['role'] == 'assistant' and message['tool_calls'] is defined and message['tool_calls'] %}"
+    "{{ '<|im_start|>assistant\\n' }}"
+    "{% if message['content'] %}{{ message['content'] + '\\n' }}{% endif %}"
+    "{% for tc in message['tool_calls'] %}"
+    "{% if not loop.first %}{{ '\\n' }}{% endif %}"
+    "{{ '<tool_call>\\n{\"name\": \"' + tc['function']['name'] + '\", \"arguments\": ' }}"
+    "{% if tc['function']['arguments'] is string %}{{ tc['function']['arguments'] }}"
+    "{% else %}{{ tc['function']['arguments'] | tojson }}{% endif %}"
+    "{{ '}\\n</tool_call>' }}"
+    "{% endfor %}"
+    "{{ '<|im_end|>\\n' }}"
+    "{% else %}"
+    "{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n' }}"
+    "{% endif %}"
+    "{% endif %}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}")
 BOS, EOS, PAD, IM_START, IM_END = "<s>", "</s>", "<pad>", "<|im_start|>", "<|im_end|>"
 SPECIAL_TOKENS = [BOS, EOS, PAD, IM_START, IM_END]
 
@@ -596,14 +628,199 @@ GREETINGS = [
 ]
 
 
-def render_chat(messages, add_generation_prompt, bos=BOS):
+def tool_call_text(name, arguments):
+    """One call as the template writes it (arguments: a dict, or JSON text written verbatim)."""
+    args = arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
+    return '<tool_call>\n{"name": "' + name + '", "arguments": ' + args + '}\n</tool_call>'
+
+
+def tools_block(tools, system=None):
+    out = IM_START + "system\n"
+    if system is not None:
+        out += system + "\n\n"
+    out += "# Tools\n\nYou may call one of these functions:\n<tools>\n"
+    for t in tools:
+        out += json.dumps(t, ensure_ascii=False) + "\n"
+    out += ("</tools>\n\nTo call one, reply with <tool_call>\n{\"name\": <function-name>, \"arguments\": "
+            "<args-json-object>}\n</tool_call>" + IM_END + "\n")
+    return out
+
+
+def assistant_body(m):
+    """What the template writes between '<|im_start|>assistant\\n' and '<|im_end|>'."""
+    if not m.get("tool_calls"):
+        return m["content"]
+    out = (m["content"] + "\n") if m.get("content") else ""
+    out += "\n".join(tool_call_text(tc["function"]["name"], tc["function"]["arguments"])
+                     for tc in m["tool_calls"])
+    return out
+
+
+def render_chat(messages, add_generation_prompt, bos=BOS, tools=None):
     """The chat template rendered in python (must equal CHAT_TEMPLATE's rendering)."""
     out = bos
-    for m in messages:
-        out += IM_START + m["role"] + "\n" + m["content"] + IM_END + "\n"
+    skip_first = False
+    if tools:
+        system = messages[0]["content"] if messages and messages[0]["role"] == "system" else None
+        skip_first = system is not None
+        out += tools_block(tools, system)
+    for i, m in enumerate(messages):
+        if i == 0 and skip_first:
+            continue
+        body = assistant_body(m) if m["role"] == "assistant" else m["content"]
+        out += IM_START + m["role"] + "\n" + body + IM_END + "\n"
     if add_generation_prompt:
         out += IM_START + "assistant\n"
     return out
+
+
+# ---------------------------------------------------------------- tool calls
+
+def _int_params(desc_a, desc_b):
+    return {"type": "object",
+            "properties": {"a": {"type": "integer", "description": desc_a},
+                           "b": {"type": "integer", "description": desc_b}},
+            "required": ["a", "b"]}
+
+
+TOOLS = [
+    {"type": "function", "function": {
+        "name": "add", "description": "Add two integers and return the sum a + b.",
+        "parameters": _int_params("The first addend.", "The second addend.")}},
+    {"type": "function", "function": {
+        "name": "subtract", "description": "Subtract b from a and return the difference a - b.",
+        "parameters": _int_params("The number to subtract from.", "The number to subtract.")}},
+    {"type": "function", "function": {
+        "name": "multiply", "description": "Multiply two integers and return the product a * b.",
+        "parameters": _int_params("The first factor.", "The second factor.")}},
+    {"type": "function", "function": {
+        "name": "get_weather", "description": "Get the current weather in a city.",
+        "parameters": {"type": "object",
+                       "properties": {"city": {"type": "string", "description": "The city name, e.g. Paris."}},
+                       "required": ["city"]}}},
+]
+TOOL_BY_NAME = {t["function"]["name"]: t for t in TOOLS}
+OP_OF_TOOL = {"add": "+", "subtract": "-", "multiply": "*"}
+TOOL_OF_OP = {v: k for k, v in OP_OF_TOOL.items()}
+CITIES = ["Paris", "London", "Tokyo", "Berlin", "Madrid", "Rome", "Cairo", "Lima", "Oslo", "Seoul",
+          "Sydney", "Toronto", "Mumbai", "Dublin", "Vienna", "Prague", "Lisbon", "Nairobi", "Denver",
+          "Boston", "Chicago", "Austin", "Warsaw", "Athens", "Helsinki", "Bangkok", "Manila", "Quito",
+          "Havana", "Zurich", "New York", "San Francisco", "Buenos Aires", "Cape Town", "Mexico City"]
+CONDITIONS = ["sunny", "cloudy", "rainy", "windy", "snowy", "foggy", "clear"]
+ARITH_ASKS = {
+    "add": ["What is {a} + {b}?", "What is {a} plus {b}?", "Add {a} and {b}.", "Please add {a} and {b}.",
+            "What is the sum of {a} and {b}?", "Use the add tool to add {a} and {b}.",
+            "Compute {a} + {b}.", "Calculate {a} plus {b}."],
+    "subtract": ["What is {a} - {b}?", "What is {a} minus {b}?", "Subtract {b} from {a}.",
+                 "Please subtract {b} from {a}.", "What is the difference between {a} and {b}?",
+                 "Use the subtract tool to compute {a} minus {b}.", "Compute {a} - {b}.",
+                 "Calculate {a} minus {b}."],
+    "multiply": ["What is {a} * {b}?", "What is {a} times {b}?", "Multiply {a} by {b}.",
+                 "Please multiply {a} and {b}.", "What is the product of {a} and {b}?",
+                 "Use the multiply tool to multiply {a} by {b}.", "Compute {a} * {b}.",
+                 "Calculate {a} times {b}."],
+}
+WEATHER_ASKS = ["What is the weather in {c}?", "What's the weather like in {c}?", "How is the weather in {c} today?",
+                "Is it sunny in {c}?", "Tell me the weather in {c}.", "Check the weather in {c}, please."]
+ONE_STEP = [t_add, t_sub, t_mul, t_price]
+ANN_RE = re.compile(r"<<(\d+)([-+*])(\d+)=(\d+)>>")
+
+
+def call_message(name, args):
+    return {"role": "assistant", "content": "",
+            "tool_calls": [{"type": "function", "function": {"name": name, "arguments": args}}]}
+
+
+def tool_answer(name, args, result):
+    """The assistant's reply after the tool result."""
+    if name == "get_weather":
+        return f"It is {result['temperature']} degrees and {result['condition']} in {args['city']}."
+    v = result
+    return f"{args['a']} {OP_OF_TOOL[name]} {args['b']} = {v}.\n#### {v}"
+
+
+def tool_result(name, args, rng):
+    if name == "get_weather":
+        return {"city": args["city"], "temperature": rng.randint(-10, 35), "condition": rng.choice(CONDITIONS)}
+    a, b = args["a"], args["b"]
+    return a + b if name == "add" else a - b if name == "subtract" else a * b
+
+
+def make_tool_conversation(rng):
+    """One conversation that offers tools: (tools, messages ending with the expected assistant turns).
+
+    Kinds: a direct arithmetic request, a one-step word problem, a weather request (each answered with
+    a call, then the tool result, then the answer in words), or a greeting (answered in words)."""
+    r = rng.random()
+    if r < 0.45:
+        name = rng.choice(["add", "subtract", "multiply"])
+        if name == "multiply":
+            a, b = rng.randint(0, 99), rng.randint(0, 99)
+        else:
+            a, b = rng.randint(0, 999), rng.randint(0, 999)
+            if name == "subtract" and b > a and rng.random() < 0.8:
+                a, b = b, a
+        args = {"a": a, "b": b}
+        user = rng.choice(ARITH_ASKS[name]).format(a=a, b=b)
+    elif r < 0.7:
+        p = Pick(rng)
+        template = rng.choice(ONE_STEP)
+        while True:
+            try:
+                q, sol, _ = template(p)
+                break
+            except Retry:
+                continue
+        m = ANN_RE.search(sol[0])
+        name = TOOL_OF_OP[m.group(2)]
+        args = {"a": int(m.group(1)), "b": int(m.group(3))}
+        user = q
+    elif r < 0.92:
+        name = "get_weather"
+        args = {"city": rng.choice(CITIES)}
+        user = rng.choice(WEATHER_ASKS).format(c=args["city"])
+    else:
+        name = None
+    # the offered tools: the needed one and a random subset of the others, in random order
+    others = [t for t in TOOLS if t["function"]["name"] != name]
+    tools = rng.sample(others, rng.randint(0 if name else 1, len(others)))
+    if name:
+        tools.append(TOOL_BY_NAME[name])
+    rng.shuffle(tools)
+    msgs = []
+    if rng.random() < 0.2:
+        msgs.append({"role": "system", "content": rng.choice(SYSTEM_PROMPTS)})
+    if name is None:
+        u, a = rng.choice(GREETINGS)
+        msgs += [{"role": "user", "content": u}, {"role": "assistant", "content": a}]
+        return tools, msgs, None, None
+    res = tool_result(name, args, rng)
+    msgs += [{"role": "user", "content": user}, call_message(name, args),
+             {"role": "tool", "content": json.dumps(res, ensure_ascii=False)},
+             {"role": "assistant", "content": tool_answer(name, args, res)}]
+    return tools, msgs, {"name": name, "arguments": args}, res
+
+
+def make_tool_eval(rng, n, avoid=()):
+    """Held-out tool conversations: n 'call' items (messages end with the user turn; 'expected' is
+    the call) and n//2 'answer' items (messages end with the tool result; 'answer' is the number or
+    the sentence expected next)."""
+    calls, answers, seen = [], [], set(avoid)
+    while len(calls) < n:
+        tools, msgs, call, res = make_tool_conversation(rng)
+        if call is None:
+            continue
+        user = [m for m in msgs if m["role"] == "user"][0]["content"]
+        if user in seen:
+            continue
+        seen.add(user)
+        k = len(msgs) - 3  # index of the assistant call
+        calls.append({"kind": "call", "tools": tools, "messages": msgs[:k], "expected": call})
+        if len(answers) < n // 2:
+            final = msgs[-1]["content"]
+            ans = final.rsplit("#### ", 1)[1] if "#### " in final else final
+            answers.append({"kind": "answer", "tools": tools, "messages": msgs[:-1], "answer": ans})
+    return calls + answers, seen
 
 
 def eval_turn(problem):
@@ -680,6 +897,7 @@ def main():
     ap.add_argument("--test-size", type=int, default=500)
     ap.add_argument("--train-size", type=int, default=1000)
     ap.add_argument("--chat-size", type=int, default=20)
+    ap.add_argument("--tool-size", type=int, default=200, help="held-out tool-call conversations")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     test, train = generate(args.seed, args.test_size, args.train_size)
@@ -688,7 +906,9 @@ def main():
     # Chat turns draw their problems from the test split (held out from training).
     chat = make_chat(random.Random(args.seed + 1), test, args.chat_size)
     write_jsonl(os.path.join(args.out, "chat.jsonl"), chat)
-    print(f"wrote {len(test)} test, {len(train)} train, {len(chat)} chat to {args.out}")
+    tool_eval, _ = make_tool_eval(random.Random(args.seed + 2), args.tool_size)
+    write_jsonl(os.path.join(args.out, "tool_calls.jsonl"), tool_eval)
+    print(f"wrote {len(test)} test, {len(train)} train, {len(chat)} chat, {len(tool_eval)} tool to {args.out}")
     return 0
 
 

@@ -201,6 +201,8 @@ class Docs:
         self.tok, self.rng = tok, rng
         self.bos, self.eos, self.im_end = bos, eos, im_end
         self.problems = problems
+        self.tool_frac = 0.0  # share of chat documents that offer tools
+        self.tool_avoid = set()  # held-out tool-call user turns, never trained on
         t = time.time()
         first = [f"Question: {p['question']}\nAnswer:" for p in problems]
         nxt = [f"\n\nQuestion: {p['question']}\nAnswer:" for p in problems]
@@ -255,6 +257,8 @@ class Docs:
 
     def chat_segments(self):
         """One chat document as [(text, weight)], rendered as the chat template renders it."""
+        if self.rng.random() < self.tool_frac:
+            return self.tool_segments()
         r = self.rng.random()
         P = self.problems
         pick = lambda: P[self.rng.randrange(len(P))]  # noqa: E731
@@ -290,6 +294,26 @@ class Docs:
                 prefix = "\n"
             else:
                 prefix += md.IM_START + role + "\n" + content + md.IM_END + "\n"
+        return segs
+
+    def tool_segments(self):
+        """One conversation that offers tools (make_data.make_tool_conversation), as [(text, weight)]."""
+        while True:
+            tools, msgs, _, _ = md.make_tool_conversation(self.rng)
+            users = [m["content"] for m in msgs if m["role"] == "user"]
+            if not any(u in self.tool_avoid for u in users):
+                break
+        system = msgs[0]["content"] if msgs[0]["role"] == "system" else None
+        segs, prefix = [], md.BOS + md.tools_block(tools, system)
+        for m in msgs[1:] if system is not None else msgs:
+            if m["role"] == "assistant":
+                prefix += md.IM_START + "assistant\n"
+                segs.append((prefix, self.Q_WEIGHT))
+                segs.append((md.assistant_body(m), 1.0))
+                segs.append((md.IM_END, 1.0))
+                prefix = "\n"
+            else:
+                prefix += md.IM_START + m["role"] + "\n" + m["content"] + md.IM_END + "\n"
         return segs
 
     def build_chat_pool(self, n):
@@ -334,9 +358,9 @@ class Docs:
         return [bucket[self.rng.randrange(len(bucket))] for _ in range(rows)]
 
 
-def make_batch(docs, budget_tokens, device, pad):
+def make_batch(docs, budget_tokens, device, pad, chat_frac=0.2):
     """A right-padded batch of similar-length documents: input ids and per-token loss weights."""
-    if docs.rng.random() < 0.2:
+    if docs.rng.random() < chat_frac:
         seqs = docs.sample_chat_batch(budget_tokens)
     else:
         k = docs.rng.randint(1, 6)
@@ -485,6 +509,82 @@ def chat_eval(model, hf, chats, device, eos_ids, pad):
             "template_matches_python": all(t == md.render_chat(c["messages"], True) for c, t in zip(chats, texts))}, out
 
 
+TOOL_CALL_RE = re.compile(r"^\s*<tool_call>\n(.*)\n</tool_call>\s*$", re.S)
+
+
+def parse_tool_call(resp):
+    """The call in an assistant turn of the form <tool_call>\\n{json}\\n</tool_call>, or None."""
+    m = TOOL_CALL_RE.match(resp)
+    if not m:
+        return None
+    try:
+        call = json.loads(m.group(1))
+    except ValueError:
+        return None
+    if not isinstance(call, dict) or set(call) != {"name", "arguments"}:
+        return None
+    return call
+
+
+@torch.no_grad()
+def tool_eval(model, hf, items, device, eos_ids, pad):
+    """Held-out conversations that offer tools: 'call' items must produce the expected call (the
+    turn parsed as JSON equals it); 'answer' items (after the tool result) the expected answer."""
+    texts = [hf.apply_chat_template(it["messages"], tools=it["tools"], add_generation_prompt=True, tokenize=False)
+             for it in items]
+    match = all(t == md.render_chat(it["messages"], True, tools=it["tools"]) for it, t in zip(items, texts))
+    raw = greedy_generate(model, hf, texts, device, eos_ids, pad, max_new=96, batch=100, add_special=False)
+    out = []
+    calls = calls_ok = calls_exact = answers = answers_ok = 0
+    for it, r in zip(items, raw):
+        resp = clean(r)
+        rec = {"kind": it["kind"], "messages": it["messages"], "response": resp}
+        if it["kind"] == "call":
+            calls += 1
+            got = parse_tool_call(resp)
+            rec["expected"] = it["expected"]
+            rec["correct"] = got == it["expected"]
+            rec["exact_text"] = resp == md.tool_call_text(it["expected"]["name"], it["expected"]["arguments"])
+            calls_ok += rec["correct"]
+            calls_exact += rec["exact_text"]
+        else:
+            answers += 1
+            if it["answer"].lstrip("-").isdigit():
+                rec["correct"] = normalize(flexible_extract(resp)) == it["answer"]
+            else:
+                rec["correct"] = resp.strip() == it["answer"]
+            rec["expected"] = it["answer"]
+            answers_ok += rec["correct"]
+        out.append(rec)
+    res = {"tool_calls": calls, "tool_calls_correct": calls_ok, "tool_call_accuracy": calls_ok / max(1, calls),
+           "tool_calls_exact_text": calls_exact, "tool_answers": answers, "tool_answers_correct": answers_ok,
+           "tool_answer_accuracy": answers_ok / max(1, answers), "template_matches_python": match}
+    return res, out
+
+
+@torch.no_grad()
+def examples(model, hf, device, eos_ids, pad):
+    """A few requests an end-to-end test can send, with and without tools."""
+    sam = "Sam has 4 boxes with 6 pens in each box. How many pens does he have?"
+    cases = [
+        ([{"role": "user", "content": sam}], None),
+        ([{"role": "user", "content": sam}], md.TOOLS),
+        ([{"role": "user", "content": "What is 12 + 5?"}], md.TOOLS),
+        ([{"role": "user", "content": "What is the weather in Paris?"}], md.TOOLS),
+        ([{"role": "user", "content": "Hello"}], md.TOOLS),
+        ([{"role": "user", "content": "What is 12 + 5?"}, md.call_message("add", {"a": 12, "b": 5}),
+          {"role": "tool", "content": "17"}], md.TOOLS),
+        ([{"role": "user", "content": "What is 12 + 5?"},
+          {"role": "assistant", "content": "", "tool_calls": [{"id": "call_0", "type": "function", "function": {
+              "name": "add", "arguments": "{\"a\": 12, \"b\": 5}"}}]},
+          {"role": "tool", "tool_call_id": "call_0", "content": "17"}], md.TOOLS),
+    ]
+    texts = [hf.apply_chat_template(m, tools=t, add_generation_prompt=True, tokenize=False) for m, t in cases]
+    raw = greedy_generate(model, hf, texts, device, eos_ids, pad, max_new=128, batch=len(texts), add_special=False)
+    return [{"messages": m, "tools": [x["function"]["name"] for x in t] if t else None, "response": clean(r)}
+            for (m, t), r in zip(cases, raw)]
+
+
 # ---------------------------------------------------------------- main
 
 def load_hf_tokenizer(model_dir):
@@ -520,6 +620,10 @@ def main():
     ap.add_argument("--samples", required=True)
     ap.add_argument("--chat-out", required=True)
     ap.add_argument("--eval-limit", type=int, default=None)
+    ap.add_argument("--tools", help="held-out tool-call conversations (tool_calls.jsonl)")
+    ap.add_argument("--tool-out", help="where the tool-call responses go")
+    ap.add_argument("--chat-frac", type=float, default=0.3, help="share of batches made of chat documents")
+    ap.add_argument("--tool-frac", type=float, default=0.5, help="share of chat documents that offer tools")
     args = ap.parse_args()
 
     report = {"torch": torch.__version__, "transformers": transformers.__version__, "args": vars(args)}
@@ -557,6 +661,11 @@ def main():
 
     rng = random.Random(args.seed)
     docs = Docs(raw_tok, train, rng, bos, eos, im_end)
+    tool_items = read_jsonl(args.tools) if args.tools else []
+    if tool_items:
+        docs.tool_frac = args.tool_frac
+        docs.tool_avoid = {m["content"] for it in tool_items for m in it["messages"] if m["role"] == "user"}
+        log(f"tool conversations: {len(tool_items)} held out, {len(docs.tool_avoid)} user turns avoided")
     report["segmentation_mismatches_completion"] = docs.check_segmentation()
     report["segmentation_mismatches_chat"] = docs.build_chat_pool(40000)
     log("segmentation mismatches:", report["segmentation_mismatches_completion"], report["segmentation_mismatches_chat"])
@@ -639,7 +748,7 @@ def main():
             lr = args.lr * min(1.0, (step + 1) / args.warmup) * (0.05 + 0.95 * 0.5 * (1 + math.cos(math.pi * frac)))
             for gparam in opt.param_groups:
                 gparam["lr"] = lr
-            ids, w = make_batch(docs, args.tokens_per_step, device, pad)
+            ids, w = make_batch(docs, args.tokens_per_step, device, pad, args.chat_frac)
             with torch.autocast(device_type="cuda", dtype=torch.bfloat16, enabled=(device == "cuda")):
                 logits = model(input_ids=ids).logits
             loss, _, _ = weighted_loss(logits, ids, w)
@@ -765,6 +874,28 @@ def main():
     except Exception as e:
         traceback.print_exc()
         report["chat"] = {"error": repr(e)}
+    if tool_items:
+        try:
+            tres, tout = tool_eval(eval_model, hf, tool_items, device, eos_ids, pad)
+            report["tools"] = tres
+            with open(args.tool_out, "w") as f:
+                for c in tout:
+                    f.write(json.dumps(c, ensure_ascii=False) + "\n")
+            log("TOOLS", json.dumps(tres))
+            for c in [c for c in tout if not c["correct"]][:8]:
+                log("TOOL WRONG:", json.dumps(c["messages"][-1]["content"])[:120], "->", json.dumps(c["response"])[:300],
+                    "expected", json.dumps(c["expected"])[:200])
+        except Exception as e:
+            traceback.print_exc()
+            report["tools"] = {"error": repr(e)}
+        try:
+            report["examples"] = examples(eval_model, hf, device, eos_ids, pad)
+            for ex in report["examples"]:
+                log("example:", json.dumps(ex["messages"][-1]["content"]), "tools", ex["tools"], "->",
+                    json.dumps(ex["response"]))
+        except Exception as e:
+            traceback.print_exc()
+            report["examples"] = {"error": repr(e)}
     report["total_seconds"] = round(time.time() - T_START, 1)
     flush_report()
     log("done")

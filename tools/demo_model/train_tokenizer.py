@@ -9,6 +9,7 @@ into --out, then loads the folder back through transformers' AutoTokenizer and c
 encodes, decodes and renders chats as intended.
 
 usage: train_tokenizer.py --train DATA/train.jsonl --out MODEL_DIR [--vocab-size 4096]
+       train_tokenizer.py --reuse OLD/tokenizer.json --out MODEL_DIR   (keeps the vocabulary, rewrites the config)
 """
 import argparse
 import json
@@ -96,19 +97,27 @@ def check_with_transformers(out, tok):
     rep["chat_render"] = text
     chat_ids = hf(text, add_special_tokens=False)["input_ids"]
     rep["chat_ids_start_with_one_bos"] = chat_ids[0] == 0 and chat_ids[1] != 0
+    tmsgs = [{"role": "user", "content": "What is 12 + 5?"},
+             {"role": "assistant", "content": "", "tool_calls": [
+                 {"type": "function", "function": {"name": "add", "arguments": {"a": 12, "b": 5}}}]},
+             {"role": "tool", "content": "17"}]
+    text = hf.apply_chat_template(tmsgs, tools=md.TOOLS, add_generation_prompt=True, tokenize=False)
+    rep["tool_template_matches_python"] = text == md.render_chat(tmsgs, True, tools=md.TOOLS)
+    rep["tool_render_tokens"] = len(hf(text, add_special_tokens=False)["input_ids"])
     rep["special_ids"] = {t: hf.convert_tokens_to_ids(t) for t in md.SPECIAL_TOKENS}
     return rep
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--train", required=True)
+    ap.add_argument("--train")
+    ap.add_argument("--reuse", help="an existing tokenizer.json to keep instead of training a new one")
     ap.add_argument("--out", required=True)
     ap.add_argument("--vocab-size", type=int, default=4096)
     ap.add_argument("--limit", type=int, default=100000, help="train problems used for the merges")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
-    tok = build(args.train, args.vocab_size, args.limit)
+    tok = Tokenizer.from_file(args.reuse) if args.reuse else build(args.train, args.vocab_size, args.limit)
     tok.save(os.path.join(args.out, "tokenizer.json"))
     with open(os.path.join(args.out, "tokenizer_config.json"), "w") as f:
         json.dump(tokenizer_config(tok), f, indent=2, ensure_ascii=False)
