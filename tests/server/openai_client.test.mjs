@@ -135,3 +135,37 @@ test('api key', async () => {
   assert.equal(models.data[0].id, 'demo');
   assert.equal(await stopServer(guarded.proc), 0);
 });
+
+test('tool calls from a model trained to call tools', async () => {
+  const fs = await import('node:fs');
+  const path = await import('node:path');
+  const root = path.resolve(path.dirname(new URL(import.meta.url).pathname), '..', '..');
+  const rows = fs.readFileSync(path.join(root, 'tests/fixtures/demo/tool_calls.jsonl'), 'utf8')
+    .trim().split('\n').map((l) => JSON.parse(l));
+  const item = rows.find((r) => r.kind === 'call' && r.expected.name !== 'get_weather');
+  const tools = await startServer(['--model-path', path.join(root, 'tests/fixtures/models/demo-tools'),
+                                   '--tool-call-parser', 'qwen']);
+  const r = await tools.client.chat.completions.create({
+    model: 'demo', temperature: 0, max_tokens: 128, messages: item.messages, tools: item.tools });
+  const call = r.choices[0].message.tool_calls[0];
+  assert.equal(r.choices[0].finish_reason, 'tool_calls');
+  assert.equal(call.type, 'function');
+  assert.equal(call.function.name, item.expected.name);
+  assert.deepEqual(JSON.parse(call.function.arguments), item.expected.arguments);
+  // Streamed: the deltas assemble into the same call.
+  const stream = await tools.client.chat.completions.create({
+    model: 'demo', temperature: 0, max_tokens: 128, messages: item.messages, tools: item.tools, stream: true });
+  let name = '';
+  let args = '';
+  for await (const chunk of stream) {
+    for (const c of chunk.choices) {
+      for (const t of c.delta?.tool_calls ?? []) {
+        name += t.function?.name ?? '';
+        args += t.function?.arguments ?? '';
+      }
+    }
+  }
+  assert.equal(name, item.expected.name);
+  assert.deepEqual(JSON.parse(args), item.expected.arguments);
+  assert.equal(await stopServer(tools.proc), 0);
+});
