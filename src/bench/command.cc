@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "base/error.h"
+#include "base/flag_reader.h"
 #include "bench/dataset.h"
 #include "bench/report.h"
 #include "bench/runner.h"
@@ -131,27 +132,11 @@ std::vector<std::string> Split(const std::string& s, char sep) {
 
 Args Parse(const std::vector<std::string>& argv) {
   Args a;
-  for (size_t i = 0; i < argv.size(); ++i) {
-    std::string flag = argv[i];
-    std::optional<std::string> inline_value;
-    if (const size_t eq = flag.find('='); flag.rfind("--", 0) == 0 && eq != std::string::npos) {
-      inline_value = flag.substr(eq + 1);
-      flag = flag.substr(0, eq);
-    }
-    std::replace(flag.begin(), flag.end(), '_', '-');
-    auto value = [&]() -> std::string {
-      if (inline_value) return *inline_value;
-      if (i + 1 >= argv.size()) Fail(flag, ": missing value");
-      return argv[++i];
-    };
-    // Flags taking several values (argparse nargs="+"): everything up to the next flag.
-    auto values = [&]() {
-      std::vector<std::string> vs;
-      if (inline_value) vs.push_back(*inline_value);
-      while (i + 1 < argv.size() && argv[i + 1].rfind("--", 0) != 0) vs.push_back(argv[++i]);
-      if (vs.empty()) Fail(flag, ": missing value");
-      return vs;
-    };
+  FlagReader reader(argv);
+  while (reader.Next()) {
+    const std::string flag = reader.flag();
+    auto value = [&] { return reader.Value(); };
+    auto values = [&] { return reader.Values(); };  // argparse nargs="+"
     if (flag == "--help" || flag == "-h") {
       a.help = true;
     } else if (flag == "--backend") {
@@ -253,7 +238,7 @@ Args Parse(const std::vector<std::string>& argv) {
     } else if (flag == "--client-threads") {
       a.client_threads = static_cast<int>(Integer(flag, value(), 1, 64));
     } else {
-      Fail("unknown flag '", argv[i], "' (see fission bench --help)");
+      Fail("unknown flag '", flag, "' (see fission bench --help)");
     }
   }
   return a;

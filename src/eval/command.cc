@@ -13,6 +13,7 @@
 #include <optional>
 
 #include "base/error.h"
+#include "base/flag_reader.h"
 #include "eval/runner.h"
 #include "http/client.h"
 
@@ -76,19 +77,10 @@ double ParseNumber(const std::string& flag, const std::string& v) {
 
 Args Parse(const std::vector<std::string>& argv) {
   Args a;
-  for (size_t i = 0; i < argv.size(); ++i) {
-    std::string flag = argv[i];
-    std::optional<std::string> inline_value;
-    if (const size_t eq = flag.find('='); flag.rfind("--", 0) == 0 && eq != std::string::npos) {
-      inline_value = flag.substr(eq + 1);
-      flag = flag.substr(0, eq);
-    }
-    std::replace(flag.begin(), flag.end(), '_', '-');  // lm-eval spells flags with underscores
-    auto value = [&]() -> std::string {
-      if (inline_value) return *inline_value;
-      if (i + 1 >= argv.size()) Fail(flag, ": missing value");
-      return argv[++i];
-    };
+  FlagReader reader(argv);  // lm-eval spells flags with underscores; the reader accepts both
+  while (reader.Next()) {
+    const std::string flag = reader.flag();
+    auto value = [&] { return reader.Value(); };
     if (flag == "--help" || flag == "-h") {
       a.help = true;
     } else if (flag == "--base-url") {
@@ -121,7 +113,7 @@ Args Parse(const std::vector<std::string>& argv) {
     } else if (flag == "--disable-tqdm") {
       a.progress = false;
     } else {
-      Fail("unknown flag '", argv[i], "' (see fission eval --help)");
+      Fail("unknown flag '", flag, "' (see fission eval --help)");
     }
   }
   if (a.multiturn && !a.chat) Fail("--fewshot-as-multiturn needs --apply-chat-template");

@@ -1,0 +1,32 @@
+// Walks command-line arguments flag by flag, the way argparse reads them: `--flag value` or
+// `--flag=value`, with underscores in flag names read as dashes (`--num_fewshot` = `--num-fewshot`).
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace fission {
+
+class FlagReader {
+ public:
+  explicit FlagReader(const std::vector<std::string>& args) : args_(args) {}
+
+  // Moves to the next argument; false when none is left.
+  bool Next();
+  // The current flag, without any `=value`.
+  const std::string& flag() const { return flag_; }
+  // The current flag's value (inline or the next argument); an Error "<flag>: missing value".
+  std::string Value();
+  // One or more values up to the next `--flag` (argparse's nargs="+").
+  std::vector<std::string> Values();
+
+ private:
+  const std::vector<std::string>& args_;
+  std::size_t next_ = 0;
+  std::string flag_;
+  std::optional<std::string> inline_value_;
+};
+
+}  // namespace fission
