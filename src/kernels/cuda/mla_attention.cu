@@ -247,8 +247,9 @@ void MlaAttentionAbsorbed(CudaContext& ctx, const Tensor& q, const Tensor& cache
   constexpr std::int64_t kMinKeysPerSplit = 256;
   const std::int64_t want =
       (2 * blocks_per_sm * ctx.sm_count() + base_blocks - 1) / std::max<std::int64_t>(base_blocks, 1);
-  const int splits = static_cast<int>(
-      std::clamp<std::int64_t>(want, 1, std::max<std::int64_t>(1, (max_kv + kMinKeysPerSplit - 1) / kMinKeysPerSplit)));
+  const int splits = static_cast<int>(std::clamp<std::int64_t>(
+      want, 1,
+      std::min<std::int64_t>(mla::kMaxSplits, std::max<std::int64_t>(1, (max_kv + kMinKeysPerSplit - 1) / kMinKeysPerSplit))));
   std::vector<WorkItem> items;
   std::vector<std::int64_t> rows;  // flattened (token, head) rows that the merge writes
   for (std::size_t i = 0; i < seqs.size(); ++i) {
