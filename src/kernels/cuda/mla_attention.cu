@@ -231,7 +231,6 @@ void MlaAttentionAbsorbed(CudaContext& ctx, const Tensor& q, const Tensor& cache
   std::int64_t max_rows = 0;
   for (const SeqAttention& s : seqs) max_rows = std::max<std::int64_t>(max_rows, s.query_len * heads);
   const int rows_per_block = max_rows <= 16 ? 16 : mla::kMaxRows;
-  const int blocks_per_sm = rows_per_block == 16 ? 2 : 1;
   std::vector<SeqInfo> infos;
   std::vector<std::int32_t> tables, positions;
   std::int64_t base_blocks = 0, max_kv = 0;
@@ -243,11 +242,24 @@ void MlaAttentionAbsorbed(CudaContext& ctx, const Tensor& q, const Tensor& cache
     base_blocks += (s.query_len * heads + rows_per_block - 1) / rows_per_block;
     max_kv = std::max<std::int64_t>(max_kv, s.kv_len);
   }
+  // Splits: the fewest that fill at least 90% of the last wave of blocks (one block per
+  // multiprocessor: both decode variants use more than half of its shared memory), at least 256
+  // keys each.
   constexpr std::int64_t kMinKeysPerSplit = 256;
-  const std::int64_t want =
-      (2 * blocks_per_sm * ctx.sm_count() + base_blocks - 1) / std::max<std::int64_t>(base_blocks, 1);
-  const int splits = static_cast<int>(
-      std::clamp<std::int64_t>(want, 1, std::max<std::int64_t>(1, (max_kv + kMinKeysPerSplit - 1) / kMinKeysPerSplit)));
+  const std::int64_t slots = ctx.sm_count();
+  const std::int64_t max_splits =
+      std::clamp<std::int64_t>((max_kv + kMinKeysPerSplit - 1) / kMinKeysPerSplit, 1, mla::kMaxSplits);
+  int splits = 1;
+  double best = 0.0;
+  for (std::int64_t sp = 1; sp <= max_splits; ++sp) {
+    const std::int64_t blocks = base_blocks * sp, waves = (blocks + slots - 1) / slots;
+    const double fill = static_cast<double>(blocks) / static_cast<double>(waves * slots);
+    if (fill > best + 1e-9) {
+      best = fill;
+      splits = static_cast<int>(sp);
+    }
+    if (fill >= 0.9) break;
+  }
   std::vector<WorkItem> items;
   std::vector<std::int64_t> rows;  // flattened (token, head) rows that the merge writes
   for (std::size_t i = 0; i < seqs.size(); ++i) {

@@ -172,18 +172,21 @@ __device__ __forceinline__ void LoadTile(__nv_bfloat16* tile, int ld, const RowS
   }
 }
 
+// Decode blocks of 16 rows prefetch the next key tile into a second stage while computing one
+// (the latent rows are both keys and values there, so one stage is one buffer).
 template <int DQK, int DV, bool kVFromK, int RB>
 struct Smem {
   static constexpr int kRows = 16 * RB;
+  static constexpr int kStages = (RB == 1 && kVFromK) ? 2 : 1;
   static constexpr int kLdQK = DQK + 8, kLdV = DV + 8, kLdS = kKeys + 4, kLdP = kKeys + 8;
   static constexpr std::size_t kQ = 0;
   static constexpr std::size_t kK = kQ + sizeof(__nv_bfloat16) * kRows * kLdQK;
-  static constexpr std::size_t kV = kK + sizeof(__nv_bfloat16) * kKeys * kLdQK;
+  static constexpr std::size_t kV = kK + sizeof(__nv_bfloat16) * kStages * kKeys * kLdQK;
   static constexpr std::size_t kS = kV + (kVFromK ? 0 : sizeof(__nv_bfloat16) * kKeys * kLdV);
   static constexpr std::size_t kP = kS + sizeof(float) * kRows * kLdS;
   static constexpr std::size_t kStats = kP + sizeof(__nv_bfloat16) * kRows * kLdP;
   // m, l, alpha (float), limit, head (int), token and key index (int64)
-  static constexpr std::size_t kBytes = kStats + kMaxRows * (3 * 4 + 2 * 4) + (kMaxRows + kKeys) * 8;
+  static constexpr std::size_t kBytes = kStats + kMaxRows * (3 * 4 + 2 * 4) + (kMaxRows + 2 * kKeys) * 8;
 };
 
 template <int DQK, int DV, bool kVFromK, int RB>
@@ -197,8 +200,8 @@ __global__ void __launch_bounds__(kThreads, (RB == 1 || DQK <= 192) ? 2 : 1) Fla
   constexpr int kVpt = kKeys / kTpr;             // and values per thread
   extern __shared__ __align__(16) unsigned char smem[];
   __nv_bfloat16* qs = reinterpret_cast<__nv_bfloat16*>(smem + L::kQ);
-  __nv_bfloat16* ks = reinterpret_cast<__nv_bfloat16*>(smem + L::kK);
-  __nv_bfloat16* vs = kVFromK ? ks : reinterpret_cast<__nv_bfloat16*>(smem + L::kV);
+  __nv_bfloat16* const ks_base = reinterpret_cast<__nv_bfloat16*>(smem + L::kK);
+  __nv_bfloat16* const vs_base = reinterpret_cast<__nv_bfloat16*>(smem + L::kV);
   constexpr int kLdV = kVFromK ? L::kLdQK : L::kLdV;
   float* ss = reinterpret_cast<float*>(smem + L::kS);
   __nv_bfloat16* ps = reinterpret_cast<__nv_bfloat16*>(smem + L::kP);
@@ -239,26 +242,49 @@ __global__ void __launch_bounds__(kThreads, (RB == 1 || DQK <= 192) ? 2 : 1) Fla
   for (int j = 0; j < kNt; ++j) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
   const int r0 = rb * 16 + g;
 
-  for (int k0 = item.key_begin; k0 < key_end; k0 += kKeys) {
-    if (tid < kKeys) {
-      const int key = k0 + tid;
-      std::int64_t slot = -1;
-      if (key < key_end)
-        slot = p.page_size > 0 ? static_cast<std::int64_t>(p.block_tables[seq.bt_offset + key / p.page_size]) *
-                                         p.page_size + key % p.page_size
-                               : static_cast<std::int64_t>(seq.kv_base) + key;
-      key_index[tid] = slot;
+  // The cache slot of key `key` of this sequence, or -1 past the block's keys.
+  auto slot_of = [&](int key) -> std::int64_t {
+    if (key >= key_end) return -1;
+    return p.page_size > 0 ? static_cast<std::int64_t>(p.block_tables[seq.bt_offset + key / p.page_size]) *
+                                     p.page_size + key % p.page_size
+                           : static_cast<std::int64_t>(seq.kv_base) + key;
+  };
+  const int tiles = key_end > item.key_begin ? (key_end - item.key_begin + kKeys - 1) / kKeys : 0;
+  if constexpr (L::kStages == 2) {
+    if (tiles > 0) {
+      if (tid < kKeys) key_index[tid] = slot_of(item.key_begin + tid);
+      __syncthreads();
+      LoadTile<DQK, kKeys>(ks_base, L::kLdQK, p.ka, p.kb, key_index, row_head);
     }
-    __syncthreads();
-    // K rows and (for the expanded form) V rows share the head of the block.
-    // Keys share the block's head (expanded form) or ignore it (absorbed form, head stride 0).
-    LoadTile<DQK, kKeys>(ks, L::kLdQK, p.ka, p.kb, key_index, row_head);
-    if constexpr (!kVFromK) {
-      RowSrc none;
-      LoadTile<DV, kKeys>(vs, kLdV, p.v, none, key_index, row_head);
+    CpAsyncCommit();
+  }
+  for (int t = 0; t < tiles; ++t) {
+    const int k0 = item.key_begin + t * kKeys;
+    __nv_bfloat16* ks = ks_base + (L::kStages == 2 ? (t & 1) : 0) * kKeys * L::kLdQK;
+    __nv_bfloat16* vs = kVFromK ? ks : vs_base;
+    if constexpr (L::kStages == 2) {
+      // Issue the next tile into the other stage (last read by the previous tile), then wait for this one.
+      if (t + 1 < tiles) {
+        std::int64_t* next_index = key_index + ((t + 1) & 1) * kKeys;
+        if (tid < kKeys) next_index[tid] = slot_of(k0 + kKeys + tid);
+        __syncthreads();
+        LoadTile<DQK, kKeys>(ks_base + ((t + 1) & 1) * kKeys * L::kLdQK, L::kLdQK, p.ka, p.kb, next_index, row_head);
+      }
+      CpAsyncCommit();
+      CpAsyncWait<1>();
+      __syncthreads();
+    } else {
+      if (tid < kKeys) key_index[tid] = slot_of(k0 + tid);
+      __syncthreads();
+      // Keys share the block's head (expanded form) or ignore it (absorbed form, head stride 0).
+      LoadTile<DQK, kKeys>(ks, L::kLdQK, p.ka, p.kb, key_index, row_head);
+      if constexpr (!kVFromK) {
+        RowSrc none;
+        LoadTile<DV, kKeys>(vs, kLdV, p.v, none, key_index, row_head);
+      }
+      CpAsyncWaitAll();
+      __syncthreads();
     }
-    CpAsyncWaitAll();
-    __syncthreads();
 
     // 1. S = Q·Kᵀ for rows r0, r0 + 8 and keys cg·kKeysPerWarp + [0, kKeysPerWarp).
     constexpr int kNs = kKeysPerWarp / 8;
@@ -400,22 +426,45 @@ __global__ void __launch_bounds__(kThreads, (RB == 1 || DQK <= 192) ? 2 : 1) Fla
   }
 }
 
-// Merges the splits of row (token, head) by their log-sum-exp (log2 units).
+// Merges the splits of row (token, head) by their log-sum-exp (log2 units). The split weights are
+// computed once per row into shared memory; the column sums then issue independent loads.
+constexpr int kMaxSplits = 1024;
 __global__ void MergeKernel(const float* part_o, const float* part_lse, int num_splits, std::int64_t total_rows,
                             int dv, const std::int64_t* rows, void* out, Elem oe) {
+  __shared__ float weight[kMaxSplits];
+  __shared__ float reduce[32];
   const std::int64_t row = rows[blockIdx.x];
   float mx = -INFINITY;
-  for (int s = 0; s < num_splits; ++s) mx = fmaxf(mx, part_lse[s * total_rows + row]);
+  for (int s = threadIdx.x; s < num_splits; s += blockDim.x) {
+    weight[s] = part_lse[s * total_rows + row];
+    mx = fmaxf(mx, weight[s]);
+  }
+  for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+  if ((threadIdx.x & 31) == 0) reduce[threadIdx.x >> 5] = mx;
+  __syncthreads();
+  mx = -INFINITY;
+  for (int w = 0; w < static_cast<int>(blockDim.x >> 5); ++w) mx = fmaxf(mx, reduce[w]);
+  __syncthreads();
+  float den = 0.0f;
+  for (int s = threadIdx.x; s < num_splits; s += blockDim.x) {
+    const float w = weight[s] == -INFINITY ? 0.0f : exp2f(weight[s] - mx);
+    weight[s] = w;
+    den += w;
+  }
+  for (int o = 16; o > 0; o >>= 1) den += __shfl_xor_sync(0xffffffffu, den, o);
+  if ((threadIdx.x & 31) == 0) reduce[threadIdx.x >> 5] = den;
+  __syncthreads();
+  den = 0.0f;
+  for (int w = 0; w < static_cast<int>(blockDim.x >> 5); ++w) den += reduce[w];
+  const float inv = den > 0.0f ? 1.0f / den : 0.0f;
   for (int c = threadIdx.x; c < dv; c += blockDim.x) {
-    float num = 0.0f, den = 0.0f;
+    float num = 0.0f;
+#pragma unroll 8
     for (int s = 0; s < num_splits; ++s) {
-      const float lse = part_lse[s * total_rows + row];
-      if (lse == -INFINITY) continue;
-      const float w = exp2f(lse - mx);
-      num += w * part_o[(s * total_rows + row) * dv + c];
-      den += w;
+      const float w = weight[s];
+      if (w != 0.0f) num += w * part_o[(s * total_rows + row) * dv + c];
     }
-    StoreF(out, row * dv + c, oe, den > 0.0f ? num / den : 0.0f);
+    StoreF(out, row * dv + c, oe, num * inv);
   }
 }
 
