@@ -32,7 +32,8 @@ std::string DefaultModelPath() { return std::string(FISSION_SOURCE_DIR) + "/mode
 // Serves requests in flight for up to this long after SIGTERM before closing connections.
 constexpr int kShutdownGraceMs = 30000;
 
-Json ServerInfo(const server::ServerArgs& a) {
+// `max_total_tokens` is the KV pool's capacity as sized (docs/engine.md).
+Json ServerInfo(const server::ServerArgs& a, std::int64_t max_total_tokens) {
   return {{"model_path", a.model_path},
           {"tokenizer_path", a.TokenizerPath()},
           {"served_model_name", a.ServedModelName()},
@@ -42,7 +43,9 @@ Json ServerInfo(const server::ServerArgs& a) {
           {"attn_cp_size", a.load.attn_cp_size},
           {"nsa_prefill_cp_mode", a.load.cp_mode},
           {"page_size", a.engine.page_size},
-          {"max_total_tokens", a.engine.max_total_tokens},
+          {"max_total_tokens", max_total_tokens},
+          {"mem_fraction_static", a.engine.mem_fraction_static > 0 ? a.engine.mem_fraction_static
+                                                                   : engine::kDefaultMemFractionStatic},
           {"chunked_prefill_size", a.engine.chunked_prefill_size},
           {"max_prefill_tokens", a.engine.max_prefill_tokens},
           {"max_running_requests", a.engine.max_running_requests},
@@ -88,7 +91,7 @@ int RunServe(const std::vector<std::string>& args) {
   if (!flags.chat_template.empty()) options.chat_template_file = flags.chat_template;
   options.reasoning_parser = flags.reasoning_parser;
   options.tool_call_parser = flags.tool_call_parser;
-  options.server_info = ServerInfo(flags);
+  options.server_info = ServerInfo(flags, static_cast<std::int64_t>(engine.num_pages()) * engine_config.page_size);
   server::Service service(options, engine, *tokenizer);
 
   http::ServerOptions http_options;

@@ -11,9 +11,32 @@ namespace fission::engine {
 
 namespace {
 
-std::int32_t PoolPages(const EngineConfig& config, const model::CausalLM& model) {
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+// The KV pool's pages (the policy is written at kDefaultMaxTotalTokens).
+std::int32_t PoolPages(const EngineConfig& config, model::CausalLM& model) {
   if (config.kv_cache_bytes > 0) return PagesForByteBudget(config.kv_cache_bytes, model.KvLayout(), config.page_size);
-  return PagesForTokenBudget(config.max_total_tokens, config.page_size);
+  const std::optional<kernels::DeviceMemory> memory = model.device_memory();
+  if (!memory) {
+    const std::int64_t tokens = config.max_total_tokens > 0 ? config.max_total_tokens : kDefaultMaxTotalTokens;
+    return PagesForTokenBudget(tokens, config.page_size);
+  }
+  const double fraction = config.mem_fraction_static > 0 ? config.mem_fraction_static : kDefaultMemFractionStatic;
+  const std::int64_t reserved = static_cast<std::int64_t>(static_cast<double>(memory->total_bytes) * (1.0 - fraction));
+  const std::int64_t bytes = memory->free_bytes - reserved;
+  if (bytes <= 0)
+    Fail("no device memory is left for the KV cache: after the weights ", memory->free_bytes / kGiB, " GiB of ",
+         memory->total_bytes / kGiB, " GiB are free and --mem-fraction-static ", fraction, " keeps ",
+         reserved / kGiB, " GiB for activations; raise --mem-fraction-static or load fewer weights per device");
+  std::int32_t pages = PagesForByteBudget(bytes, model.KvLayout(), config.page_size);
+  if (config.max_total_tokens > 0)
+    pages = std::min(pages, PagesForTokenBudget(config.max_total_tokens, config.page_size));
+  Log(LogLevel::kInfo,
+      StrCat("KV cache: ", pages, " pages of ", config.page_size, " tokens (",
+             static_cast<double>(pages) * config.page_size * model::KvBytesPerToken(model.KvLayout()) / kGiB,
+             " GiB per device); after the weights ", memory->free_bytes / kGiB, " of ", memory->total_bytes / kGiB,
+             " GiB were free, --mem-fraction-static ", fraction));
+  return pages;
 }
 
 SchedulerConfig MakeSchedulerConfig(const EngineConfig& config) {

@@ -1,6 +1,7 @@
 #include "engine/engine_config.h"
 
 #include <charconv>
+#include <cstdlib>
 #include <limits>
 
 #include "base/error.h"
@@ -18,13 +19,24 @@ T ParseInteger(const std::string& flag, const std::string& value) {
   return out;
 }
 
+// A fraction in (0, 1].
+double ParseFraction(const std::string& flag, const std::string& value) {
+  char* end = nullptr;
+  const double out = std::strtod(value.c_str(), &end);
+  if (value.empty() || end != value.c_str() + value.size() || !(out > 0 && out <= 1))
+    Fail(flag, " expects a number in (0, 1], got '", value, "'");
+  return out;
+}
+
 }  // namespace
 
 void EngineConfig::Validate() const {
   if (page_size < 1 || page_size > 4096) Fail("--page-size must be in [1, 4096], got ", page_size);
   if (kv_cache_bytes < 0) Fail("the KV cache byte budget must be >= 0, got ", kv_cache_bytes);
-  if (kv_cache_bytes == 0 && max_total_tokens < page_size)
+  if (max_total_tokens < 0 || (max_total_tokens > 0 && max_total_tokens < page_size))
     Fail("--max-total-tokens must be >= --page-size (", page_size, "), got ", max_total_tokens);
+  if (mem_fraction_static < 0 || mem_fraction_static > 1)
+    Fail("--mem-fraction-static must be in (0, 1], got ", mem_fraction_static);
   if (max_prefill_tokens < 1) Fail("--max-prefill-tokens must be >= 1, got ", max_prefill_tokens);
   if (max_running_requests < 1) Fail("--max-running-requests must be >= 1, got ", max_running_requests);
   if (context_length < 0) Fail("--context-length must be >= 0 (0: the model's), got ", context_length);
@@ -53,6 +65,8 @@ bool ParseEngineFlag(const std::vector<std::string>& args, std::size_t* i, Engin
     config->page_size = ParseInteger<std::int32_t>(flag, take());
   } else if (flag == "--max-total-tokens") {
     config->max_total_tokens = ParseInteger<std::int64_t>(flag, take());
+  } else if (flag == "--mem-fraction-static") {
+    config->mem_fraction_static = ParseFraction(flag, take());
   } else if (flag == "--chunked-prefill-size") {
     config->chunked_prefill_size = ParseInteger<std::int32_t>(flag, take());
   } else if (flag == "--max-prefill-tokens") {
@@ -72,7 +86,9 @@ bool ParseEngineFlag(const std::vector<std::string>& args, std::size_t* i, Engin
 
 std::string EngineFlagsHelp() {
   return "  --page-size N             tokens per KV cache page (default 16)\n"
-         "  --max-total-tokens N      KV cache capacity in tokens (default 16384)\n"
+         "  --max-total-tokens N      KV cache capacity in tokens (default 16384 on the CPU; on a GPU\n"
+         "                            what --mem-fraction-static leaves, capped by this when given)\n"
+         "  --mem-fraction-static F   share of GPU memory for weights and KV cache (default 0.85)\n"
          "  --chunked-prefill-size N  prompt tokens per step; longer prompts run in chunks; -1: whole prompts (default 8192)\n"
          "  --max-prefill-tokens N    prompt tokens per step over all requests (default 16384)\n"
          "  --max-running-requests N  sequences decoding at once (default 256)\n"

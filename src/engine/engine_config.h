@@ -7,10 +7,18 @@
 
 namespace fission::engine {
 
+// The KV pool's size: a model in host memory gets --max-total-tokens (default
+// kDefaultMaxTotalTokens); a model on a device gets what --mem-fraction-static leaves after the
+// weights (free - total * (1 - fraction), the smallest over its devices), capped by
+// --max-total-tokens when that is given, as SGLang does.
+inline constexpr std::int64_t kDefaultMaxTotalTokens = 16384;
+inline constexpr double kDefaultMemFractionStatic = 0.85;
+
 struct EngineConfig {
   std::int32_t page_size = 16;                // --page-size: tokens per KV page
-  std::int64_t max_total_tokens = 16384;      // --max-total-tokens: KV pool size in tokens (CPU)
-  std::int64_t kv_cache_bytes = 0;            // a byte budget instead (GPU callers); 0: use max_total_tokens
+  std::int64_t max_total_tokens = 0;          // --max-total-tokens: KV pool size in tokens; 0: not given
+  double mem_fraction_static = 0;             // --mem-fraction-static; 0: kDefaultMemFractionStatic
+  std::int64_t kv_cache_bytes = 0;            // a byte budget (tests, tools); 0: size as below
   std::int32_t chunked_prefill_size = 8192;   // --chunked-prefill-size: <= 0 disables chunking
   std::int32_t max_prefill_tokens = 16384;    // --max-prefill-tokens
   std::int32_t max_running_requests = 256;    // --max-running-requests

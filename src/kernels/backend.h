@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -44,11 +45,20 @@ struct MoeRouting {
   float routed_scaling_factor = 1.0f;
 };
 
+// A device's memory as the driver reports it (the KV pool is sized from it).
+struct DeviceMemory {
+  std::int64_t free_bytes = 0;
+  std::int64_t total_bytes = 0;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
   virtual Device device() const = 0;
   virtual Allocator* allocator() = 0;
+  // Free and total memory of a device with its own memory, after returning cached blocks to the
+  // driver; nullopt for host memory (the CPU backend).
+  virtual std::optional<DeviceMemory> Memory() { return std::nullopt; }
 
   // out[n, m] = x[n, k] · w[m, k]ᵀ (a Linear layer without bias).
   virtual void Linear(const Tensor& x, const Tensor& w, const Tensor& out) = 0;

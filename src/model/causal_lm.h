@@ -2,9 +2,11 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "kernels/backend.h"
 #include "model/forward_batch.h"
 #include "model/kv_cache.h"
 #include "tensor/tensor.h"
@@ -24,6 +26,9 @@ class CausalLM {
   virtual Buffer Forward(const ForwardBatch& batch, KvCache& cache) = 0;
   // Where the caller's KvCache must live: the memory of the device the model runs on (rank 0's).
   virtual Allocator* kv_allocator() { return CpuAllocator(); }
+  // The memory left on the model's device after its weights (the smallest free and total over
+  // its ranks); nullopt when the model runs in host memory.
+  virtual std::optional<kernels::DeviceMemory> device_memory() { return std::nullopt; }
 };
 
 }  // namespace fission::model

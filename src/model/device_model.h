@@ -30,6 +30,10 @@ class DeviceCausalLM final : public CausalLM {
     return model_->Forward(batch, cache);
   }
   Allocator* kv_allocator() override { return backend_->allocator(); }
+  std::optional<kernels::DeviceMemory> device_memory() override {
+    make_current_();
+    return backend_->Memory();
+  }
 
  private:
   std::unique_ptr<kernels::Backend> backend_;

@@ -2,6 +2,7 @@
 
 #include <omp.h>
 
+#include <algorithm>
 #include <thread>
 
 namespace fission::model {
@@ -37,6 +38,18 @@ Buffer ParallelCausalLM::Forward(const ForwardBatch& batch, KvCache& cache) {
   Buffer logits = ranks_[0]->Forward(batch, cache);
   for (std::thread& t : workers) t.join();
   return logits;
+}
+
+std::optional<kernels::DeviceMemory> ParallelCausalLM::device_memory() {
+  std::optional<kernels::DeviceMemory> least;
+  for (auto& rank : ranks_) {
+    const std::optional<kernels::DeviceMemory> m = rank->device_memory();
+    if (!m) return std::nullopt;
+    if (!least) least = m;
+    least->free_bytes = std::min(least->free_bytes, m->free_bytes);
+    least->total_bytes = std::min(least->total_bytes, m->total_bytes);
+  }
+  return least;
 }
 
 }  // namespace fission::model

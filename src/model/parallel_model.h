@@ -24,6 +24,7 @@ class ParallelCausalLM final : public CausalLM {
   std::vector<KvLayerLayout> KvLayout() const override { return ranks_[0]->KvLayout(); }
   Buffer Forward(const ForwardBatch& batch, KvCache& cache) override;
   Allocator* kv_allocator() override { return ranks_[0]->kv_allocator(); }
+  std::optional<kernels::DeviceMemory> device_memory() override;
 
   int world_size() const { return static_cast<int>(ranks_.size()); }
   // Rank r's cache paired with the caller's `cache` (rank 0's is `cache` itself).

@@ -95,9 +95,10 @@ const std::vector<FlagInfo>& ServerFlags() {
       {"--cuda-graph-max-bs", {}, T::kInt, K::kIgnored, P::kServer, "N", "", "until CUDA graphs land"},
       {"--disable-cuda-graph", {}, T::kBool, K::kIgnored, P::kServer, "", "", "until CUDA graphs land"},
       // Memory and scheduling.
-      {"--mem-fraction-static", {}, T::kFloat, K::kApplied, P::kServer, "F", "backend default",
-       "fraction of device memory for weights and KV cache, in (0, 1]"},
-      {"--max-total-tokens", {}, T::kInt, K::kApplied, P::kEngine, "N", "16384", "KV cache capacity in tokens"},
+      {"--mem-fraction-static", {}, T::kFloat, K::kApplied, P::kEngine, "F", "0.85",
+       "share of GPU memory for weights and KV cache, in (0, 1]"},
+      {"--max-total-tokens", {}, T::kInt, K::kApplied, P::kEngine, "N", "16384 on CPU",
+       "KV cache capacity in tokens (on a GPU: a cap on what --mem-fraction-static leaves)"},
       {"--page-size", {}, T::kInt, K::kApplied, P::kEngine, "N", "16", "tokens per KV cache page"},
       {"--chunked-prefill-size", {}, T::kInt, K::kApplied, P::kEngine, "N", "8192",
        "prompt tokens per step for one request; -1 disables chunking"},
@@ -267,11 +268,6 @@ void Apply(const FlagInfo& f, const std::vector<std::string>& values, ServerArgs
   if (n == "--nnodes") out->nnodes = static_cast<int>(i);
   if (n == "--node-rank") out->node_rank = static_cast<int>(i);
   if (n == "--dist-init-addr") out->dist_init_addr = v;
-  if (n == "--mem-fraction-static") {
-    const double f_value = ParseFloatValue(n, v);
-    if (!(f_value > 0 && f_value <= 1)) Fail("--mem-fraction-static must be in (0, 1], got ", v);
-    out->mem_fraction_static = f_value;
-  }
   if (n == "--kv-cache-dtype") {
     RequireChoice(n, v, {"auto", "bf16", "bfloat16", "fp8_e4m3", "fp8_e5m2", "fp4_e2m1"});
     out->kv_cache_dtype = v;

@@ -52,7 +52,6 @@ struct ServerArgs {
   int dp_size = 1;
   int ep_size = 1;
   bool enable_dp_attention = false;
-  double mem_fraction_static = 0;  // 0: not given (the backend's default)
   std::string kv_cache_dtype = "auto";
   std::string dtype = "auto";
   std::string quantization;  // empty: the checkpoint's own quantization config

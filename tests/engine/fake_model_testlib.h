@@ -43,6 +43,10 @@ class FakeCausalLM : public model::CausalLM {
   std::int64_t max_tokens_in_step() const { return max_tokens_in_step_; }
   std::int64_t mixed_steps() const { return mixed_steps_; }  // steps with both prefill and decode work
 
+  // Pretends to run on a device with this much memory (for KV pool sizing); unset: host memory.
+  void set_device_memory(std::optional<kernels::DeviceMemory> memory) { device_memory_ = memory; }
+  std::optional<kernels::DeviceMemory> device_memory() override { return device_memory_; }
+
   // Cost knob for benchmarks: skip computing logits (all zeros).
   void set_zero_logits(bool zero) { zero_logits_ = zero; }
 
@@ -52,6 +56,7 @@ class FakeCausalLM : public model::CausalLM {
   std::int64_t max_positions_;
   bool fail_next_ = false;
   bool zero_logits_ = false;
+  std::optional<kernels::DeviceMemory> device_memory_;
   std::int64_t forward_calls_ = 0;
   std::int64_t max_tokens_in_step_ = 0;
   std::int64_t mixed_steps_ = 0;

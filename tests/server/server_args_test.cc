@@ -61,7 +61,7 @@ TEST(ServerArgsTest, ThePublishedRecipeParses) {
   EXPECT_EQ(a.load.cp_mode, "round-robin-split");
   EXPECT_EQ(a.engine.chunked_prefill_size, 30720);
   EXPECT_EQ(a.engine.max_prefill_tokens, 30720);
-  EXPECT_DOUBLE_EQ(a.mem_fraction_static, 0.85);
+  EXPECT_DOUBLE_EQ(a.engine.mem_fraction_static, 0.85);
   EXPECT_TRUE(a.engine.disable_radix_cache);
   EXPECT_EQ(a.host, "0.0.0.0");
   EXPECT_EQ(a.port, 8000);
@@ -186,7 +186,7 @@ TEST(ServerArgsTest, UnknownFlagSuggestsTheClosest) {
 }
 
 TEST(ServerArgsTest, UnambiguousPrefixesAreAcceptedAsArgparseDoes) {
-  EXPECT_DOUBLE_EQ(Parse({"--mem-fraction", "0.9"}).mem_fraction_static, 0.9);
+  EXPECT_DOUBLE_EQ(Parse({"--mem-fraction", "0.9"}).engine.mem_fraction_static, 0.9);
   EXPECT_TRUE(Parse({"--disable-radix"}).engine.disable_radix_cache);
   EXPECT_EQ(Parse({"--served-model=x"}).served_model_name, "x");
   EXPECT_TRUE(Parse({"--disable-c"}).disable_cuda_graph);

@@ -12,6 +12,13 @@ CudaBackend::~CudaBackend() = default;
 
 Device CudaBackend::device() const { return Device::Cuda(ctx_->device()); }
 Allocator* CudaBackend::allocator() { return ctx_->allocator(); }
+std::optional<DeviceMemory> CudaBackend::Memory() {
+  ctx_->allocator()->ReleaseCached();  // cached scratch blocks count as free
+  FISSION_CUDA(cudaSetDevice(ctx_->device()));
+  std::size_t free_bytes = 0, total_bytes = 0;
+  FISSION_CUDA(cudaMemGetInfo(&free_bytes, &total_bytes));
+  return DeviceMemory{static_cast<std::int64_t>(free_bytes), static_cast<std::int64_t>(total_bytes)};
+}
 
 void CudaBackend::Linear(const Tensor& x, const Tensor& w, const Tensor& out) { cuda::Linear(*ctx_, x, w, out); }
 void CudaBackend::LinearFp8(const Tensor& x, const Tensor& w, const Tensor& w_scale, const Tensor& out) {
