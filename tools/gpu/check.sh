@@ -89,7 +89,7 @@ grep -E "^\[  (PASSED|FAILED|SKIPPED) |Failure|Expected|Which is|RelErr|FP8 GEMM
 
 if [[ $BENCH -eq 1 ]]; then
   t0=$(date +%s)
-  timeout 170 "$BENCHBIN" > "$OUT/bench.log" 2>&1 || echo "bench rc=$?"
+  timeout 240 "$BENCHBIN" > "$OUT/bench.log" 2>&1 || echo "bench rc=$?"
   echo "bench: $(( $(date +%s) - t0 )) s"
   t0=$(date +%s)
   timeout 120 python3 tools/gpu/torch_ref.py > "$OUT/torch.log" 2>&1 || echo "torch rc=$?"
