@@ -1,7 +1,8 @@
-// Loads a model's tensors onto a backend: from a checkpoint (dequantizing FP8 blocks), or as
-// random "dummy" weights when only the shapes are known (--load-format dummy). Under tensor
-// parallelism a rank asks for its slice only: a range of rows (column-parallel layers) or of
-// columns (row-parallel layers), read from the memory map without touching the rest.
+// Loads a model's tensors onto a backend: from a checkpoint (dequantizing FP8 blocks, or keeping
+// them as stored for FP8 products on a device), or as random "dummy" weights when only the shapes
+// are known (--load-format dummy). Under tensor parallelism a rank asks for its slice only: a
+// range of rows (column-parallel layers) or of columns (row-parallel layers), read from the memory
+// map without touching the rest.
 #pragma once
 
 #include <cstdint>

@@ -10,8 +10,9 @@
 namespace fission::kernels::cuda {
 namespace {
 
-// Up to this many rows an expert takes the GEMV (two passes over its weight at most); above it,
-// cuBLASLt on a batch padded to 32 rows costs about as much as two GEMV passes and wins from there.
+// Up to this many rows an expert takes the GEMV (two passes of 8 rows over its weight at most);
+// above it, LinearFp8 (cuBLASLt, padded to 32 rows below 32). An estimate from the LinearFp8
+// benchmark (GEMV at 1-2 tokens against cuBLASLt at 8-32), not yet tuned on the device.
 constexpr int kGemvExpertRows = 16;
 
 // out rows of expert e = x rows of expert e through (w[e], w_scale[e]).
