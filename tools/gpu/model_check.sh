@@ -35,7 +35,7 @@ note() { echo "$*" | tee -a "$SUMMARY"; }
 t=$(date +%s)
 timeout "${MODEL_TESTS_TIMEOUT:-300}" "$TESTDIR/fission_model_cuda_tests" > "$OUT/model_cuda.log" 2>&1
 note "model_cuda tests: rc $? ($(grep -E '^\[  (PASSED|FAILED|SKIPPED)' "$OUT/model_cuda.log" | tr '\n' ' ')) $(( $(date +%s) - t ))s"
-grep -E "worst relative" "$OUT/model_cuda.log" | tee -a "$SUMMARY"
+grep -E "worst relative|fp8 kept" "$OUT/model_cuda.log" | tee -a "$SUMMARY"
 
 # Greedy generation: a few prompts of different lengths (one over the 512-token context-parallel
 # threshold where the context length allows), random ids below the model's vocabulary, fixed seed.
