@@ -1,12 +1,14 @@
 // Kernel benchmarks of the CUDA backend at DeepSeek-V3 shapes (a program, not a test): GEMMs (bf16
-// and FP8), MLA prefill attention (expanded form) and MLA decode attention (absorbed form).
+// and FP8), FP8 routed experts, MLA prefill attention (expanded form) and MLA decode attention
+// (absorbed form).
 // Prints one line per case: `RESULT <name> <time_us> <rate> <unit>`; tools/gpu/report.py puts them
 // next to torch's numbers from tools/gpu/torch_ref.py.
 //
-// Usage: fission_cuda_bench [gemm] [fp8] [prefill] [decode]   (all when none is named)
+// Usage: fission_cuda_bench [copy] [gemm] [fp8] [moe_fp8] [prefill] [decode]   (all when none is named)
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstdio>
 #include <cstring>
@@ -122,6 +124,64 @@ void BenchGemm(bool fp8) {
     std::printf("INFO fp8_path %s\n", gpu->context().fp8_layout == 4 ? "own-kernel" : "cublaslt-block-scaled");
 }
 
+// FP8 routed experts at DeepSeek-V3's shapes (hidden 7168, moe_intermediate 2048, 256 experts,
+// top-8, no tensor parallelism): the whole op (permutation, quantization, both products, combine).
+// GB/s counts the expert weights read once: codes and scales of every expert that has a token.
+void BenchMoeFp8() {
+  constexpr std::int64_t kHidden = 7168, kInter = 2048, kExperts = 256, kTopK = 8;
+  std::mt19937 rng(4);
+  std::vector<Buffer> gu, gus, down, downs;
+  std::vector<Tensor> tgu, tgus, tdown, tdowns;
+  auto weight = [&](std::int64_t m, std::int64_t k, std::vector<Buffer>& w, std::vector<Buffer>& ws) {
+    w.emplace_back(DType::kF8E4M3, Shape{m, k}, gpu->allocator());
+    gpu->FillUniform(w.back(), 448.0f, rng());
+    // Codes span ±448; block scales give the dequantized weights a standard deviation of 1/sqrt(k).
+    const float scale = std::sqrt(3.0f / static_cast<float>(k)) / 448.0f;
+    ws.emplace_back(DType::kF32, Shape{(m + 127) / 128, (k + 127) / 128}, gpu->allocator());
+    std::vector<float> s(ws.back().tensor().numel(), scale);
+    gpu->CopyFromHost(s.data(), ws.back());
+  };
+  for (std::int64_t e = 0; e < kExperts; ++e) {
+    weight(2 * kInter, kHidden, gu, gus);
+    weight(kHidden, kInter, down, downs);
+  }
+  for (std::int64_t e = 0; e < kExperts; ++e) {
+    tgu.push_back(gu[e]);
+    tgus.push_back(gus[e]);
+    tdown.push_back(down[e]);
+    tdowns.push_back(downs[e]);
+  }
+  const double expert_bytes = 2.0 * kInter * kHidden + kHidden * kInter +
+                              4.0 * (gus[0].tensor().numel() + downs[0].tensor().numel());
+  for (std::int64_t n : {1, 64, 4096}) {
+    // Distinct experts per token, uniformly over all of them (balanced routing).
+    std::vector<float> ids;
+    std::vector<bool> active(kExperts, false);
+    std::vector<std::int32_t> pool(kExperts);
+    for (std::int64_t e = 0; e < kExperts; ++e) pool[e] = static_cast<std::int32_t>(e);
+    for (std::int64_t t = 0; t < n; ++t) {
+      std::shuffle(pool.begin(), pool.end(), rng);
+      std::vector<std::int32_t> chosen(pool.begin(), pool.begin() + kTopK);
+      std::sort(chosen.begin(), chosen.end());
+      for (std::int32_t e : chosen) {
+        ids.push_back(static_cast<float>(e));
+        active[e] = true;
+      }
+    }
+    const auto used = std::count(active.begin(), active.end(), true);
+    Buffer did(DType::kI32, Shape{n, kTopK}, gpu->allocator());
+    gpu->CopyFromHost(ids.data(), did);
+    Buffer w = RandomDevice(DType::kF32, Shape{n, kTopK}, 0.3f, rng);
+    Buffer x = RandomDevice(DType::kBF16, Shape{n, kHidden}, 1.0f, rng);
+    Buffer out(DType::kF32, Shape{n, kHidden}, gpu->allocator());
+    const double us = TimeUs([&](int) { gpu->MoeExpertsFp8(x, did, w, tgu, tgus, tdown, tdowns, out); });
+    std::printf("RESULT moe_fp8_v3_n%lld %.1f %.0f GB/s\n", static_cast<long long>(n), us,
+                used * expert_bytes / (us * 1e-6) / 1e9);
+    std::printf("INFO moe_fp8_v3_n%lld active_experts %lld\n", static_cast<long long>(n), static_cast<long long>(used));
+    std::fflush(stdout);
+  }
+}
+
 MlaShape V3Mla(std::int64_t heads, std::int64_t page_size) {
   return {heads, 128, 64, 128, 512, 1.0f / std::sqrt(192.0f), page_size};
 }
@@ -225,5 +285,6 @@ int main(int argc, char** argv) {
   if (want("fp8")) BenchGemm(true);
   if (want("prefill")) BenchPrefill();
   if (want("decode")) BenchDecode();
+  if (want("moe_fp8")) BenchMoeFp8();
   return 0;
 }

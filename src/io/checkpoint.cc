@@ -151,4 +151,21 @@ Buffer Checkpoint::LoadF32Cols(const std::string& name, const Shape& expected, s
   return out;
 }
 
+Buffer Checkpoint::LoadRaw(const std::string& name, const Shape& expected, std::int64_t row0, std::int64_t row1,
+                           std::int64_t col0, std::int64_t col1) const {
+  const Location& loc = FindWithShape(name, expected);
+  FISSION_CHECK(expected.rank() == 2 && 0 <= row0 && row0 <= row1 && row1 <= expected[0] && 0 <= col0 &&
+                    col0 <= col1 && col1 <= expected[1],
+                name, " rows ", row0, "..", row1, " cols ", col0, "..", col1);
+  const DType dtype = loc.info->dtype;
+  if (DTypeBits(dtype) < 8) Fail(loc.file->path(), ": tensor '", name, "': raw slices of sub-byte types are not supported");
+  Buffer out(dtype, Shape{row1 - row0, col1 - col0});
+  const auto* base = static_cast<const std::uint8_t*>(loc.file->View(*loc.info).data);
+  const std::size_t row_bytes = DTypeBytes(dtype, col1 - col0);
+  for (std::int64_t r = row0; r < row1; ++r)
+    std::memcpy(out.ptr<std::uint8_t>() + (r - row0) * row_bytes, base + DTypeBytes(dtype, r * expected[1] + col0),
+                row_bytes);
+  return out;
+}
+
 }  // namespace fission::io

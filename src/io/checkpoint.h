@@ -36,6 +36,10 @@ class Checkpoint {
   // those bytes of each row are read.
   Buffer LoadF32Cols(const std::string& name, const Shape& expected, std::int64_t begin, std::int64_t end,
                      int block = 128) const;
+  // Rows [row0, row1) × columns [col0, col1) of a 2-D tensor of at least 8 bits, in its stored
+  // dtype (FP8 weights kept as codes on a device).
+  Buffer LoadRaw(const std::string& name, const Shape& expected, std::int64_t row0, std::int64_t row1,
+                 std::int64_t col0, std::int64_t col1) const;
 
  private:
   struct Location {

@@ -99,6 +99,13 @@ class Backend {
   // gate_up[e] is [2I, H], down[e] is [H, I]. Experts with no tokens are skipped.
   virtual void MoeExperts(const Tensor& x, const Tensor& topk_ids, const Tensor& topk_weights,
                           std::span<const Tensor> gate_up, std::span<const Tensor> down, const Tensor& out) = 0;
+  // FP8 routed experts (DeepSeek-V3's checkpoint format): MoeExperts with e4m3 gate_up[e] [2I, H]
+  // and down[e] [H, I] and their fp32 128×128 block scales gate_up_scale[e] [⌈2I/128⌉, ⌈H/128⌉],
+  // down_scale[e] [⌈H/128⌉, ⌈I/128⌉]. Each expert's inputs (x rows, then silu(gate)·up) are
+  // quantized per token and 128-group exactly as LinearFp8 does.
+  virtual void MoeExpertsFp8(const Tensor& x, const Tensor& topk_ids, const Tensor& topk_weights,
+                             std::span<const Tensor> gate_up, std::span<const Tensor> gate_up_scale,
+                             std::span<const Tensor> down, std::span<const Tensor> down_scale, const Tensor& out) = 0;
   // MLA attention over a latent cache of rows [kv_lora_rank | rope] per token.
   // q: [n, heads, nope + rope] with rope already applied; kv_b: [heads·(nope + v), kv_lora_rank];
   // out: [n, heads, v]. Each query attends its sequence's keys up to its own position.
@@ -117,6 +124,8 @@ class Backend {
   virtual void CopyToHost(const Tensor& src, float* dst) = 0;
   // Uploads host fp32 values into a backend tensor of the same element count.
   virtual void CopyFromHost(const float* src, const Tensor& dst) = 0;
+  // Uploads dst.bytes() raw bytes (FP8 codes kept as they are stored).
+  virtual void CopyBytesFromHost(const void* src, const Tensor& dst) = 0;
 };
 
 std::unique_ptr<Backend> MakeCpuBackend();

@@ -5,18 +5,18 @@ namespace fission::model {
 SwiGluMlp::SwiGluMlp(const std::string& prefix, std::int64_t hidden, std::int64_t intermediate, Range part,
                      WeightLoader& loader)
     : intermediate_(part.size(intermediate)) {
-  gate_up_ = loader.LoadStacked(prefix + "gate_proj.weight", prefix + "up_proj.weight", Shape{intermediate, hidden},
+  gate_up_ = loader.LoadLinearStacked(prefix + "gate_proj.weight", prefix + "up_proj.weight", Shape{intermediate, hidden},
                                 part);
-  down_ = loader.LoadCols(prefix + "down_proj.weight", Shape{hidden, intermediate}, part);
+  down_ = loader.LoadLinearCols(prefix + "down_proj.weight", Shape{hidden, intermediate}, part);
 }
 
 void SwiGluMlp::Forward(kernels::Backend& b, const Tensor& x, const Tensor& out) const {
   const std::int64_t n = x.shape[0];
   Buffer gu(DType::kF32, Shape{n, 2 * intermediate_}, b.allocator());
   Buffer act(DType::kF32, Shape{n, intermediate_}, b.allocator());
-  b.Linear(x, gate_up_, gu);
+  gate_up_.Forward(b, x, gu);
   b.SiluMul(gu, act);
-  b.Linear(act, down_, out);
+  down_.Forward(b, act, out);
 }
 
 DeepseekMoe::DeepseekMoe(const io::ModelConfig& c, const std::string& prefix, WeightLoader& loader,
@@ -38,13 +38,23 @@ DeepseekMoe::DeepseekMoe(const io::ModelConfig& c, const std::string& prefix, We
   const Range part = EvenPart(c.moe_intermediate_size, rank.world_size(), rank.world_rank(), "moe_intermediate_size");
   for (std::int64_t e = 0; e < c.n_routed_experts; ++e) {
     const std::string p = StrCat(prefix, "experts.", e, ".");
-    gate_up_.push_back(loader.LoadStacked(p + "gate_proj.weight", p + "up_proj.weight",
-                                          Shape{c.moe_intermediate_size, c.hidden_size}, part));
-    down_.push_back(loader.LoadCols(p + "down_proj.weight", Shape{c.hidden_size, c.moe_intermediate_size}, part));
+    gate_up_.push_back(loader.LoadLinearStacked(p + "gate_proj.weight", p + "up_proj.weight",
+                                                Shape{c.moe_intermediate_size, c.hidden_size}, part));
+    down_.push_back(loader.LoadLinearCols(p + "down_proj.weight", Shape{c.hidden_size, c.moe_intermediate_size}, part,
+                                          /*allow_fp8=*/gate_up_.back().fp8()));
   }
+  fp8_experts_ = gate_up_[0].fp8();
   for (std::size_t e = 0; e < gate_up_.size(); ++e) {
-    gate_up_views_.push_back(gate_up_[e].tensor());
-    down_views_.push_back(down_[e].tensor());
+    if (gate_up_[e].fp8() != fp8_experts_ || down_[e].fp8() != fp8_experts_)
+      Fail(prefix, "experts.", e, ": gate_up ", gate_up_[e].fp8() ? "" : "not ", "FP8, down ",
+           down_[e].fp8() ? "" : "not ", "FP8, expert 0's gate_up ", fp8_experts_ ? "" : "not ",
+           "FP8; the routed experts must all be stored as FP8 or all not");
+    gate_up_views_.push_back(gate_up_[e].weight.tensor());
+    down_views_.push_back(down_[e].weight.tensor());
+    if (fp8_experts_) {
+      gate_up_scale_views_.push_back(gate_up_[e].scale.tensor());
+      down_scale_views_.push_back(down_[e].scale.tensor());
+    }
   }
   if (c.n_shared_experts > 0) {
     const std::int64_t shared_inter = c.moe_intermediate_size * c.n_shared_experts;
@@ -62,7 +72,11 @@ void DeepseekMoe::Forward(kernels::Backend& b, const Tensor& x, const Tensor& ou
   Buffer weights(DType::kF32, Shape{n, routing_.top_k}, b.allocator());
   b.Linear(x, router_, logits);
   b.MoeRoute(logits, bias_, routing_, ids, weights);
-  b.MoeExperts(x, ids, weights, gate_up_views_, down_views_, out);
+  if (fp8_experts_) {
+    b.MoeExpertsFp8(x, ids, weights, gate_up_views_, gate_up_scale_views_, down_views_, down_scale_views_, out);
+  } else {
+    b.MoeExperts(x, ids, weights, gate_up_views_, down_views_, out);
+  }
   if (shared_) {
     Buffer shared(DType::kF32, out.shape, b.allocator());
     shared_->Forward(b, x, shared);

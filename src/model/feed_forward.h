@@ -22,8 +22,8 @@ class SwiGluMlp {
 
  private:
   std::int64_t intermediate_;
-  Buffer gate_up_;  // [2I, H]: gate rows, then up rows
-  Buffer down_;     // [H, I]
+  LinearWeight gate_up_;  // [2I, H]: gate rows, then up rows
+  LinearWeight down_;     // [H, I]
 };
 
 class DeepseekMoe {
@@ -35,8 +35,10 @@ class DeepseekMoe {
   kernels::MoeRouting routing_;
   Buffer router_;  // [E, H]
   Buffer bias_;    // [E] e_score_correction_bias
-  std::vector<Buffer> gate_up_, down_;
-  std::vector<Tensor> gate_up_views_, down_views_;
+  // Routed experts: all FP8 (e4m3 with block scales) or all plain matrices.
+  bool fp8_experts_ = false;
+  std::vector<LinearWeight> gate_up_, down_;
+  std::vector<Tensor> gate_up_views_, down_views_, gate_up_scale_views_, down_scale_views_;
   std::unique_ptr<SwiGluMlp> shared_;
 };
 

@@ -19,20 +19,20 @@ MlaAttention::MlaAttention(const io::ModelConfig& c, const std::string& prefix, 
   shape_.softmax_scale = MlaSoftmaxScale(c);
   const std::int64_t heads = c.num_attention_heads, hidden = c.hidden_size;
   if (c.q_lora_rank > 0) {
-    q_a_proj_ = loader.Load(prefix + "q_a_proj.weight", Shape{c.q_lora_rank, hidden});
+    q_a_proj_ = loader.LoadLinear(prefix + "q_a_proj.weight", Shape{c.q_lora_rank, hidden});
     q_a_layernorm_ = loader.LoadNorm(prefix + "q_a_layernorm.weight", c.q_lora_rank);
-    q_b_proj_ = loader.Load(prefix + "q_b_proj.weight", Shape{heads * c.qk_head_dim(), c.q_lora_rank},
+    q_b_proj_ = loader.LoadLinear(prefix + "q_b_proj.weight", Shape{heads * c.qk_head_dim(), c.q_lora_rank},
                             {h0 * c.qk_head_dim(), h1 * c.qk_head_dim()});
   } else {
-    q_proj_ = loader.Load(prefix + "q_proj.weight", Shape{heads * c.qk_head_dim(), hidden},
+    q_proj_ = loader.LoadLinear(prefix + "q_proj.weight", Shape{heads * c.qk_head_dim(), hidden},
                           {h0 * c.qk_head_dim(), h1 * c.qk_head_dim()});
   }
-  kv_a_proj_ = loader.Load(prefix + "kv_a_proj_with_mqa.weight", Shape{c.kv_lora_rank + c.qk_rope_head_dim, hidden});
+  kv_a_proj_ = loader.LoadLinear(prefix + "kv_a_proj_with_mqa.weight", Shape{c.kv_lora_rank + c.qk_rope_head_dim, hidden});
   kv_a_layernorm_ = loader.LoadNorm(prefix + "kv_a_layernorm.weight", c.kv_lora_rank);
   const std::int64_t kv_b_rows = c.qk_nope_head_dim + c.v_head_dim;
   kv_b_proj_ = loader.Load(prefix + "kv_b_proj.weight", Shape{heads * kv_b_rows, c.kv_lora_rank},
                            {h0 * kv_b_rows, h1 * kv_b_rows});
-  o_proj_ = loader.LoadCols(prefix + "o_proj.weight", Shape{hidden, heads * c.v_head_dim},
+  o_proj_ = loader.LoadLinearCols(prefix + "o_proj.weight", Shape{hidden, heads * c.v_head_dim},
                             {h0 * c.v_head_dim, h1 * c.v_head_dim});
   Buffer freq = MakeF32Buffer(Shape{static_cast<std::int64_t>(rope.inv_freq.size())}, rope.inv_freq);
   inv_freq_ = Buffer(DType::kF32, freq.tensor().shape, loader.backend().allocator());
@@ -48,18 +48,18 @@ void MlaAttention::Forward(const StepContext& step, const Tensor& x, const Tenso
   Buffer q(DType::kF32, Shape{n, heads, qk}, alloc);
   if (config_.q_lora_rank > 0) {
     Buffer qa(DType::kF32, Shape{n, config_.q_lora_rank}, alloc);
-    b.Linear(x, q_a_proj_, qa);
+    q_a_proj_.Forward(b, x, qa);
     b.RmsNorm(qa, q_a_layernorm_, kLoraNormEps, qa);
-    b.Linear(qa, q_b_proj_, q.tensor().View(Shape{n, heads * qk}));
+    q_b_proj_.Forward(b, qa, q.tensor().View(Shape{n, heads * qk}));
   } else {
-    b.Linear(x, q_proj_, q.tensor().View(Shape{n, heads * qk}));
+    q_proj_.Forward(b, x, q.tensor().View(Shape{n, heads * qk}));
   }
   b.Rope(q, shape_.qk_nope_head_dim, shape_.qk_rope_head_dim, plan.positions, inv_freq_, rope_scaling_,
          rope_interleave_);
 
   // The latent row: normalise the latent part, rotate the shared rope key, store it.
   Buffer latent(DType::kF32, Shape{n, 1, kv_row_width()}, alloc);
-  b.Linear(x, kv_a_proj_, latent.tensor().View(Shape{n, kv_row_width()}));
+  kv_a_proj_.Forward(b, x, latent.tensor().View(Shape{n, kv_row_width()}));
   b.RmsNorm(latent, kv_a_layernorm_, kLoraNormEps, latent);
   b.Rope(latent, shape_.kv_lora_rank, shape_.qk_rope_head_dim, plan.positions, inv_freq_, rope_scaling_,
          rope_interleave_);
@@ -87,7 +87,7 @@ void MlaAttention::Forward(const StepContext& step, const Tensor& x, const Tenso
   b.Zero(attn);  // padding rows stay zero
   if (!expanded.empty()) b.MlaAttentionExpanded(q, cache, kv_b_proj_, expanded, shape, attn);
   if (!absorbed.empty()) b.MlaAttentionAbsorbed(q, cache, kv_b_proj_, absorbed, shape, attn);
-  b.Linear(attn.tensor().View(Shape{n, heads * shape_.v_head_dim}), o_proj_, out);
+  o_proj_.Forward(b, attn.tensor().View(Shape{n, heads * shape_.v_head_dim}), out);
   if (step.rank.attn_tp_size() > 1) step.rank.groups->attn_tp->AllReduceSum(out);
 }
 

@@ -29,8 +29,10 @@ class MlaAttention {
   bool rope_interleave_;
   float rope_scaling_;
   Buffer inv_freq_;
-  Buffer q_a_proj_, q_a_layernorm_, q_b_proj_, q_proj_;
-  Buffer kv_a_proj_, kv_a_layernorm_, kv_b_proj_, o_proj_;
+  // Projections may be FP8 (LinearWeight); kv_b_proj is read by the attention kernels themselves,
+  // so it is always a plain matrix.
+  LinearWeight q_a_proj_, q_b_proj_, q_proj_, kv_a_proj_, o_proj_;
+  Buffer q_a_layernorm_, kv_a_layernorm_, kv_b_proj_;
 };
 
 }  // namespace fission::model

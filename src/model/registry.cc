@@ -71,6 +71,17 @@ std::unique_ptr<CausalLM> LoadOnCpu(const io::ModelConfig& config, const io::Che
 }
 
 #ifdef FISSION_HAVE_CUDA
+// FP8 block-quantized weights stay FP8 on a device unless --dtype float32 asks for the exact
+// (dequantized) weights. LinearFp8 takes 128×128 blocks only.
+bool KeepsFp8(const io::ModelConfig& config, const LoadOptions& options) {
+  const io::QuantizationConfig& q = config.quantization;
+  if (q.method != "fp8" || options.dtype == "float32") return false;
+  if (q.block_rows == 128 && q.block_cols == 128) return true;
+  Log(LogLevel::kWarning, config.source, ": FP8 blocks of ", q.block_rows, "x", q.block_cols,
+      " are dequantized at load (the device FP8 GEMM takes 128x128 blocks)");
+  return false;
+}
+
 // One backend per rank, rank r on device first + r; ranks meet over NCCL.
 std::unique_ptr<CausalLM> LoadOnCuda(const io::ModelConfig& config, const io::Checkpoint* checkpoint,
                                      const ShardOptions& shard, const LoadOptions& options, int first) {
@@ -103,6 +114,7 @@ std::unique_ptr<CausalLM> LoadOnCuda(const io::ModelConfig& config, const io::Ch
     const bool bf16 = options.dtype == "bfloat16";
     rank_options.kv_dtype = bf16 ? DType::kBF16 : DType::kF32;
     WeightLoader loader(checkpoint, *backends[r], options.dummy_seed, bf16 ? DType::kBF16 : DType::kF32);
+    if (KeepsFp8(config, options)) loader.KeepFp8();
     auto& cuda_backend = static_cast<kernels::cuda::CudaBackend&>(*backends[r]);
     loader.SetDeviceFill([&cuda_backend](const Tensor& t, float bound, std::uint64_t seed) {
       cuda_backend.FillUniform(t, bound, seed);

@@ -28,7 +28,9 @@ struct LoadOptions {
   // ranks), or "auto" (cuda when this build has the CUDA backend and a device answers, else cpu).
   std::string device = "cpu";
   // Weights and KV cache on a device: "auto" and "float32" keep fp32 (exact against the CPU);
-  // "bfloat16" stores matrices and the KV cache in bf16 (activations stay fp32). The CPU is fp32.
+  // "bfloat16" stores matrices and the KV cache in bf16 (activations stay fp32). With "auto" and
+  // "bfloat16", a checkpoint's FP8 block-quantized matrices stay FP8 on the device (LinearFp8,
+  // MoeExpertsFp8); "float32" dequantizes them. The CPU is fp32 and always dequantizes.
   std::string dtype = "auto";
 };
 

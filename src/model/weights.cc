@@ -1,9 +1,25 @@
 #include "model/weights.h"
 
+#include <atomic>
 #include <cmath>
 #include <cstring>
+#include <vector>
+
+#include "base/log.h"
 
 namespace fission::model {
+namespace {
+
+constexpr std::int64_t kFp8Block = 128;
+
+std::int64_t CeilDiv(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+
+// A slice that starts on a block boundary and ends on one or at the end of the dimension.
+bool BlockAligned(Range r, std::int64_t full) {
+  return r.begin % kFp8Block == 0 && (r.stop(full) % kFp8Block == 0 || r.stop(full) == full);
+}
+
+}  // namespace
 
 Range EvenPart(std::int64_t total, int n, int r, const char* what) {
   if (total % n != 0) Fail(what, " (", total, ") is not divisible by the ", n, " ranks that share it");
@@ -96,6 +112,108 @@ Buffer WeightLoader::LoadStacked(const std::string& first, const std::string& se
   std::memcpy(host.ptr<float>(), a.ptr<float>(), a.tensor().bytes());
   std::memcpy(host.ptr<std::uint8_t>() + a.tensor().bytes(), b.ptr<float>(), b.tensor().bytes());
   return cpu ? std::move(host) : ToBackend(std::move(host));
+}
+
+bool WeightLoader::KeptFp8(const std::string& name) const {
+  if (!keep_fp8_) return false;
+  if (dummy()) return true;
+  return checkpoint_->Has(name + "_scale_inv") && checkpoint_->Info(name).dtype == DType::kF8E4M3;
+}
+
+WeightLoader::HostFp8 WeightLoader::ReadFp8(const std::string& name, const Shape& shape, Range rows,
+                                            Range cols) const {
+  const std::int64_t r0 = rows.begin, r1 = rows.stop(shape[0]), c0 = cols.begin, c1 = cols.stop(shape[1]);
+  HostFp8 host;
+  host.codes = checkpoint_->LoadRaw(name, shape, r0, r1, c0, c1);
+  const std::int64_t kb = CeilDiv(shape[1], kFp8Block);
+  const Buffer all = checkpoint_->LoadF32(name + "_scale_inv", Shape{CeilDiv(shape[0], kFp8Block), kb});
+  // The blocks the slice covers (its ends are block-aligned or the matrix's ends).
+  const std::int64_t b0 = r0 / kFp8Block, b1 = CeilDiv(r1, kFp8Block), g0 = c0 / kFp8Block, g1 = CeilDiv(c1, kFp8Block);
+  host.scales = Buffer(DType::kF32, Shape{b1 - b0, g1 - g0});
+  for (std::int64_t b = b0; b < b1; ++b)
+    std::memcpy(host.scales.ptr<float>() + (b - b0) * (g1 - g0), all.ptr<float>() + b * kb + g0,
+                (g1 - g0) * sizeof(float));
+  return host;
+}
+
+LinearWeight WeightLoader::UploadFp8(const HostFp8& host) {
+  LinearWeight w;
+  w.weight = Buffer(DType::kF8E4M3, host.codes.tensor().shape, backend_.allocator());
+  backend_.CopyBytesFromHost(host.codes.ptr<std::uint8_t>(), w.weight);
+  w.scale = Buffer(DType::kF32, host.scales.tensor().shape, backend_.allocator());
+  backend_.CopyFromHost(host.scales.ptr<float>(), w.scale);
+  return w;
+}
+
+LinearWeight WeightLoader::RandomFp8(const Shape& shape, float scale) {
+  // Codes of uniform values over ±448 times bound/448 are uniform over ±bound (up to e4m3
+  // rounding): the standard deviation of the other dummy matrices.
+  const float bound = scale * std::sqrt(3.0f);
+  const std::uint64_t seed = rng_();
+  LinearWeight w;
+  w.weight = Buffer(DType::kF8E4M3, shape, backend_.allocator());
+  if (device_fill_) {
+    device_fill_(w.weight, 448.0f, seed);
+  } else {
+    std::mt19937_64 rng(seed);
+    std::uniform_real_distribution<float> uniform(-448.0f, 448.0f);
+    std::vector<float> values(shape.numel());
+    for (float& v : values) v = uniform(rng);
+    std::vector<std::uint8_t> codes(values.size());
+    ConvertFromF32(DType::kF8E4M3, values.data(), codes.data(), shape.numel());
+    backend_.CopyBytesFromHost(codes.data(), w.weight);
+  }
+  const Shape scale_shape{CeilDiv(shape[0], kFp8Block), CeilDiv(shape[1], kFp8Block)};
+  const std::vector<float> scales(scale_shape.numel(), bound / 448.0f);
+  w.scale = Buffer(DType::kF32, scale_shape, backend_.allocator());
+  backend_.CopyFromHost(scales.data(), w.scale);
+  return w;
+}
+
+LinearWeight WeightLoader::Dequantized(const std::string& name, Buffer weight, const std::string& why) {
+  static std::atomic<bool> said{false};
+  if (!said.exchange(true))
+    Log(LogLevel::kWarning, "FP8 weights: ", name, " ", why, " do not align with the 128x128 scale blocks; loaded ",
+        "dequantized as ", DTypeName(weight.tensor().dtype), " (said once: other such slices are loaded the same way)");
+  return {std::move(weight), {}};
+}
+
+LinearWeight WeightLoader::LoadLinear(const std::string& name, const Shape& shape, Range rows) {
+  if (!KeptFp8(name)) return {Load(name, shape, rows), {}};
+  if (!BlockAligned(rows, shape[0]))
+    return Dequantized(name, Load(name, shape, rows), StrCat("rows ", rows.begin, "..", rows.stop(shape[0])));
+  if (dummy()) return RandomFp8(Shape{rows.size(shape[0]), shape[1]}, 1.0f / std::sqrt(static_cast<float>(shape[1])));
+  return UploadFp8(ReadFp8(name, shape, rows, {}));
+}
+
+LinearWeight WeightLoader::LoadLinearCols(const std::string& name, const Shape& shape, Range cols, bool allow_fp8) {
+  if (!allow_fp8 || !KeptFp8(name)) return {LoadCols(name, shape, cols), {}};
+  if (!BlockAligned(cols, shape[1]))
+    return Dequantized(name, LoadCols(name, shape, cols), StrCat("columns ", cols.begin, "..", cols.stop(shape[1])));
+  if (dummy()) return RandomFp8(Shape{shape[0], cols.size(shape[1])}, 1.0f / std::sqrt(static_cast<float>(shape[1])));
+  return UploadFp8(ReadFp8(name, shape, {}, cols));
+}
+
+LinearWeight WeightLoader::LoadLinearStacked(const std::string& first, const std::string& second, const Shape& each,
+                                             Range rows) {
+  if (!KeptFp8(first) || !KeptFp8(second)) return {LoadStacked(first, second, each, rows), {}};
+  // The second half must start on a block boundary of the stacked matrix too.
+  const std::int64_t part = rows.size(each[0]);
+  if (rows.begin % kFp8Block != 0 || part % kFp8Block != 0)
+    return Dequantized(first, LoadStacked(first, second, each, rows),
+                       StrCat("(stacked with ", second, ") rows ", rows.begin, "..", rows.stop(each[0])));
+  if (dummy()) return RandomFp8(Shape{2 * part, each[1]}, 1.0f / std::sqrt(static_cast<float>(each[1])));
+  const HostFp8 a = ReadFp8(first, each, rows, {}), b = ReadFp8(second, each, rows, {});
+  HostFp8 stacked;
+  stacked.codes = Buffer(DType::kF8E4M3, Shape{2 * part, each[1]});
+  std::memcpy(stacked.codes.ptr<std::uint8_t>(), a.codes.ptr<std::uint8_t>(), a.codes.tensor().bytes());
+  std::memcpy(stacked.codes.ptr<std::uint8_t>() + a.codes.tensor().bytes(), b.codes.ptr<std::uint8_t>(),
+              b.codes.tensor().bytes());
+  stacked.scales = Buffer(DType::kF32, Shape{2 * a.scales.tensor().shape[0], a.scales.tensor().shape[1]});
+  std::memcpy(stacked.scales.ptr<float>(), a.scales.ptr<float>(), a.scales.tensor().bytes());
+  std::memcpy(stacked.scales.ptr<std::uint8_t>() + a.scales.tensor().bytes(), b.scales.ptr<float>(),
+              b.scales.tensor().bytes());
+  return UploadFp8(stacked);
 }
 
 }  // namespace fission::model

@@ -1,7 +1,8 @@
-// Loads a model's tensors onto a backend: from a checkpoint (dequantizing FP8 blocks), or as
-// random "dummy" weights when only the shapes are known (--load-format dummy). Under tensor
-// parallelism a rank asks for its slice only: a range of rows (column-parallel layers) or of
-// columns (row-parallel layers), read from the memory map without touching the rest.
+// Loads a model's tensors onto a backend: from a checkpoint (dequantizing FP8 blocks, or keeping
+// them as stored for FP8 products on a device), or as random "dummy" weights when only the shapes
+// are known (--load-format dummy). Under tensor parallelism a rank asks for its slice only: a
+// range of rows (column-parallel layers) or of columns (row-parallel layers), read from the memory
+// map without touching the rest.
 #pragma once
 
 #include <cstdint>
@@ -12,6 +13,7 @@
 
 #include "io/checkpoint.h"
 #include "kernels/backend.h"
+#include "model/linear_weight.h"
 
 namespace fission::model {
 
@@ -45,6 +47,19 @@ class WeightLoader {
   Buffer LoadNorm(const std::string& name, std::int64_t size);
   // Rows `rows` of two same-shaped weights stacked into one (gate over up).
   Buffer LoadStacked(const std::string& first, const std::string& second, const Shape& each, Range rows = {});
+  // Linear layers' weights. Once KeepFp8() was called, a matrix the checkpoint stores as FP8 (every
+  // such matrix when dummy) stays e4m3 with its block scales, provided the slice starts and ends on
+  // 128-row (or 128-column) block boundaries; otherwise it is dequantized like Load does (logged
+  // once per process).
+  LinearWeight LoadLinear(const std::string& name, const Shape& shape, Range rows = {});
+  // `allow_fp8` false dequantizes whatever is stored (the routed experts' down projections follow
+  // their gate_up, since the expert operation takes one kind for both).
+  LinearWeight LoadLinearCols(const std::string& name, const Shape& shape, Range cols, bool allow_fp8 = true);
+  // Gate over up, as LoadStacked; FP8 only when each half is a whole number of blocks.
+  LinearWeight LoadLinearStacked(const std::string& first, const std::string& second, const Shape& each,
+                                 Range rows = {});
+  // Keep FP8 weights as stored (a device backend and a checkpoint with 128×128 block scales).
+  void KeepFp8() { keep_fp8_ = true; }
   bool dummy() const { return checkpoint_ == nullptr; }
   // Dummy matrices drawn on the device instead of the host: fill(tensor, bound, seed) writes
   // uniform values in [-bound, bound) (the same standard deviation as the host's normal draws).
@@ -57,12 +72,24 @@ class WeightLoader {
   // A dummy matrix of standard deviation `scale`, on the backend (drawn on the device if it can).
   Buffer Random(const Shape& shape, float scale);
   Buffer RandomHost(const Shape& shape, float scale);
+  // FP8 codes and block scales of a slice, on the host.
+  struct HostFp8 {
+    Buffer codes, scales;
+  };
+  bool KeptFp8(const std::string& name) const;
+  HostFp8 ReadFp8(const std::string& name, const Shape& shape, Range rows, Range cols) const;
+  LinearWeight UploadFp8(const HostFp8& host);
+  // Dummy FP8 weights of standard deviation `scale`: uniform codes over ±448 and one scale for
+  // every block.
+  LinearWeight RandomFp8(const Shape& shape, float scale);
+  LinearWeight Dequantized(const std::string& name, Buffer weight, const std::string& why);
 
   const io::Checkpoint* checkpoint_;
   kernels::Backend& backend_;
   DType matrix_dtype_;
   std::mt19937_64 rng_;
   DeviceFill device_fill_;
+  bool keep_fp8_ = false;
 };
 
 }  // namespace fission::model

@@ -5,6 +5,8 @@
 // logits differ from an fp32 reference by bf16 rounding, not only by summation order. Greedy tokens
 // are compared teacher-forced: every step feeds the reference's token, and a different argmax is
 // allowed only where the reference's own top two are closer than that rounding can move them.
+// An FP8 checkpoint keeps its FP8 matrices on the device unless --dtype float32: golden parity
+// runs the exact (dequantized) path, and the FP8 path has its own bounds (model/fp8_testlib.h).
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -12,7 +14,9 @@
 #include <cmath>
 #include <random>
 
+#include "io/checkpoint.h"
 #include "io/safetensors.h"
+#include "model/fp8_testlib.h"
 #include "model/registry.h"
 #include "model/step_runner_testlib.h"
 
@@ -69,7 +73,9 @@ class CudaGoldenParity : public ::testing::TestWithParam<std::string> {};
 TEST_P(CudaGoldenParity, PrefillAndGreedyDecodeMatchTransformers) {
   ASSERT_GT(DeviceCount(), 0) << "no CUDA device";
   const std::string dir = FixtureModelDir(GetParam());
-  auto model = LoadCausalLM(dir, OnCuda());
+  LoadOptions options = OnCuda();
+  options.dtype = "float32";  // FP8 dequantized: the path that matches transformers
+  auto model = LoadCausalLM(dir, options);
   const std::int64_t vocab = model->vocab_size();
   io::SafetensorsFile golden(dir + "/golden.safetensors");
   double worst = 0.0;
@@ -202,6 +208,61 @@ TEST(CudaModel, Bf16WeightsAndCacheStayCloseToCpu) {
   EXPECT_LE(static_cast<double>(outliers), kBf16OutlierFraction * errors.size());
   std::printf("cuda bf16 vs cpu: median relative L2 %.3g, worst %.3g, %zu of %zu rows above %.2g\n", median,
               errors.back(), outliers, errors.size(), kBf16Typical);
+}
+
+// FP8 kept on the device (--dtype auto on an FP8 checkpoint: LinearFp8 and MoeExpertsFp8) against
+// the dequantized model, within the bounds the CPU's FP8 operations meet (fp8_testlib.h), and
+// against those CPU operations themselves: the same codes and scales, so the two differ only where
+// a bf16 GEMM output or a summation order moves an activation across an e4m3 rounding boundary.
+TEST(CudaModel, Fp8WeightsKeptStayWithinTheFp8Bound) {
+  ASSERT_GT(DeviceCount(), 0) << "no CUDA device";
+  const std::string dir = FixtureModelDir("tiny-deepseek-v3-fp8");
+  auto cuda = LoadCausalLM(dir, OnCuda());
+  const Fp8Comparison got = CompareWithGolden(*cuda, dir);
+  io::Checkpoint checkpoint(dir);
+  auto cpu_backend = kernels::MakeCpuBackend();
+  auto cpu_fp8 = LoadKeptFp8(dir, checkpoint, *cpu_backend);
+  const Fp8Comparison cpu = CompareWithGolden(*cpu_fp8, dir);
+  LoadOptions exact = OnCuda();
+  exact.dtype = "float32";
+  auto cuda_exact = LoadCausalLM(dir, exact);
+  const Fp8Comparison dequantized = CompareWithGolden(*cuda_exact, dir);
+  ASSERT_EQ(got.rows, cpu.rows);
+  std::vector<double> versus_cpu, versus_exact;
+  for (int i = 0; i < got.rows; ++i) {
+    versus_cpu.push_back(RelativeL2(got.logits[i], cpu.logits[i].data(), cuda->vocab_size()));
+    versus_exact.push_back(RelativeL2(got.logits[i], dequantized.logits[i].data(), cuda->vocab_size()));
+  }
+  std::sort(versus_cpu.begin(), versus_cpu.end());
+  std::sort(versus_exact.begin(), versus_exact.end());
+  std::printf("cuda fp8 kept vs dequantized (golden): median relative L2 %.3g, worst %.3g, %d of %d rows above %.2g, "
+              "greedy %d of %d; vs the CPU's FP8 operations: median %.3g, worst %.3g\n",
+              got.median, got.worst, got.outliers, got.rows, kFp8Typical, got.greedy_same, got.greedy_steps,
+              versus_cpu[versus_cpu.size() / 2], versus_cpu.back());
+  EXPECT_LE(got.median, kFp8MedianBound);
+  EXPECT_LE(got.outliers, kFp8OutlierFraction * got.rows);
+  EXPECT_GE(got.greedy_same, kFp8GreedyFraction * got.greedy_steps);
+  EXPECT_LE(versus_cpu[versus_cpu.size() / 2], kFp8DeviceVsCpuMedian);
+  // The FP8 path really ran: the dequantized device model differs from it by activation quantization.
+  EXPECT_GE(versus_exact[versus_exact.size() / 2], 1e-3);
+}
+
+// --load-format dummy with an FP8 quantization_config: codes and scales drawn on the device.
+TEST(CudaModel, DummyFp8WeightsLoadAndRun) {
+  ASSERT_GT(DeviceCount(), 0) << "no CUDA device";
+  LoadOptions options = OnCuda();
+  options.load_format = "dummy";
+  auto model = LoadCausalLM(FixtureModelDir("tiny-deepseek-v3-fp8"), options);
+  StepRunner runner(*model, 4, 64, 3);
+  const int seq = runner.AddSequence();
+  const auto rows = runner.Prefill(seq, Tokens(40, 9, model->vocab_size()), true);
+  double sum_sq = 0;
+  for (const auto& row : rows)
+    for (float v : row) {
+      ASSERT_TRUE(std::isfinite(v));
+      sum_sq += static_cast<double>(v) * v;
+    }
+  EXPECT_GT(sum_sq, 0.0);
 }
 
 TEST(CudaModel, KvCacheLivesOnTheDevice) {

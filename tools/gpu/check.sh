@@ -79,8 +79,8 @@ t0=$(date +%s)
 test_rc=0
 : > "$OUT/tests.log"
 # The last entry runs every suite the others do not name (new suites are never left out).
-for suite in 'CudaAllocator.*:CudaElementwise.*' 'CudaLinear.*' 'CudaLinearFp8.*' 'CudaMoe.*' 'CudaMla.*' \
-             '-CudaAllocator.*:CudaElementwise.*:CudaLinear.*:CudaLinearFp8.*:CudaMoe.*:CudaMla.*'; do
+for suite in 'CudaAllocator.*:CudaElementwise.*' 'CudaLinear.*' 'CudaLinearFp8.*' 'CudaMoe.*' 'CudaMoeFp8.*' 'CudaMla.*' \
+             '-CudaAllocator.*:CudaElementwise.*:CudaLinear.*:CudaLinearFp8.*:CudaMoe.*:CudaMoeFp8.*:CudaMla.*'; do
   timeout 120 "$TESTS" --gtest_color=no --gtest_filter="$suite" >> "$OUT/tests.log" 2>&1
   rc=$?
   echo "suite $suite: rc=$rc"
@@ -96,7 +96,7 @@ grep -E "^\[  (PASSED|FAILED|SKIPPED) |Failure|Expected|Which is|RelErr|FP8 GEMM
 
 if [[ $BENCH -eq 1 ]]; then
   t0=$(date +%s)
-  timeout 170 "$BENCHBIN" > "$OUT/bench.log" 2>&1 || echo "bench rc=$?"
+  timeout 240 "$BENCHBIN" > "$OUT/bench.log" 2>&1 || echo "bench rc=$?"
   echo "bench: $(( $(date +%s) - t0 )) s"
   t0=$(date +%s)
   timeout 120 python3 tools/gpu/torch_ref.py > "$OUT/torch.log" 2>&1 || echo "torch rc=$?"

@@ -2,7 +2,8 @@
 # Prefill benchmark (a measurement, not a test): TTFT and prefill throughput of one prompt of 8K,
 # 16K, 32K and 60K tokens for --tp-size 2 against --tp-size 2 --attn-cp-size 2, on DeepSeek-V3's
 # real dimensions (bench/configs/deepseek-v3) with few layers, dummy bf16 weights drawn on the
-# devices. One `fission generate` per point, max_new_tokens 1, so "prefill: N tokens in T s" is
+# devices (WEIGHTS=fp8: the config's FP8 quantization kept, e4m3 codes and scales drawn on the
+# devices; by default the override drops quantization_config so results compare with earlier runs). One `fission generate` per point, max_new_tokens 1, so "prefill: N tokens in T s" is
 # the time to the first token (cold: the first step of the process). Log: $OUT/pcp_bench.log.
 #
 #   usage: bash tools/gpu/pcp_bench.sh [BINDIR] [LAYERS]
@@ -17,8 +18,11 @@ NCCL_DIR=$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nc
 export LD_LIBRARY_PATH=$PWD/$BIN/lib:/usr/local/cuda/lib64:/usr/local/cuda/lib:${NCCL_DIR:-}:${LD_LIBRARY_PATH:-}
 LOG=$OUT/pcp_bench.log
 MODEL=bench/configs/deepseek-v3
-OVERRIDE="{\"num_hidden_layers\": $LAYERS, \"first_k_dense_replace\": 1}"
-echo "DeepSeek-V3 dims, $LAYERS layers (1 dense + $((LAYERS - 1)) MoE), dummy bf16 weights" | tee "$LOG"
+WEIGHTS=${WEIGHTS:-bf16}
+QUANT=', "quantization_config": null'
+[[ $WEIGHTS == fp8 ]] && QUANT=''
+OVERRIDE="{\"num_hidden_layers\": $LAYERS, \"first_k_dense_replace\": 1$QUANT}"
+echo "DeepSeek-V3 dims, $LAYERS layers (1 dense + $((LAYERS - 1)) MoE), dummy $WEIGHTS weights" | tee "$LOG"
 for n in 8192 16384 32768 61440; do
   python3 -c "import json, random; r = random.Random($n); print(json.dumps({'input_ids': [r.randrange(3, 129000) for _ in range($n)], 'sampling_params': {'max_new_tokens': 1, 'ignore_eos': True}}))" > /tmp/bench_prompt.jsonl
   for layout in "--tp-size 2" "--tp-size 2 --attn-cp-size 2"; do

@@ -39,6 +39,11 @@ class CpuBackend final : public Backend {
                   std::span<const Tensor> down, const Tensor& out) override {
     cpu::MoeExperts(x, topk_ids, topk_weights, gate_up, down, out);
   }
+  void MoeExpertsFp8(const Tensor& x, const Tensor& topk_ids, const Tensor& topk_weights,
+                     std::span<const Tensor> gate_up, std::span<const Tensor> gate_up_scale,
+                     std::span<const Tensor> down, std::span<const Tensor> down_scale, const Tensor& out) override {
+    cpu::MoeExpertsFp8(x, topk_ids, topk_weights, gate_up, gate_up_scale, down, down_scale, out);
+  }
   void MlaAttentionExpanded(const Tensor& q, const Tensor& cache, const Tensor& kv_b,
                             std::span<const SeqAttention> seqs, const MlaShape& shape, const Tensor& out) override {
     cpu::MlaAttentionExpanded(q, cache, kv_b, seqs, shape, out);
@@ -54,6 +59,7 @@ class CpuBackend final : public Backend {
   void CopyFromHost(const float* src, const Tensor& dst) override {
     std::memcpy(dst.data, src, dst.numel() * sizeof(float));
   }
+  void CopyBytesFromHost(const void* src, const Tensor& dst) override { std::memcpy(dst.data, src, dst.bytes()); }
 };
 
 }  // namespace

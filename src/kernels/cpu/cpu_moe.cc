@@ -65,10 +65,15 @@ void MoeRoute(const Tensor& router_logits, const Tensor& bias, const MoeRouting&
   }
 }
 
-void MoeExperts(const Tensor& x, const Tensor& topk_ids, const Tensor& topk_weights, std::span<const Tensor> gate_up,
-                std::span<const Tensor> down, const Tensor& out) {
+namespace {
+
+// out[t] = Σ_k weights[t,k] · expert_e(x[t]). `expert(e, xin, y)` runs expert e over its rows.
+// Each expert's output for each of its (token, k) pairs is kept apart, so the final sum per token
+// runs over k in a fixed order whatever else is in the batch.
+template <typename Expert>
+void RunExperts(const Tensor& x, const Tensor& topk_ids, const Tensor& topk_weights, std::int64_t experts,
+                const Expert& expert, const Tensor& out) {
   const std::int64_t n = x.shape[0], hidden = x.shape[1], top_k = topk_ids.shape[1];
-  const std::int64_t experts = static_cast<std::int64_t>(gate_up.size());
   // Tokens per expert, in token order.
   std::vector<std::vector<std::int32_t>> tokens(experts), slots(experts);
   for (std::int64_t t = 0; t < n; ++t)
@@ -78,19 +83,13 @@ void MoeExperts(const Tensor& x, const Tensor& topk_ids, const Tensor& topk_weig
       tokens[e].push_back(static_cast<std::int32_t>(t));
       slots[e].push_back(static_cast<std::int32_t>(t * top_k + k));
     }
-  // Each expert's output for each of its (token, k) pairs, kept apart so the final sum per token
-  // runs over k in a fixed order whatever else is in the batch.
   std::vector<float> expert_out(static_cast<std::size_t>(n * top_k * hidden), 0.0f);
   for (std::int64_t e = 0; e < experts; ++e) {
     const std::int64_t m = static_cast<std::int64_t>(tokens[e].size());
     if (m == 0) continue;
-    const std::int64_t inter = down[e].shape[1];
-    Buffer xin(DType::kF32, Shape{m, hidden}), gu(DType::kF32, Shape{m, 2 * inter}), act(DType::kF32, Shape{m, inter}),
-        y(DType::kF32, Shape{m, hidden});
+    Buffer xin(DType::kF32, Shape{m, hidden}), y(DType::kF32, Shape{m, hidden});
     GatherRows(x, tokens[e], xin);
-    Linear(xin, gate_up[e], gu);
-    SiluMul(gu, act);
-    Linear(act, down[e], y);
+    expert(e, xin.tensor(), y.tensor());
     for (std::int64_t i = 0; i < m; ++i) {
       const std::int32_t slot = slots[e][i];
       const float w = topk_weights.ptr<float>()[slot];
@@ -107,6 +106,38 @@ void MoeExperts(const Tensor& x, const Tensor& topk_ids, const Tensor& topk_weig
       o[j] = acc;
     }
   }
+}
+
+}  // namespace
+
+void MoeExperts(const Tensor& x, const Tensor& topk_ids, const Tensor& topk_weights, std::span<const Tensor> gate_up,
+                std::span<const Tensor> down, const Tensor& out) {
+  auto expert = [&](std::int64_t e, const Tensor& xin, const Tensor& y) {
+    const std::int64_t m = xin.shape[0], inter = down[e].shape[1];
+    Buffer gu(DType::kF32, Shape{m, 2 * inter}), act(DType::kF32, Shape{m, inter});
+    Linear(xin, gate_up[e], gu);
+    SiluMul(gu, act);
+    Linear(act, down[e], y);
+  };
+  RunExperts(x, topk_ids, topk_weights, static_cast<std::int64_t>(gate_up.size()), expert, out);
+}
+
+void MoeExpertsFp8(const Tensor& x, const Tensor& topk_ids, const Tensor& topk_weights, std::span<const Tensor> gate_up,
+                   std::span<const Tensor> gate_up_scale, std::span<const Tensor> down,
+                   std::span<const Tensor> down_scale, const Tensor& out) {
+  const std::size_t experts = gate_up.size();
+  FISSION_CHECK(gate_up_scale.size() == experts && down.size() == experts && down_scale.size() == experts,
+                "MoeExpertsFp8: ", experts, " gate_up, ", gate_up_scale.size(), " scales, ", down.size(), " down, ",
+                down_scale.size(), " scales");
+  // LinearFp8 quantizes each expert's rows per token, as a device computing one expert at a time would.
+  auto expert = [&](std::int64_t e, const Tensor& xin, const Tensor& y) {
+    const std::int64_t m = xin.shape[0], inter = down[e].shape[1];
+    Buffer gu(DType::kF32, Shape{m, 2 * inter}), act(DType::kF32, Shape{m, inter});
+    LinearFp8(xin, gate_up[e], gate_up_scale[e], gu);
+    SiluMul(gu, act);
+    LinearFp8(act, down[e], down_scale[e], y);
+  };
+  RunExperts(x, topk_ids, topk_weights, static_cast<std::int64_t>(experts), expert, out);
 }
 
 }  // namespace fission::kernels::cpu

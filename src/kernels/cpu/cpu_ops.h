@@ -32,6 +32,9 @@ void MoeRoute(const Tensor& router_logits, const Tensor& bias, const MoeRouting&
               const Tensor& topk_weights);
 void MoeExperts(const Tensor& x, const Tensor& topk_ids, const Tensor& topk_weights, std::span<const Tensor> gate_up,
                 std::span<const Tensor> down, const Tensor& out);
+void MoeExpertsFp8(const Tensor& x, const Tensor& topk_ids, const Tensor& topk_weights, std::span<const Tensor> gate_up,
+                   std::span<const Tensor> gate_up_scale, std::span<const Tensor> down,
+                   std::span<const Tensor> down_scale, const Tensor& out);
 
 void MlaAttentionExpanded(const Tensor& q, const Tensor& cache, const Tensor& kv_b, std::span<const SeqAttention> seqs,
                           const MlaShape& shape, const Tensor& out);

@@ -50,6 +50,11 @@ void CudaBackend::MoeExperts(const Tensor& x, const Tensor& topk_ids, const Tens
                              std::span<const Tensor> gate_up, std::span<const Tensor> down, const Tensor& out) {
   cuda::MoeExperts(*ctx_, x, topk_ids, topk_weights, gate_up, down, out);
 }
+void CudaBackend::MoeExpertsFp8(const Tensor& x, const Tensor& topk_ids, const Tensor& topk_weights,
+                                std::span<const Tensor> gate_up, std::span<const Tensor> gate_up_scale,
+                                std::span<const Tensor> down, std::span<const Tensor> down_scale, const Tensor& out) {
+  cuda::MoeExpertsFp8(*ctx_, x, topk_ids, topk_weights, gate_up, gate_up_scale, down, down_scale, out);
+}
 void CudaBackend::MlaAttentionExpanded(const Tensor& q, const Tensor& cache, const Tensor& kv_b,
                                        std::span<const SeqAttention> seqs, const MlaShape& shape, const Tensor& out) {
   cuda::MlaAttentionExpanded(*ctx_, q, cache, kv_b, seqs, shape, out);

@@ -34,6 +34,9 @@ class CudaBackend final : public Backend {
                 const Tensor& topk_weights) override;
   void MoeExperts(const Tensor& x, const Tensor& topk_ids, const Tensor& topk_weights, std::span<const Tensor> gate_up,
                   std::span<const Tensor> down, const Tensor& out) override;
+  void MoeExpertsFp8(const Tensor& x, const Tensor& topk_ids, const Tensor& topk_weights,
+                     std::span<const Tensor> gate_up, std::span<const Tensor> gate_up_scale,
+                     std::span<const Tensor> down, std::span<const Tensor> down_scale, const Tensor& out) override;
   void MlaAttentionExpanded(const Tensor& q, const Tensor& cache, const Tensor& kv_b,
                             std::span<const SeqAttention> seqs, const MlaShape& shape, const Tensor& out) override;
   void MlaAttentionAbsorbed(const Tensor& q, const Tensor& cache, const Tensor& kv_b,
@@ -46,9 +49,10 @@ class CudaBackend final : public Backend {
 
   // Raw byte copies (integer tensors, FP8 codes) and a wait for all queued work.
   void CopyBytesToHost(const Tensor& src, void* dst);
-  void CopyBytesFromHost(const void* src, const Tensor& dst);
+  void CopyBytesFromHost(const void* src, const Tensor& dst) override;
   void Synchronize();
-  // x (fp32 or bf16) = independent uniform values in [-bound, bound) from `seed` (random_fill.cu).
+  // x = independent uniform values in [-bound, bound) from `seed` (random_fill.cu); fp32 or bf16,
+  // or e4m3 (bound at most 448: codes of the rounded values, for FP8 dummy weights).
   void FillUniform(const Tensor& x, float bound, std::uint64_t seed);
   CudaContext& context() { return *ctx_; }
 

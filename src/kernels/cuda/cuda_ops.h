@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <span>
+#include <vector>
 
 #include "kernels/backend.h"
 #include "kernels/cuda/cuda_context.h"
@@ -36,6 +37,23 @@ void LinearFp8(CudaContext& ctx, const Tensor& x, const Tensor& w, const Tensor&
 void QuantizeFp8(CudaContext& ctx, const Tensor& x, std::uint8_t* codes, float* scales, std::int64_t token_stride,
                  std::int64_t group_stride);
 
+// The FP8 GEMV (fp8.cu) for callers that run many small products (the routed experts):
+// activations quantized per token and 128-group, codes decoded to fp32 [n, k], scales token-major
+// [n][⌈k/128⌉]; each item multiplies rows [row0, row0 + rows) by its own e4m3 weight [m, k] with
+// fp32 block scales into the same rows of out [n, m] (fp32 or bf16). Needs k % 16 == 0.
+struct Fp8GemvInput {
+  Buffer values, scales;
+};
+struct Fp8GemvItem {
+  const std::uint8_t* w;
+  const float* w_scale;
+  std::int64_t row0, rows;
+};
+bool Fp8GemvTakes(std::int64_t k);
+Fp8GemvInput QuantizeForGemv(CudaContext& ctx, const Tensor& x);
+void Fp8GemvGrouped(CudaContext& ctx, const Fp8GemvInput& in, std::span<const Fp8GemvItem> items, std::int64_t m,
+                    std::int64_t k, const Tensor& out);
+
 // mla_reference.cu: whether the tuned MLA kernels take this shape, and the fp32 reference kernel
 // that takes any (contexts up to 8192 keys).
 bool MlaTunedShape(const MlaShape& sh, bool absorbed);
@@ -47,6 +65,22 @@ void MoeRoute(CudaContext& ctx, const Tensor& router_logits, const Tensor& bias,
               const Tensor& topk_ids, const Tensor& topk_weights);
 void MoeExperts(CudaContext& ctx, const Tensor& x, const Tensor& topk_ids, const Tensor& topk_weights,
                 std::span<const Tensor> gate_up, std::span<const Tensor> down, const Tensor& out);
+// The routed experts' token permutation (moe.cu), shared by MoeExperts and MoeExpertsFp8: the
+// (token, k) pairs grouped by expert (reads the per-expert counts back to the host), expert e's
+// rows being [offsets[e], offsets[e + 1]).
+struct ExpertRows {
+  std::int64_t pairs = 0;
+  std::vector<int> offsets;
+  Buffer row_of_pair, token_of_row;  // I32 [pairs]
+};
+ExpertRows PermuteByExpert(CudaContext& ctx, const Tensor& topk_ids, int experts);
+// out[t] = Σ_k weights[t, k] · y[row_of_pair[t, k]] (fp32 y [pairs, hidden]), k in a fixed order.
+void CombineExperts(CudaContext& ctx, const ExpertRows& rows, const Tensor& y, const Tensor& topk_weights,
+                    const Tensor& out);
+// moe_fp8.cu
+void MoeExpertsFp8(CudaContext& ctx, const Tensor& x, const Tensor& topk_ids, const Tensor& topk_weights,
+                   std::span<const Tensor> gate_up, std::span<const Tensor> gate_up_scale,
+                   std::span<const Tensor> down, std::span<const Tensor> down_scale, const Tensor& out);
 
 // mla_attention.cu
 void MlaAttentionExpanded(CudaContext& ctx, const Tensor& q, const Tensor& cache, const Tensor& kv_b,

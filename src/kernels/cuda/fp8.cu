@@ -133,14 +133,14 @@ __global__ void DecodeCodesKernel(const std::uint8_t* codes, float* out, std::in
 
 // Few tokens (decode): one warp per output row streams the weight row in 16-byte chunks (16 codes,
 // all inside one 128-group) and serves up to kGemvTokens tokens from each load; memory-bound.
-// xf holds the activation codes as fp32 (read through L1), xs their scales [n][kb].
+// xf holds the activation codes as fp32 (read through L1), xs their scales [n][kb]; output row t
+// of the pass is out row out_row0 + t.
 constexpr int kGemvTokens = 8, kGemvWarps = 8;
 constexpr std::int64_t kGemvMaxTokens = 2, kPadTokens = 32;
 constexpr float kTwoPow120 = 1.329227995784916e36f;
-__global__ void Fp8GemvKernel(const float* xf, const float* xs, std::int64_t n, const std::uint8_t* w,
-                              const float* ws, std::int64_t m, std::int64_t k, void* out, Elem oe) {
-  const std::int64_t row = blockIdx.x * static_cast<std::int64_t>(kGemvWarps) + (threadIdx.x >> 5);
-  if (row >= m) return;
+__device__ __forceinline__ void Fp8GemvRow(const float* xf, const float* xs, std::int64_t n, const std::uint8_t* w,
+                                           const float* ws, std::int64_t m, std::int64_t k, std::int64_t row,
+                                           void* out, std::int64_t out_row0, Elem oe) {
   const int lane = threadIdx.x & 31;
   const std::int64_t kb = (k + kGroup - 1) / kGroup, chunks = k / 16;
   const std::uint8_t* wr = w + row * k;
@@ -175,8 +175,25 @@ __global__ void Fp8GemvKernel(const float* xf, const float* xs, std::int64_t n, 
     if (t >= n) break;
     float v = acc[t];
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    if (lane == 0) StoreF(out, t * m + row, oe, v);
+    if (lane == 0) StoreF(out, (out_row0 + t) * m + row, oe, v);
   }
+}
+
+__global__ void Fp8GemvKernel(const float* xf, const float* xs, std::int64_t n, const std::uint8_t* w,
+                              const float* ws, std::int64_t m, std::int64_t k, void* out, std::int64_t out_row0,
+                              Elem oe) {
+  const std::int64_t row = blockIdx.x * static_cast<std::int64_t>(kGemvWarps) + (threadIdx.x >> 5);
+  if (row < m) Fp8GemvRow(xf, xs, n, w, ws, m, k, row, out, out_row0, oe);
+}
+
+// Many weights in one launch (the routed experts): blockIdx.y picks the item, a run of at most
+// kGemvTokens consecutive activation rows and the weight they go through.
+__global__ void Fp8GemvGroupedKernel(const float* xf, const float* xs, const Fp8GemvItem* items, std::int64_t m,
+                                     std::int64_t k, void* out, Elem oe) {
+  const Fp8GemvItem it = items[blockIdx.y];
+  const std::int64_t row = blockIdx.x * static_cast<std::int64_t>(kGemvWarps) + (threadIdx.x >> 5);
+  const std::int64_t kb = (k + kGroup - 1) / kGroup;
+  if (row < m) Fp8GemvRow(xf + it.row0 * k, xs + it.row0 * kb, it.rows, it.w, it.w_scale, m, k, row, out, it.row0, oe);
 }
 
 __global__ void TransposeKernel(const float* src, float* dst, std::int64_t rows, std::int64_t cols) {
@@ -304,6 +321,45 @@ void QuantizeFp8(CudaContext& ctx, const Tensor& x, std::uint8_t* codes, float* 
   FISSION_LAUNCHED();
 }
 
+bool Fp8GemvTakes(std::int64_t k) { return k % 16 == 0; }
+
+Fp8GemvInput QuantizeForGemv(CudaContext& ctx, const Tensor& x) {
+  const std::int64_t k = x.shape[-1], n = x.numel() / k;
+  Quantized q = QuantizeFor(ctx, x, n, k, /*token_major=*/true);
+  Fp8GemvInput in;
+  in.values = Buffer(DType::kF32, Shape{n, k}, ctx.allocator());
+  if (n > 0) {
+    DecodeCodesKernel<<<Blocks(n * k, 256), 256, 0, ctx.stream()>>>(q.codes.ptr<std::uint8_t>(), in.values.ptr<float>(),
+                                                                   n * k);
+    FISSION_LAUNCHED();
+  }
+  in.scales = std::move(q.scales);
+  return in;
+}
+
+void Fp8GemvGrouped(CudaContext& ctx, const Fp8GemvInput& in, std::span<const Fp8GemvItem> items, std::int64_t m,
+                    std::int64_t k, const Tensor& out) {
+  FISSION_CHECK(Fp8GemvTakes(k) && in.values.tensor().shape[-1] == k && out.shape[-1] == m,
+                "Fp8GemvGrouped shapes: k ", k, ", m ", m, ", out ", out.shape.ToString());
+  // Runs of at most kGemvTokens rows: one grid row each.
+  std::vector<Fp8GemvItem> runs;
+  for (const Fp8GemvItem& it : items) {
+    FISSION_CHECK(it.row0 >= 0 && it.row0 + it.rows <= in.values.tensor().shape[0], "Fp8GemvGrouped rows");
+    for (std::int64_t r = 0; r < it.rows; r += kGemvTokens)
+      runs.push_back({it.w, it.w_scale, it.row0 + r, std::min<std::int64_t>(kGemvTokens, it.rows - r)});
+  }
+  if (runs.empty()) return;
+  Buffer table = ctx.Upload(std::span<const Fp8GemvItem>(runs));
+  constexpr std::size_t kMaxGridY = 65535;
+  for (std::size_t first = 0; first < runs.size(); first += kMaxGridY) {
+    const unsigned count = static_cast<unsigned>(std::min(kMaxGridY, runs.size() - first));
+    const dim3 grid(Blocks(m, kGemvWarps), count);
+    Fp8GemvGroupedKernel<<<grid, kGemvWarps * 32, 0, ctx.stream()>>>(
+        in.values.ptr<float>(), in.scales.ptr<float>(), table.ptr<Fp8GemvItem>() + first, m, k, out.data, ElemOf(out));
+    FISSION_LAUNCHED();
+  }
+}
+
 void LinearFp8(CudaContext& ctx, const Tensor& x, const Tensor& w, const Tensor& w_scale, const Tensor& out) {
   FISSION_CHECK(w.dtype == DType::kF8E4M3 && w.rank() == 2 && w_scale.dtype == DType::kF32,
                 "LinearFp8 takes e4m3 weights with fp32 block scales, got ", DTypeName(w.dtype), "/",
@@ -318,18 +374,13 @@ void LinearFp8(CudaContext& ctx, const Tensor& x, const Tensor& w, const Tensor&
   // cuBLASLt's block-scaled GEMM gave wrong results for a k with a partial 128-group on a padded
   // batch (seen on H200, CUDA 13.0): such shapes take the GEMV kernel, in passes of 8 tokens.
   const bool whole_groups = k % kGroup == 0;
-  if ((n <= kGemvMaxTokens || !whole_groups) && k % 16 == 0) {
-    Quantized q = QuantizeFor(ctx, x, n, k, true);
-    Buffer xf(DType::kF32, Shape{n, k}, ctx.allocator());
-    DecodeCodesKernel<<<Blocks(n * k, 256), 256, 0, ctx.stream()>>>(q.codes.ptr<std::uint8_t>(), xf.ptr<float>(), n * k);
-    FISSION_LAUNCHED();
+  if ((n <= kGemvMaxTokens || !whole_groups) && Fp8GemvTakes(k)) {
+    const Fp8GemvInput in = QuantizeForGemv(ctx, x.View(Shape{n, k}));
     for (std::int64_t t0 = 0; t0 < n; t0 += kGemvTokens) {
       const std::int64_t nt = std::min<std::int64_t>(kGemvTokens, n - t0);
-      const std::int64_t kb = Ceil(k, kGroup);
       Fp8GemvKernel<<<Blocks(m, kGemvWarps), kGemvWarps * 32, 0, ctx.stream()>>>(
-          xf.ptr<float>() + t0 * k, q.scales.ptr<float>() + t0 * kb, nt, w.ptr<std::uint8_t>(),
-          w_scale.ptr<float>(), m, k, static_cast<unsigned char*>(out.data) + DTypeBytes(out.dtype, t0 * m),
-          ElemOf(out));
+          in.values.ptr<float>() + t0 * k, in.scales.ptr<float>() + t0 * Ceil(k, kGroup), nt, w.ptr<std::uint8_t>(),
+          w_scale.ptr<float>(), m, k, out.data, t0, ElemOf(out));
       FISSION_LAUNCHED();
     }
     return;

@@ -163,9 +163,46 @@ void MoeRoute(CudaContext& ctx, const Tensor& router_logits, const Tensor& bias,
   FISSION_LAUNCHED();
 }
 
+ExpertRows PermuteByExpert(CudaContext& ctx, const Tensor& topk_ids, int experts) {
+  const std::int64_t n = topk_ids.shape[0], top_k = topk_ids.shape[1];
+  FISSION_CHECK(topk_ids.dtype == DType::kI32, "expert ids must be int32");
+  ExpertRows rows;
+  rows.pairs = n * top_k;
+  Buffer counts(DType::kI32, Shape{experts + 1}, ctx.allocator());  // the last slot flags bad ids
+  FISSION_CUDA(cudaMemsetAsync(counts.tensor().data, 0, (experts + 1) * sizeof(int), ctx.stream()));
+  CountKernel<<<Blocks(rows.pairs, 256), 256, 0, ctx.stream()>>>(topk_ids.ptr<std::int32_t>(), rows.pairs, experts,
+                                                                 counts.ptr<int>(), counts.ptr<int>() + experts);
+  FISSION_LAUNCHED();
+  std::vector<int> host_counts(experts + 1);
+  ctx.DownloadBytes(host_counts.data(), counts.tensor().data, host_counts.size() * sizeof(int));
+  FISSION_CHECK(host_counts[experts] == 0, "MoeExperts: expert id outside [0, ", experts, ")");
+  rows.offsets.assign(experts + 1, 0);
+  for (int e = 0; e < experts; ++e) rows.offsets[e + 1] = rows.offsets[e] + host_counts[e];
+  Buffer cursor = ctx.Upload(std::span<const int>(rows.offsets.data(), experts));
+  rows.row_of_pair = Buffer(DType::kI32, Shape{rows.pairs}, ctx.allocator());
+  rows.token_of_row = Buffer(DType::kI32, Shape{rows.pairs}, ctx.allocator());
+  PermuteKernel<<<Blocks(rows.pairs, 256), 256, 0, ctx.stream()>>>(
+      topk_ids.ptr<std::int32_t>(), rows.pairs, static_cast<int>(top_k), cursor.ptr<int>(),
+      rows.row_of_pair.ptr<std::int32_t>(), rows.token_of_row.ptr<std::int32_t>());
+  FISSION_LAUNCHED();
+  return rows;
+}
+
+void CombineExperts(CudaContext& ctx, const ExpertRows& rows, const Tensor& y, const Tensor& topk_weights,
+                    const Tensor& out) {
+  const std::int64_t n = topk_weights.shape[0], top_k = topk_weights.shape[1], hidden = y.shape[1];
+  FISSION_CHECK(y.dtype == DType::kF32 && topk_weights.dtype == DType::kF32 && out.numel() == n * hidden,
+                "CombineExperts arguments");
+  if (n == 0) return;
+  CombineKernel<<<static_cast<unsigned>(n), 256, 0, ctx.stream()>>>(y.ptr<float>(), rows.row_of_pair.ptr<std::int32_t>(),
+                                                                   topk_weights.ptr<float>(), static_cast<int>(top_k),
+                                                                   hidden, out.data, ElemOf(out));
+  FISSION_LAUNCHED();
+}
+
 void MoeExperts(CudaContext& ctx, const Tensor& x, const Tensor& topk_ids, const Tensor& topk_weights,
                 std::span<const Tensor> gate_up, std::span<const Tensor> down, const Tensor& out) {
-  const std::int64_t n = x.shape[0], hidden = x.shape[1], top_k = topk_ids.shape[1];
+  const std::int64_t n = x.shape[0], hidden = x.shape[1];
   const int experts = static_cast<int>(gate_up.size());
   FISSION_CHECK(experts > 0 && down.size() == gate_up.size() && topk_ids.dtype == DType::kI32 &&
                 topk_weights.dtype == DType::kF32 && out.numel() == n * hidden, "MoeExperts arguments");
@@ -175,39 +212,21 @@ void MoeExperts(CudaContext& ctx, const Tensor& x, const Tensor& topk_ids, const
   for (int e = 0; e < experts; ++e)
     FISSION_CHECK(down[e].shape[1] == inter && gate_up[e].shape[0] == 2 * inter && gate_up[e].dtype == wtype &&
                   down[e].dtype == wtype, "expert ", e, " differs in shape or dtype from expert 0");
-  const std::int64_t pairs = n * top_k;
-  Buffer counts(DType::kI32, Shape{experts + 1}, ctx.allocator());  // the last slot flags bad ids
-  FISSION_CUDA(cudaMemsetAsync(counts.tensor().data, 0, (experts + 1) * sizeof(int), ctx.stream()));
-  CountKernel<<<Blocks(pairs, 256), 256, 0, ctx.stream()>>>(topk_ids.ptr<std::int32_t>(), pairs, experts,
-                                                            counts.ptr<int>(), counts.ptr<int>() + experts);
-  FISSION_LAUNCHED();
-  std::vector<int> host_counts(experts + 1);
-  ctx.DownloadBytes(host_counts.data(), counts.tensor().data, host_counts.size() * sizeof(int));
-  FISSION_CHECK(host_counts[experts] == 0, "MoeExperts: expert id outside [0, ", experts, ")");
-  std::vector<int> offsets(experts + 1, 0);
-  for (int e = 0; e < experts; ++e) offsets[e + 1] = offsets[e] + host_counts[e];
-  Buffer cursor = ctx.Upload(std::span<const int>(offsets.data(), experts));
-  Buffer row_of_pair(DType::kI32, Shape{pairs}, ctx.allocator()), token_of_row(DType::kI32, Shape{pairs}, ctx.allocator());
-  PermuteKernel<<<Blocks(pairs, 256), 256, 0, ctx.stream()>>>(topk_ids.ptr<std::int32_t>(), pairs,
-                                                              static_cast<int>(top_k), cursor.ptr<int>(),
-                                                              row_of_pair.ptr<std::int32_t>(),
-                                                              token_of_row.ptr<std::int32_t>());
-  FISSION_LAUNCHED();
+  const ExpertRows rows = PermuteByExpert(ctx, topk_ids, experts);
+  const std::vector<int>& offsets = rows.offsets;
+  const std::int64_t pairs = rows.pairs;
   // Rows grouped by expert, in the weights' dtype; expert outputs in fp32 for the weighted sum.
   Buffer xp(wtype, Shape{pairs, hidden}, ctx.allocator()), gu(wtype, Shape{pairs, 2 * inter}, ctx.allocator()),
       act(wtype, Shape{pairs, inter}, ctx.allocator()), y(DType::kF32, Shape{pairs, hidden}, ctx.allocator());
-  GatherRowsDevice(ctx, x, token_of_row.ptr<std::int32_t>(), pairs, xp);
+  GatherRowsDevice(ctx, x, rows.token_of_row.ptr<std::int32_t>(), pairs, xp);
   for (int e = 0; e < experts; ++e)
-    if (host_counts[e] > 0)
+    if (offsets[e + 1] > offsets[e])
       Linear(ctx, xp.tensor().Rows(offsets[e], offsets[e + 1]), gate_up[e], gu.tensor().Rows(offsets[e], offsets[e + 1]));
   SiluMul(ctx, gu, act);
   for (int e = 0; e < experts; ++e)
-    if (host_counts[e] > 0)
+    if (offsets[e + 1] > offsets[e])
       Linear(ctx, act.tensor().Rows(offsets[e], offsets[e + 1]), down[e], y.tensor().Rows(offsets[e], offsets[e + 1]));
-  CombineKernel<<<static_cast<unsigned>(n), 256, 0, ctx.stream()>>>(y.ptr<float>(), row_of_pair.ptr<std::int32_t>(),
-                                                                   topk_weights.ptr<float>(), static_cast<int>(top_k),
-                                                                   hidden, out.data, ElemOf(out));
-  FISSION_LAUNCHED();
+  CombineExperts(ctx, rows, y, topk_weights, out);
 }
 
 }  // namespace fission::kernels::cuda

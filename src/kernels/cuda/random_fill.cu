@@ -16,13 +16,23 @@ __device__ __forceinline__ std::uint64_t Mix(std::uint64_t z) {
   return z ^ (z >> 31);
 }
 
+__device__ __forceinline__ float Uniform(std::uint64_t seed, std::int64_t i, float bound) {
+  const std::uint64_t r = Mix(seed ^ Mix(static_cast<std::uint64_t>(i)));
+  const float u = static_cast<float>(r >> 40) * (1.0f / 16777216.0f);  // [0, 1)
+  return (2.0f * u - 1.0f) * bound;
+}
+
 __global__ void FillUniformKernel(void* x, Elem e, std::int64_t n, float bound, std::uint64_t seed) {
   const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
-  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
-    const std::uint64_t r = Mix(seed ^ Mix(static_cast<std::uint64_t>(i)));
-    const float u = static_cast<float>(r >> 40) * (1.0f / 16777216.0f);  // [0, 1)
-    StoreF(x, i, e, (2.0f * u - 1.0f) * bound);
-  }
+  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
+    StoreF(x, i, e, Uniform(seed, i, bound));
+}
+
+// e4m3 codes of uniform values (round to nearest even, saturating): FP8 dummy weights.
+__global__ void FillE4M3Kernel(std::uint8_t* codes, std::int64_t n, float bound, std::uint64_t seed) {
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
+    codes[i] = static_cast<std::uint8_t>(__nv_cvt_float_to_fp8(Uniform(seed, i, bound), __NV_SATFINITE, __NV_E4M3));
 }
 
 }  // namespace
@@ -32,7 +42,12 @@ void CudaBackend::FillUniform(const Tensor& x, float bound, std::uint64_t seed) 
   const std::int64_t n = x.numel();
   if (n == 0) return;
   const unsigned blocks = static_cast<unsigned>(std::min<std::int64_t>((n + 255) / 256, 65535));
-  FillUniformKernel<<<blocks, 256, 0, ctx_->stream()>>>(x.data, ElemOf(x), n, bound, seed);
+  if (x.dtype == DType::kF8E4M3) {
+    FISSION_CHECK(bound <= 448.0f, "e4m3 fill bound ", bound, " beyond the largest code");
+    FillE4M3Kernel<<<blocks, 256, 0, ctx_->stream()>>>(x.ptr<std::uint8_t>(), n, bound, seed);
+  } else {
+    FillUniformKernel<<<blocks, 256, 0, ctx_->stream()>>>(x.data, ElemOf(x), n, bound, seed);
+  }
   FISSION_LAUNCHED();
 }
 
