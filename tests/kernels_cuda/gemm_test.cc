@@ -54,7 +54,8 @@ TEST(CudaLinearFp8, MatchesCpuBlockScaledReference) {
   for (DType out_dtype : {DType::kF32, DType::kBF16})
     // 1-2 tokens: GEMV kernel; 3-31: cuBLASLt on a padded batch; more: cuBLASLt.
     for (auto [n, m, k] : {std::tuple{1, 576, 7168}, {2, 1536, 7168}, {5, 200, 320}, {17, 576, 2048},
-                           {33, 384, 1536}, {64, 1536, 7168}, {200, 7168, 2048}}) {
+                           {33, 384, 1536}, {64, 1536, 7168}, {200, 7168, 2048}, {75, 256, 384},
+                           {37, 384, 128}, {40, 1024, 256}, {37, 512, 1024}}) {
       std::vector<float> w, ws;
       RandomFp8Weight(m, k, rng, w, ws);
       auto x = RoundBf16(Random(n * k, rng));

@@ -13,9 +13,13 @@
 #           comm    fission_comm_bench: collective time per layer, TP2 and TP2 x CP2
 #           pcp     tools/gpu/pcp_bench.sh (TTFT, TP2 against TP2 x CP2)
 #           multinode tools/gpu/multinode_check.sh (two processes, one GPU each)
+#           profile tools/gpu/profile_step.sh (per-operation device time, batch 1 and 64)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-export OUT=${OUT:-$PWD/gpu-out}
+# Every log goes under $OUT/logs and is packed into $OUT/logs.tgz at the end (the device returns
+# only a few files).
+RESULTS=${OUT:-$PWD/gpu-out}
+export OUT=$RESULTS/logs
 mkdir -p "$OUT"
 BIN=$1
 TOK=$2
@@ -41,7 +45,10 @@ for stage in "$@"; do
           timeout 180 "$BIN/fission_comm_bench" 2 2 >> "$OUT/comm_bench.log" 2>&1 ;;
     pcp) bash tools/gpu/pcp_bench.sh "$BIN" 4 > "$OUT/stage_pcp.txt" 2>&1 ;;
     multinode) timeout 300 bash tools/gpu/multinode_check.sh "$BIN" > "$OUT/stage_multinode.txt" 2>&1 ;;
+    profile) timeout 300 bash tools/gpu/profile_step.sh "$BIN" > "$OUT/stage_profile.txt" 2>&1 ;;
     *) echo "unknown stage $stage" ;;
   esac
   echo "stage $stage: rc $? in $(( $(date +%s) - t )) s" | tee -a "$OUT/stages.txt"
 done
+cp "$OUT/stages.txt" "$RESULTS/stages.txt"
+tar czf "$RESULTS/logs.tgz" -C "$RESULTS" logs && rm -rf "$OUT"

@@ -4,6 +4,7 @@
 
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/op_timer.h"
 
 namespace fission::kernels::cuda {
 
@@ -20,54 +21,78 @@ std::optional<DeviceMemory> CudaBackend::Memory() {
   return DeviceMemory{static_cast<std::int64_t>(free_bytes), static_cast<std::int64_t>(total_bytes)};
 }
 
-void CudaBackend::Linear(const Tensor& x, const Tensor& w, const Tensor& out) { cuda::Linear(*ctx_, x, w, out); }
+void CudaBackend::Linear(const Tensor& x, const Tensor& w, const Tensor& out) {
+  OpTimer timer(*ctx_, "Linear", x.rank() > 1 ? x.shape[0] : 1);
+  cuda::Linear(*ctx_, x, w, out);
+}
 void CudaBackend::LinearFp8(const Tensor& x, const Tensor& w, const Tensor& w_scale, const Tensor& out) {
+  OpTimer timer(*ctx_, "LinearFp8", x.rank() > 1 ? x.shape[0] : 1);
   cuda::LinearFp8(*ctx_, x, w, w_scale, out);
 }
 void CudaBackend::Embedding(const Tensor& table, std::span<const std::int32_t> ids, std::int64_t vocab_start,
                             const Tensor& out) {
+  OpTimer timer(*ctx_, "Embedding", out.rank() > 1 ? out.shape[0] : 1);
   cuda::Embedding(*ctx_, table, ids, vocab_start, out);
 }
-void CudaBackend::Zero(const Tensor& x) { cuda::Zero(*ctx_, x); }
+void CudaBackend::Zero(const Tensor& x) {
+  OpTimer timer(*ctx_, "Zero", x.rank() > 1 ? x.shape[0] : 1);
+  cuda::Zero(*ctx_, x);
+}
 void CudaBackend::RmsNorm(const Tensor& x, const Tensor& weight, float eps, const Tensor& out) {
+  OpTimer timer(*ctx_, "RmsNorm", x.rank() > 1 ? x.shape[0] : 1);
   cuda::RmsNorm(*ctx_, x, weight, eps, out);
 }
-void CudaBackend::Add(const Tensor& a, const Tensor& b, const Tensor& out) { cuda::Add(*ctx_, a, b, out); }
-void CudaBackend::SiluMul(const Tensor& gate_up, const Tensor& out) { cuda::SiluMul(*ctx_, gate_up, out); }
+void CudaBackend::Add(const Tensor& a, const Tensor& b, const Tensor& out) {
+  OpTimer timer(*ctx_, "Add", a.rank() > 1 ? a.shape[0] : 1);
+  cuda::Add(*ctx_, a, b, out);
+}
+void CudaBackend::SiluMul(const Tensor& gate_up, const Tensor& out) {
+  OpTimer timer(*ctx_, "SiluMul", gate_up.rank() > 1 ? gate_up.shape[0] : 1);
+  cuda::SiluMul(*ctx_, gate_up, out);
+}
 void CudaBackend::Rope(const Tensor& x, std::int64_t rope_offset, std::int64_t rope_dim,
                        std::span<const std::int32_t> positions, const Tensor& inv_freq, float scaling,
                        bool interleaved) {
+  OpTimer timer(*ctx_, "Rope", x.rank() > 1 ? x.shape[0] : 1);
   cuda::Rope(*ctx_, x, rope_offset, rope_dim, positions, inv_freq, scaling, interleaved);
 }
 void CudaBackend::WriteKv(const Tensor& rows, std::span<const std::int64_t> slots, const Tensor& cache) {
+  OpTimer timer(*ctx_, "WriteKv", rows.rank() > 1 ? rows.shape[0] : 1);
   cuda::WriteKv(*ctx_, rows, slots, cache);
 }
 void CudaBackend::MoeRoute(const Tensor& router_logits, const Tensor& bias, const MoeRouting& routing,
                            const Tensor& topk_ids, const Tensor& topk_weights) {
+  OpTimer timer(*ctx_, "MoeRoute", router_logits.rank() > 1 ? router_logits.shape[0] : 1);
   cuda::MoeRoute(*ctx_, router_logits, bias, routing, topk_ids, topk_weights);
 }
 void CudaBackend::MoeExperts(const Tensor& x, const Tensor& topk_ids, const Tensor& topk_weights,
                              std::span<const Tensor> gate_up, std::span<const Tensor> down, const Tensor& out) {
+  OpTimer timer(*ctx_, "MoeExperts", x.rank() > 1 ? x.shape[0] : 1);
   cuda::MoeExperts(*ctx_, x, topk_ids, topk_weights, gate_up, down, out);
 }
 void CudaBackend::MoeExpertsFp8(const Tensor& x, const Tensor& topk_ids, const Tensor& topk_weights,
                                 std::span<const Tensor> gate_up, std::span<const Tensor> gate_up_scale,
                                 std::span<const Tensor> down, std::span<const Tensor> down_scale, const Tensor& out) {
+  OpTimer timer(*ctx_, "MoeExpertsFp8", x.rank() > 1 ? x.shape[0] : 1);
   cuda::MoeExpertsFp8(*ctx_, x, topk_ids, topk_weights, gate_up, gate_up_scale, down, down_scale, out);
 }
 void CudaBackend::MlaAttentionExpanded(const Tensor& q, const Tensor& cache, const Tensor& kv_b,
                                        std::span<const SeqAttention> seqs, const MlaShape& shape, const Tensor& out) {
+  OpTimer timer(*ctx_, "MlaAttentionExpanded", q.rank() > 1 ? q.shape[0] : 1);
   cuda::MlaAttentionExpanded(*ctx_, q, cache, kv_b, seqs, shape, out);
 }
 void CudaBackend::MlaAttentionAbsorbed(const Tensor& q, const Tensor& cache, const Tensor& kv_b,
                                        std::span<const SeqAttention> seqs, const MlaShape& shape, const Tensor& out) {
+  OpTimer timer(*ctx_, "MlaAttentionAbsorbed", q.rank() > 1 ? q.shape[0] : 1);
   cuda::MlaAttentionAbsorbed(*ctx_, q, cache, kv_b, seqs, shape, out);
 }
 void CudaBackend::GatherRows(const Tensor& x, std::span<const std::int32_t> indices, const Tensor& out) {
+  OpTimer timer(*ctx_, "GatherRows", out.rank() > 1 ? out.shape[0] : 1);
   cuda::GatherRows(*ctx_, x, indices, out);
 }
 
 void CudaBackend::CopyToHost(const Tensor& src, float* dst) {
+  OpTimer timer(*ctx_, "CopyToHost", src.rank() > 1 ? src.shape[0] : 1);
   if (src.dtype == DType::kF32) {
     ctx_->DownloadBytes(dst, src.data, src.bytes());
     return;
