@@ -86,16 +86,17 @@ Buffer DeepseekV3Model::LmHead(const StepContext& step, const Tensor& rows) {
   Buffer local(DType::kF32, Shape{m, part}, b.allocator());
   b.Linear(rows, lm_head_, local);
   const int ranks = step.rank.attn_tp_size();
-  Buffer gathered_host(DType::kF32, Shape{ranks, m, part});
-  if (ranks > 1) {
-    Buffer gathered(DType::kF32, Shape{ranks, m, part}, b.allocator());
-    step.rank.groups->attn_tp->AllGather(local, gathered);
-    b.CopyToHost(gathered, gathered_host.ptr<float>());
-  } else {
-    b.CopyToHost(local, gathered_host.ptr<float>());
+  // Host buffers come from the backend's host allocator: page-locked and reused on CUDA.
+  Buffer logits(DType::kF32, Shape{m, config_.vocab_size}, b.host_allocator());
+  if (ranks == 1) {
+    b.CopyToHost(local, logits.ptr<float>());
+    return logits;
   }
+  Buffer gathered(DType::kF32, Shape{ranks, m, part}, b.allocator());
+  step.rank.groups->attn_tp->AllGather(local, gathered);
+  Buffer gathered_host(DType::kF32, Shape{ranks, m, part}, b.host_allocator());
+  b.CopyToHost(gathered, gathered_host.ptr<float>());
   // [rank, row, part] -> [row, rank * part]
-  Buffer logits(DType::kF32, Shape{m, config_.vocab_size});
   for (int r = 0; r < ranks; ++r)
     for (std::int64_t i = 0; i < m; ++i)
       std::memcpy(logits.ptr<float>() + i * config_.vocab_size + r * part,

@@ -2,10 +2,12 @@
 // e4m3 gate_up and down weights with fp8.cu's GEMM paths. Experts with a few rows (decode) share
 // one grouped GEMV launch over all of them; experts with more rows run LinearFp8 on their rows
 // (cuBLASLt block scaling). Both quantize every row per token and 128-group, as the CPU does.
+#include <optional>
 #include <vector>
 
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/op_timer.h"
 
 namespace fission::kernels::cuda {
 namespace {
@@ -26,10 +28,12 @@ void ExpertProducts(CudaContext& ctx, const ExpertRows& rows, const Tensor& x, s
     if (end - begin <= kGemvExpertRows && Fp8GemvTakes(k)) {
       small.push_back({w[e].ptr<std::uint8_t>(), w_scale[e].ptr<float>(), begin, end - begin});
     } else {
+      OpTimer timer(ctx, ".moe_fp8 expert LinearFp8", end - begin);
       LinearFp8(ctx, x.Rows(begin, end), w[e], w_scale[e], out.Rows(begin, end));
     }
   }
   if (small.empty()) return;
+  OpTimer timer(ctx, ".moe_fp8 grouped GEMV", static_cast<std::int64_t>(small.size()));
   // Quantizing all rows at once gives each row the codes a per-expert call would: scales are per
   // token and group.
   const Fp8GemvInput in = QuantizeForGemv(ctx, x);
@@ -63,7 +67,9 @@ void MoeExpertsFp8(CudaContext& ctx, const Tensor& x, const Tensor& topk_ids, co
   CheckWeights(gate_up, gate_up_scale, 2 * inter, hidden, "gate_up");
   CheckWeights(down, down_scale, hidden, inter, "down");
   if (n == 0) return;
+  std::optional<OpTimer> permute_timer(std::in_place, ctx, ".moe_fp8 permute", n);
   const ExpertRows rows = PermuteByExpert(ctx, topk_ids, experts);
+  permute_timer.reset();
   // Rows grouped by expert in the activations' dtype; products and the silu in fp32, so the second
   // quantization sees the values the CPU reference sees (up to summation order).
   Buffer xp(x.dtype, Shape{rows.pairs, hidden}, ctx.allocator()),

@@ -3,6 +3,7 @@
 // and host work included) to a per-process table, split by step size (<= 64 rows: decode-sized;
 // more: prefill-sized). The table goes to stderr at exit. Off (one branch per operation) otherwise.
 // Timing serializes the device, so totals are larger than an untimed run's; shares are what count.
+// Timers inside an operation (names starting with '.') are parts of it and counted in it too.
 #pragma once
 
 #include <chrono>
