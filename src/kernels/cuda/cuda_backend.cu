@@ -23,11 +23,11 @@ std::optional<DeviceMemory> CudaBackend::Memory() {
 }
 
 void CudaBackend::Linear(const Tensor& x, const Tensor& w, const Tensor& out) {
-  OpTimer timer(*ctx_, "Linear", x.rank() > 1 ? x.shape[0] : 1);
+  OpTimer timer(*ctx_, "Linear", x.rank() > 1 ? x.shape[0] : 1, w.shape);
   cuda::Linear(*ctx_, x, w, out);
 }
 void CudaBackend::LinearFp8(const Tensor& x, const Tensor& w, const Tensor& w_scale, const Tensor& out) {
-  OpTimer timer(*ctx_, "LinearFp8", x.rank() > 1 ? x.shape[0] : 1);
+  OpTimer timer(*ctx_, "LinearFp8", x.rank() > 1 ? x.shape[0] : 1, w.shape);
   cuda::LinearFp8(*ctx_, x, w, w_scale, out);
 }
 void CudaBackend::Embedding(const Tensor& table, std::span<const std::int32_t> ids, std::int64_t vocab_start,

@@ -2,6 +2,7 @@
 // The activations are quantized by QuantizeKernel; the GEMM runs in cuBLASLt's block-scaled mode
 // (Hopper, CUDA >= 12.9) or, where cuBLASLt turns a problem down, in Fp8GemmKernel, a plain tiled
 // kernel with the same arithmetic (exact code products, fp32 sums per group, scaled per group).
+#include <algorithm>
 #include <cmath>
 #include <optional>
 #include <vector>
@@ -138,7 +139,7 @@ __global__ void DecodeCodesKernel(const std::uint8_t* codes, float* out, std::in
 // xf holds the activation codes as fp32 (read through L1), xs their scales [n][kb]; output row t
 // of the pass is out row out_row0 + t.
 constexpr int kGemvTokens = 8, kGemvWarps = 8, kGemvLoads = 4;
-constexpr std::int64_t kGemvMaxTokens = 2, kPadTokens = 32;
+constexpr std::int64_t kGemvMaxTokens = 2, kPadTokens = 32, kPadMultiple = 16;
 // cuBLASLt's block-scaled GEMM is used only for k of at least this many values: on H200 / CUDA
 // 13.0 it gave relative errors of 0.44-0.48 for expert GEMMs with k = 128-384 (tests of
 // 2026-11-30) while every shape with k >= 1536 matched; smaller k takes the tiled kernel.
@@ -405,32 +406,33 @@ void LinearFp8(CudaContext& ctx, const Tensor& x, const Tensor& w, const Tensor&
   if (ctx.fp8_layout < 0) ctx.fp8_layout = ProbeLayout(ctx);
   const int mode = ctx.fp8_layout;
   const bool cublas = mode != kFp8OwnKernel && whole_groups && k >= kCublasMinK;
-  if (cublas && n < kPadTokens) {
-    // Quantize into a zero-padded batch of kPadTokens tokens, keep the first n output rows.
-    Buffer x_pad(x.dtype, Shape{kPadTokens, k}, ctx.allocator());
-    FISSION_CUDA(cudaMemsetAsync(x_pad.tensor().data, 0, x_pad.tensor().bytes(), ctx.stream()));
-    FISSION_CUDA(cudaMemcpyAsync(x_pad.tensor().data, x.data, DTypeBytes(x.dtype, n * k), cudaMemcpyDeviceToDevice,
-                                 ctx.stream()));
-    Quantized q = QuantizeFor(ctx, x_pad, kPadTokens, k, mode & 1);
-    Buffer d(DType::kBF16, Shape{kPadTokens, m}, ctx.allocator());
-    OpTimer timer(ctx, ".fp8 cuBLASLt padded", n);
-    if (CublasFp8(ctx, mode, q, w, w_scale, kPadTokens, d)) {
-      Convert(ctx, d.tensor().Rows(0, n), out.View(Shape{n, m}));
-      return;
-    }
-  }
   if (cublas) {
+    // cuBLASLt's block-scaled kernels turned down most token counts that are not a multiple of 4
+    // (measured on H200: three in four expert GEMMs of a prefill fell back to the tiled kernel,
+    // 25x slower), and are slow below 32 tokens: run a zero-padded batch of at least kPadTokens
+    // tokens, a multiple of kPadMultiple, and keep the first n output rows.
+    const std::int64_t padded = std::max(kPadTokens, Ceil(n, kPadMultiple) * kPadMultiple);
     std::optional<OpTimer> timer(std::in_place, ctx, ".fp8 quantize", n);
-    Quantized q = QuantizeFor(ctx, x, n, k, mode & 1);
+    Buffer x_pad;
+    const Tensor* xq = &x;
+    if (padded != n) {
+      x_pad = Buffer(x.dtype, Shape{padded, k}, ctx.allocator());
+      const std::size_t used = DTypeBytes(x.dtype, n * k);
+      FISSION_CUDA(cudaMemcpyAsync(x_pad.tensor().data, x.data, used, cudaMemcpyDeviceToDevice, ctx.stream()));
+      FISSION_CUDA(cudaMemsetAsync(static_cast<char*>(x_pad.tensor().data) + used, 0, x_pad.tensor().bytes() - used,
+                                   ctx.stream()));
+      xq = &x_pad.tensor();
+    }
+    Quantized q = QuantizeFor(ctx, *xq, padded, k, mode & 1);
     timer.emplace(ctx, ".fp8 cuBLASLt", n);
     Buffer tmp;
     const Tensor* d = &out;
-    if (out.dtype != DType::kBF16) {
-      tmp = Buffer(DType::kBF16, Shape{n, m}, ctx.allocator());
+    if (out.dtype != DType::kBF16 || padded != n) {
+      tmp = Buffer(DType::kBF16, Shape{padded, m}, ctx.allocator());
       d = &tmp.tensor();
     }
-    if (CublasFp8(ctx, mode, q, w, w_scale, n, *d)) {
-      if (d != &out) Convert(ctx, *d, out);
+    if (CublasFp8(ctx, mode, q, w, w_scale, padded, *d)) {
+      if (d != &out) Convert(ctx, d->Rows(0, n), out.View(Shape{n, m}));
       return;
     }
   }

@@ -60,8 +60,14 @@ Table& TheTable() {
 
 }  // namespace
 
-OpTimer::OpTimer(CudaContext& ctx, const char* op, std::int64_t rows) : op_(op), rows_(rows) {
+OpTimer::OpTimer(CudaContext& ctx, const char* op, std::int64_t rows, const Shape& weight)
+    : OpTimer(ctx, op, rows) {
+  if (ctx_ != nullptr) op_ += " " + weight.ToString();
+}
+
+OpTimer::OpTimer(CudaContext& ctx, const char* op, std::int64_t rows) : rows_(rows) {
   if (!Enabled()) return;
+  op_ = op;
   TheTable();  // constructed before first use, so destroyed after every timer
   ctx_ = &ctx;
   FISSION_CUDA(cudaStreamSynchronize(ctx.stream()));
@@ -72,7 +78,7 @@ OpTimer::~OpTimer() {
   if (ctx_ == nullptr) return;
   if (cudaStreamSynchronize(ctx_->stream()) != cudaSuccess) return;
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-  TheTable().Add(std::string(op_) + (rows_ <= 64 ? " [<=64 rows]" : " [>64 rows]"), seconds);
+  TheTable().Add(op_ + (rows_ <= 64 ? " [<=64 rows]" : " [>64 rows]"), seconds);
 }
 
 }  // namespace fission::kernels::cuda

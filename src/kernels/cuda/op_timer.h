@@ -8,6 +8,9 @@
 
 #include <chrono>
 #include <cstdint>
+#include <string>
+
+#include "tensor/tensor.h"
 
 namespace fission::kernels::cuda {
 
@@ -16,13 +19,15 @@ class CudaContext;
 class OpTimer {
  public:
   OpTimer(CudaContext& ctx, const char* op, std::int64_t rows);
+  // Also splits the table by a weight shape (the GEMMs of a step differ by it).
+  OpTimer(CudaContext& ctx, const char* op, std::int64_t rows, const Shape& weight);
   ~OpTimer();
   OpTimer(const OpTimer&) = delete;
   OpTimer& operator=(const OpTimer&) = delete;
 
  private:
   CudaContext* ctx_ = nullptr;  // null when timing is off
-  const char* op_;
+  std::string op_;
   std::int64_t rows_;
   std::chrono::steady_clock::time_point start_;
 };
