@@ -4,6 +4,7 @@
 #include <memory>
 #include <string>
 
+#include "comm/node_link.h"
 #include "model/causal_lm.h"
 
 namespace fission::model {
@@ -30,6 +31,10 @@ struct LoadOptions {
   // Weights and KV cache on a device: "auto" and "float32" keep fp32 (exact against the CPU);
   // "bfloat16" stores matrices and the KV cache in bf16 (activations stay fp32). The CPU is fp32.
   std::string dtype = "auto";
+  // Several nodes (SGLang's --nnodes, --node-rank, --dist-init-addr, --dist-timeout): the world of
+  // tp_size ranks is split evenly over the nodes (comm/node_link.h); node 0 runs the engine and
+  // the others follow (model::RunFollower).
+  comm::NodeOptions nodes;
 };
 
 // Loads the checkpoint in `dir`. An Error names the file and the field or tensor that is wrong.
