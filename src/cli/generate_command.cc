@@ -5,6 +5,10 @@
 //     runs every line (input_ids or text, optional sampling_params) and prints one JSON line per
 //     completion (with its text when a tokenizer is found: --tokenizer-path, else the model
 //     directory's tokenizer.json). The throughput summary (prefill and decode split) goes to stderr.
+//   fission generate ... --nnodes N --node-rank R --dist-init-addr HOST:PORT
+//     one of N processes sharing the --tp-size ranks: node 0 runs the prompts and prints; the
+//     others (R > 0) run their ranks for node 0's steps and exit 0 when it finishes
+//     (docs/multinode.md).
 #include <cstdio>
 #include <filesystem>
 #include <string>
@@ -16,6 +20,7 @@
 #include "engine/engine.h"
 #include "model/load_flags.h"
 #include "engine/offline.h"
+#include "model/parallel_model.h"
 #include "model/registry.h"
 #include "server/tokenizer_detokenizer.h"
 #include "tokenizer/tokenizer.h"
@@ -112,6 +117,13 @@ int RunGenerate(const std::vector<std::string>& args) {
     i += 2;
   }
   if (model_path.empty()) Fail("--model-path is required");
+  if (load.nodes.node_rank > 0) {
+    // A follower node: no prompts, no engine; it runs node 0's steps on its ranks.
+    model::ValidateLoadOptions(load);
+    std::unique_ptr<model::CausalLM> model = model::LoadCausalLM(model_path, load);
+    model::RunFollower(*model);
+    return 0;
+  }
   if (prompt_ids.empty() == input.empty()) Fail("give exactly one of --prompt-ids and --input");
   config.Validate();
 

@@ -1,6 +1,8 @@
 // `fission serve`: load the model and tokenizer, start the engine thread and the HTTP server, and
 // serve until SIGTERM or SIGINT, then stop accepting, let in-flight requests finish (bounded) and
-// exit 0.
+// exit 0. With --nnodes N and --node-rank R > 0 it is a follower node: no tokenizer and no HTTP
+// server, only its share of the ranks running node 0's steps until node 0 shuts down (then exit 0)
+// or disappears (an error, exit 2); docs/multinode.md.
 #include <signal.h>
 
 #include <chrono>
@@ -17,6 +19,7 @@
 #include "engine/offline.h"
 #include "http/server.h"
 #include "model/load_flags.h"
+#include "model/parallel_model.h"
 #include "model/registry.h"
 #include "server/server_args.h"
 #include "server/service.h"
@@ -41,6 +44,7 @@ Json ServerInfo(const server::ServerArgs& a, std::int64_t max_total_tokens) {
           {"port", a.port},
           {"tp_size", a.load.tp_size},
           {"attn_cp_size", a.load.attn_cp_size},
+          {"nnodes", a.load.nodes.nnodes},
           {"nsa_prefill_cp_mode", a.load.cp_mode},
           {"page_size", a.engine.page_size},
           {"max_total_tokens", max_total_tokens},
@@ -67,6 +71,14 @@ int RunServe(const std::vector<std::string>& args) {
   flags.load.dtype = flags.dtype;
   SetLogLevel(ParseLogLevel(flags.log_level));
   if (!flags.ignored_flags.empty()) Log(LogLevel::kWarning, flags.IgnoredFlagsLine());
+  if (flags.load.nodes.node_rank > 0) {
+    auto model = model::LoadCausalLM(flags.model_path, flags.load);
+    std::printf("fission serve: node %d of %d following %s (no HTTP server on this node)\n",
+                flags.load.nodes.node_rank, flags.load.nodes.nnodes, flags.load.nodes.dist_init_addr.c_str());
+    std::fflush(stdout);
+    model::RunFollower(*model);
+    return 0;
+  }
   // Block the stop signals before any thread starts, so only the wait below receives them.
   sigset_t stop_signals;
   sigemptyset(&stop_signals);

@@ -43,12 +43,17 @@ struct ProcessGroups {
   Communicator* cp = nullptr;       // the ranks with the same attention-TP rank, splitting tokens
 };
 
-// The communicators of every rank this process runs. Groups(r) is what world rank r uses.
+// The communicators of every rank this process runs. Groups(r) is what world rank r uses. A
+// process runs the world ranks [first_local_rank(), first_local_rank() + num_local_ranks()): all of
+// them on one node, its share with --nnodes > 1 (comm/node_link.h).
 class World {
  public:
   virtual ~World() = default;
   virtual const ProcessGroups& Groups(int world_rank) const = 0;
+  // The world size (every node's ranks).
   virtual int size() const = 0;
+  virtual int first_local_rank() const { return 0; }
+  virtual int num_local_ranks() const { return size(); }
 };
 
 // Ranks as threads of one process on the host: `tp_size` ranks, `cp_size` context-parallel groups.

@@ -32,7 +32,9 @@ bool ParseLoadFlag(const std::vector<std::string>& args, std::size_t* i, LoadOpt
     return true;
   }
   static const char* kValued[] = {"--tp-size", "--tensor-parallel-size", "--attn-cp-size", "--nsa-prefill-cp-mode",
-                                  "--load-format", "--json-model-override-args", "--device", "--dtype"};
+                                  "--load-format", "--json-model-override-args", "--device", "--dtype",
+                                  "--nnodes", "--node-rank", "--dist-init-addr", "--nccl-init-addr",
+                                  "--dist-timeout", "--pcp-min-tokens"};
   bool known = false;
   for (const char* k : kValued) known = known || flag == k;
   if (!known) return false;
@@ -50,6 +52,16 @@ bool ParseLoadFlag(const std::vector<std::string>& args, std::size_t* i, LoadOpt
     options->dtype = value;
   } else if (flag == "--device") {
     options->device = value;
+  } else if (flag == "--nnodes") {
+    options->nodes.nnodes = ParsePositive(flag, value);
+  } else if (flag == "--node-rank") {
+    options->nodes.node_rank = value == "0" ? 0 : ParsePositive(flag, value);
+  } else if (flag == "--dist-init-addr" || flag == "--nccl-init-addr") {
+    options->nodes.dist_init_addr = value;
+  } else if (flag == "--dist-timeout") {
+    options->nodes.timeout_s = ParsePositive(flag, value);
+  } else if (flag == "--pcp-min-tokens") {
+    options->pcp_min_tokens = ParsePositive(flag, value);
   } else if (flag == "--load-format") {
     options->load_format = value;
   } else {
@@ -80,6 +92,7 @@ DeviceSpec ParseDevice(const std::string& device) {
 
 void ValidateLoadOptions(const LoadOptions& options) {
   comm::ValidateLayout(options.tp_size, options.attn_cp_size);
+  comm::ValidateNodeOptions(options.nodes, options.tp_size);
   if (options.cp_mode != "round-robin-split")
     Fail("--nsa-prefill-cp-mode '", options.cp_mode, "' is not supported (supported modes: round-robin-split)");
   ParseDevice(options.device);
@@ -97,7 +110,13 @@ std::string LoadFlagsHelp() {
          "  --load-format F           auto | safetensors | dummy (random weights from config.json)\n"
          "  --json-model-override-args JSON   merged over config.json\n"
          "  --device D                cpu | cuda | cuda:N (ranks on devices N, N+1, ...) | auto (default cpu)\n"
-         "  --dtype T                 auto | float32 | bfloat16 (bf16 weights and KV cache on cuda; default fp32)\n";
+         "  --dtype T                 auto | float32 | bfloat16 (bf16 weights and KV cache on cuda; default fp32)\n"
+         "  --pcp-min-tokens N        split prefill steps of at least N tokens over the CP group (default 512)\n"
+         "several nodes (docs/multinode.md):\n"
+         "  --nnodes N                processes sharing the --tp-size ranks evenly (default 1)\n"
+         "  --node-rank R             this process's node; 0 runs the engine, others follow (default 0)\n"
+         "  --dist-init-addr HOST:PORT   where node 0 listens for the others\n"
+         "  --dist-timeout S          seconds node 0 waits for the others and they retry (default 300)\n";
 }
 
 }  // namespace fission::model

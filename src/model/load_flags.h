@@ -1,7 +1,8 @@
 // Command-line flags that shape how a model is loaded and laid out, named as SGLang's
 // launch_server names them: --tp-size/--tensor-parallel-size, --attn-cp-size,
 // --enable-nsa-prefill-context-parallel, --nsa-prefill-cp-mode, --load-format,
-// --json-model-override-args.
+// --json-model-override-args, --device, --dtype, and the multi-node flags --nnodes, --node-rank,
+// --dist-init-addr (--nccl-init-addr), --dist-timeout; plus Fission's --pcp-min-tokens.
 #pragma once
 
 #include <string>

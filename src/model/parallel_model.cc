@@ -3,39 +3,46 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <thread>
+
+#include "base/log.h"
+#include "model/step_plan.h"
 
 namespace fission::model {
 
-ParallelCausalLM::ParallelCausalLM(std::unique_ptr<comm::World> world, std::vector<std::unique_ptr<CausalLM>> ranks)
-    : ranks_(std::move(ranks)), world_(std::move(world)) {
-  FISSION_CHECK(static_cast<int>(ranks_.size()) == world_->size());
+ParallelCausalLM::ParallelCausalLM(std::unique_ptr<comm::World> world, std::vector<std::unique_ptr<CausalLM>> ranks,
+                                   std::unique_ptr<comm::NodeLink> link)
+    : link_(std::move(link)), ranks_(std::move(ranks)), world_(std::move(world)) {
+  FISSION_CHECK(static_cast<int>(ranks_.size()) == world_->num_local_ranks());
+  FISSION_CHECK(link_ != nullptr || world_->num_local_ranks() == world_->size());
 }
 
-ParallelCausalLM::~ParallelCausalLM() = default;
+ParallelCausalLM::~ParallelCausalLM() {
+  if (!link_ || !link_->leader()) return;
+  try {
+    link_->SendToFollowers(comm::ControlMessage::kShutdown, "");
+  } catch (const Error& e) {
+    Log(LogLevel::kWarning, "could not tell every follower to exit: ", e.what());
+  }
+}
 
 const KvCache& ParallelCausalLM::RankCache(const KvCache& cache, int rank) const {
   if (rank == 0) return cache;
   return *rank_caches_.at(&cache).at(rank - 1);
 }
 
-Buffer ParallelCausalLM::Forward(const ForwardBatch& batch, KvCache& cache) {
-  auto& caches = rank_caches_[&cache];
-  if (caches.empty() || caches[0]->num_pages() != cache.num_pages() || caches[0]->page_size() != cache.page_size()) {
-    caches.clear();
-    for (int r = 1; r < world_size(); ++r)
-      caches.push_back(
-          std::make_unique<KvCache>(KvLayout(), cache.num_pages(), cache.page_size(), ranks_[r]->kv_allocator()));
-  }
-  const int threads_each = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / world_size());
+Buffer ParallelCausalLM::RunLocalRanks(const ForwardBatch& batch, const std::vector<KvCache*>& caches) {
+  const int local = static_cast<int>(ranks_.size());
+  const int threads_each = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / local);
   std::vector<std::thread> workers;
-  for (int r = 1; r < world_size(); ++r) {
+  for (int r = 1; r < local; ++r) {
     workers.emplace_back([&, r] {
       omp_set_num_threads(threads_each);
-      ranks_[r]->Forward(batch, *caches[r - 1]);
+      ranks_[r]->Forward(batch, *caches[r]);
     });
   }
-  Buffer logits = ranks_[0]->Forward(batch, cache);
+  Buffer logits = ranks_[0]->Forward(batch, *caches[0]);
   for (std::thread& t : workers) t.join();
   return logits;
 }
@@ -50,6 +57,78 @@ std::optional<kernels::DeviceMemory> ParallelCausalLM::device_memory() {
     least->total_bytes = std::min(least->total_bytes, m->total_bytes);
   }
   return least;
+}
+
+void ParallelCausalLM::SendPlan(const ForwardBatch& batch, const KvCache& cache) {
+  auto [it, added] = cache_ids_.try_emplace(&cache, static_cast<std::uint32_t>(cache_ids_.size()));
+  StepPlan plan{it->second, cache.num_pages(), cache.page_size(), batch};
+  try {
+    link_->SendToFollowers(comm::ControlMessage::kStepPlan, EncodeStepPlan(plan));
+  } catch (const Error& e) {
+    // The step loop has no caller to report to, and the world cannot run without the node.
+    Log(LogLevel::kError, "node 0: ", e.what(), "; exiting");
+    std::fflush(stderr);
+    std::_Exit(1);
+  }
+}
+
+Buffer ParallelCausalLM::Forward(const ForwardBatch& batch, KvCache& cache) {
+  FISSION_CHECK(world_->first_local_rank() == 0, "Forward runs on the node of rank 0; followers run RunFollower");
+  auto& caches = rank_caches_[&cache];
+  if (caches.size() + 1 != ranks_.size() ||
+      (!caches.empty() && (caches[0]->num_pages() != cache.num_pages() || caches[0]->page_size() != cache.page_size()))) {
+    caches.clear();
+    for (std::size_t r = 1; r < ranks_.size(); ++r)
+      caches.push_back(
+          std::make_unique<KvCache>(KvLayout(), cache.num_pages(), cache.page_size(), ranks_[r]->kv_allocator()));
+  }
+  if (link_) SendPlan(batch, cache);
+  std::vector<KvCache*> all = {&cache};
+  for (auto& c : caches) all.push_back(c.get());
+  return RunLocalRanks(batch, all);
+}
+
+std::vector<KvCache*> ParallelCausalLM::FollowerCaches(std::uint32_t cache_id, std::int64_t num_pages,
+                                                       std::int64_t page_size) {
+  auto& caches = follower_caches_[cache_id];
+  if (caches.empty() || caches[0]->num_pages() != num_pages || caches[0]->page_size() != page_size) {
+    caches.clear();
+    for (auto& rank : ranks_)
+      caches.push_back(std::make_unique<KvCache>(KvLayout(), num_pages, page_size, rank->kv_allocator()));
+  }
+  std::vector<KvCache*> out;
+  for (auto& c : caches) out.push_back(c.get());
+  return out;
+}
+
+void ParallelCausalLM::RunFollower() {
+  FISSION_CHECK(follower(), "RunFollower runs on a follower node");
+  const std::string who = StrCat("node ", link_->node_rank());
+  for (std::int64_t step = 0;; ++step) {
+    const std::optional<comm::Socket::Frame> frame = link_->ReceiveFromLeader();
+    if (!frame)
+      Fail(who, ": the leader (node 0) closed the connection without a shutdown message (it exited or failed) after ",
+           step, " steps");
+    if (frame->type == static_cast<std::uint8_t>(comm::ControlMessage::kShutdown)) {
+      Log(LogLevel::kInfo, who, ": the leader shut down after ", step, " steps; exiting");
+      return;
+    }
+    if (frame->type != static_cast<std::uint8_t>(comm::ControlMessage::kStepPlan))
+      Fail(who, ": the leader sent message type ", int{frame->type}, " where a step plan was due");
+    const StepPlan plan = DecodeStepPlan(frame->payload);
+    const ForwardBatch& b = plan.batch;
+    for (std::int32_t i = 0; i < b.num_tokens(); ++i)
+      if (b.token_ids[i] >= vocab_size())
+        Fail(who, ": step plan ", step, " has token id ", b.token_ids[i], " outside the vocabulary (", vocab_size(),
+             ")");
+    RunLocalRanks(b, FollowerCaches(plan.cache_id, plan.num_pages, plan.page_size));
+  }
+}
+
+void RunFollower(CausalLM& model) {
+  auto* parallel = dynamic_cast<ParallelCausalLM*>(&model);
+  FISSION_CHECK(parallel != nullptr && parallel->follower(), "RunFollower needs a follower node's model");
+  parallel->RunFollower();
 }
 
 }  // namespace fission::model

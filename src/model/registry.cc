@@ -1,12 +1,15 @@
 #include "model/registry.h"
 
 #include "base/log.h"
+#include "base/mapped_file.h"
+#include "comm/tcp_world.h"
 #include "io/checkpoint.h"
 #include "io/model_config.h"
 #include "model/deepseek_v3.h"
 #include "model/device_model.h"
 #include "model/load_flags.h"
 #include "model/parallel_model.h"
+#include "model/step_plan.h"
 
 #ifdef FISSION_HAVE_CUDA
 #include <cuda_runtime.h>
@@ -55,7 +58,8 @@ DeviceSpec ResolveDevice(const std::string& device) {
 }
 
 std::unique_ptr<CausalLM> LoadOnCpu(const io::ModelConfig& config, const io::Checkpoint* checkpoint,
-                                    const ShardOptions& shard, const LoadOptions& options) {
+                                    const ShardOptions& shard, const LoadOptions& options,
+                                    std::unique_ptr<comm::NodeLink> link) {
   kernels::Backend& backend = CpuBackendInstance();
   auto load_rank = [&](const comm::ProcessGroups* groups) {
     ShardOptions rank_options = shard;
@@ -64,10 +68,46 @@ std::unique_ptr<CausalLM> LoadOnCpu(const io::ModelConfig& config, const io::Che
     return std::make_unique<DeepseekV3Model>(config, loader, rank_options);
   };
   if (options.tp_size == 1) return load_rank(nullptr);
-  auto world = std::make_unique<comm::LocalWorld>(options.tp_size, options.attn_cp_size);
+  std::unique_ptr<comm::World> world;
+  if (link) {
+    world = std::make_unique<comm::TcpWorld>(options.tp_size, options.attn_cp_size, *link, options.nodes.timeout_s);
+  } else {
+    world = std::make_unique<comm::LocalWorld>(options.tp_size, options.attn_cp_size);
+  }
   std::vector<std::unique_ptr<CausalLM>> ranks;
-  for (int r = 0; r < options.tp_size; ++r) ranks.push_back(load_rank(&world->Groups(r)));
-  return std::make_unique<ParallelCausalLM>(std::move(world), std::move(ranks));
+  for (int i = 0; i < world->num_local_ranks(); ++i)
+    ranks.push_back(load_rank(&world->Groups(world->first_local_rank() + i)));
+  return std::make_unique<ParallelCausalLM>(std::move(world), std::move(ranks), std::move(link));
+}
+
+// 64-bit FNV-1a: a fingerprint of the config the nodes load, compared in the handshake.
+std::string Fingerprint(const std::string& text) {
+  std::uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : text) h = (h ^ c) * 1099511628211ull;
+  char out[17];
+  std::snprintf(out, sizeof(out), "%016llx", static_cast<unsigned long long>(h));
+  return out;
+}
+
+// What every node must agree on before any of them loads weights.
+comm::Handshake MakeHandshake(const std::string& dir, const LoadOptions& options, const DeviceSpec& device) {
+  const std::string config_text = ReadFile(dir + "/config.json");
+  return {
+      {"the step-plan version", std::to_string(kStepPlanVersion)},
+      {"--nnodes", std::to_string(options.nodes.nnodes)},
+      {"--tp-size", std::to_string(options.tp_size)},
+      {"--attn-cp-size", std::to_string(options.attn_cp_size)},
+      {"--nsa-prefill-cp-mode", options.cp_mode},
+      {"--pcp-min-tokens", std::to_string(options.pcp_min_tokens)},
+      {"the model config (fingerprint of config.json and --json-model-override-args)",
+       Fingerprint(config_text + '\0' + options.json_model_override_args)},
+      {"--load-format", options.load_format},
+      {"the dummy-weight seed", std::to_string(options.dummy_seed)},
+      {"the MLA form", options.mla_form},
+      {"--dtype", options.dtype},
+      {"the device kind", device.cuda ? "cuda" : "cpu"},
+      {"--model-path", dir, /*compared=*/false},
+  };
 }
 
 #ifdef FISSION_HAVE_CUDA
@@ -82,50 +122,61 @@ bool KeepsFp8(const io::ModelConfig& config, const LoadOptions& options) {
   return false;
 }
 
-// One backend per rank, rank r on device first + r; ranks meet over NCCL.
+// One backend per local rank, local rank i on device first + i; ranks meet over NCCL (across nodes
+// too: the leader makes every group's unique id and sends them over `link`).
 std::unique_ptr<CausalLM> LoadOnCuda(const io::ModelConfig& config, const io::Checkpoint* checkpoint,
-                                     const ShardOptions& shard, const LoadOptions& options, int first) {
+                                     const ShardOptions& shard, const LoadOptions& options, int first,
+                                     std::unique_ptr<comm::NodeLink> link) {
+  const comm::NodeSpan span =
+      comm::SpanOfNode(options.tp_size, options.nodes.nnodes, link ? link->node_rank() : 0);
   const int count = CudaDeviceCount();
-  if (first + options.tp_size > count)
-    Fail("--device cuda:", first, " with --tp-size ", options.tp_size, " needs CUDA devices ", first, "..",
-         first + options.tp_size - 1, ", but ", count, " answer");
+  if (first + span.count > count)
+    Fail("--device cuda:", first, " with ", span.count, " ranks on this node needs CUDA devices ", first, "..",
+         first + span.count - 1, ", but ", count, " answer");
   std::vector<std::unique_ptr<kernels::Backend>> backends;
-  for (int r = 0; r < options.tp_size; ++r) backends.push_back(kernels::MakeCudaBackend(first + r));
+  for (int i = 0; i < span.count; ++i) backends.push_back(kernels::MakeCudaBackend(first + i));
   std::unique_ptr<comm::World> world;
   if (options.tp_size > 1) {
 #ifdef FISSION_HAVE_NCCL
     std::vector<int> devices;
     std::vector<cudaStream_t> streams;
-    for (int r = 0; r < options.tp_size; ++r) {
-      devices.push_back(first + r);
-      streams.push_back(static_cast<kernels::cuda::CudaBackend&>(*backends[r]).context().stream());
+    for (int i = 0; i < span.count; ++i) {
+      devices.push_back(first + i);
+      streams.push_back(static_cast<kernels::cuda::CudaBackend&>(*backends[i]).context().stream());
     }
-    world = std::make_unique<comm::NcclWorld>(options.tp_size, options.attn_cp_size, devices, streams);
+    if (link) {
+      world = std::make_unique<comm::NcclWorld>(options.tp_size, options.attn_cp_size, span.first, devices, streams,
+                                                comm::NcclWorld::ShareUniqueIds(*link, options.tp_size,
+                                                                                options.attn_cp_size));
+    } else {
+      world = std::make_unique<comm::NcclWorld>(options.tp_size, options.attn_cp_size, devices, streams);
+    }
 #else
     Fail("--tp-size ", options.tp_size, " on cuda needs NCCL, which this build does not have");
 #endif
   }
   std::vector<std::unique_ptr<CausalLM>> ranks;
-  for (int r = 0; r < options.tp_size; ++r) {
-    const int device = first + r;
+  for (int i = 0; i < span.count; ++i) {
+    const int r = span.first + i;
+    const int device = first + i;
     ShardOptions rank_options = shard;
     rank_options.rank.groups = world ? &world->Groups(r) : nullptr;
     FISSION_CHECK(cudaSetDevice(device) == cudaSuccess);
     const bool bf16 = options.dtype == "bfloat16";
     rank_options.kv_dtype = bf16 ? DType::kBF16 : DType::kF32;
-    WeightLoader loader(checkpoint, *backends[r], options.dummy_seed, bf16 ? DType::kBF16 : DType::kF32);
+    WeightLoader loader(checkpoint, *backends[i], options.dummy_seed, bf16 ? DType::kBF16 : DType::kF32);
     if (KeepsFp8(config, options)) loader.KeepFp8();
-    auto& cuda_backend = static_cast<kernels::cuda::CudaBackend&>(*backends[r]);
+    auto& cuda_backend = static_cast<kernels::cuda::CudaBackend&>(*backends[i]);
     loader.SetDeviceFill([&cuda_backend](const Tensor& t, float bound, std::uint64_t seed) {
       cuda_backend.FillUniform(t, bound, seed);
     });
     auto model = std::make_unique<DeepseekV3Model>(config, loader, rank_options);
     // Every operation of a rank's thread goes to its device.
-    ranks.push_back(std::make_unique<DeviceCausalLM>(std::move(backends[r]), std::move(model),
+    ranks.push_back(std::make_unique<DeviceCausalLM>(std::move(backends[i]), std::move(model),
                                                      [device] { FISSION_CHECK(cudaSetDevice(device) == cudaSuccess); }));
   }
   if (!world) return std::move(ranks[0]);
-  return std::make_unique<ParallelCausalLM>(std::move(world), std::move(ranks));
+  return std::make_unique<ParallelCausalLM>(std::move(world), std::move(ranks), std::move(link));
 }
 #endif
 
@@ -145,15 +196,18 @@ std::unique_ptr<CausalLM> LoadCausalLM(const std::string& dir, const LoadOptions
   ShardOptions shard;
   shard.mla_form = ParseMlaForm(options.mla_form);
   shard.pcp_min_tokens = options.pcp_min_tokens;
+  // Several nodes: agree on the layout and the model before anyone loads weights.
+  std::unique_ptr<comm::NodeLink> link;
+  if (options.nodes.nnodes > 1) link = comm::NodeLink::Bootstrap(options.nodes, MakeHandshake(dir, options, device));
   std::unique_ptr<io::Checkpoint> checkpoint;
   if (options.load_format != "dummy") checkpoint = std::make_unique<io::Checkpoint>(dir);
   if (!device.cuda) {
     // Recipes pass --dtype bfloat16 whatever the device; the reference backend stays fp32.
     if (options.dtype == "bfloat16") Log(LogLevel::kWarning, "--dtype bfloat16: the CPU backend computes in fp32");
-    return LoadOnCpu(config, checkpoint.get(), shard, options);
+    return LoadOnCpu(config, checkpoint.get(), shard, options, std::move(link));
   }
 #ifdef FISSION_HAVE_CUDA
-  return LoadOnCuda(config, checkpoint.get(), shard, options, device.index);
+  return LoadOnCuda(config, checkpoint.get(), shard, options, device.index, std::move(link));
 #else
   Fail("--device ", options.device, ": this build has no CUDA backend (built without nvcc); use --device cpu");
 #endif

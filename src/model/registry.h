@@ -4,6 +4,7 @@
 #include <memory>
 #include <string>
 
+#include "comm/node_link.h"
 #include "model/causal_lm.h"
 
 namespace fission::model {
@@ -32,6 +33,10 @@ struct LoadOptions {
   // "bfloat16", a checkpoint's FP8 block-quantized matrices stay FP8 on the device (LinearFp8,
   // MoeExpertsFp8); "float32" dequantizes them. The CPU is fp32 and always dequantizes.
   std::string dtype = "auto";
+  // Several nodes (SGLang's --nnodes, --node-rank, --dist-init-addr, --dist-timeout): the world of
+  // tp_size ranks is split evenly over the nodes (comm/node_link.h); node 0 runs the engine and
+  // the others follow (model::RunFollower).
+  comm::NodeOptions nodes;
 };
 
 // Loads the checkpoint in `dir`. An Error names the file and the field or tensor that is wrong.

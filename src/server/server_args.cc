@@ -76,10 +76,14 @@ const std::vector<FlagInfo>& ServerFlags() {
       {"--enable-dp-attention", {}, T::kBool, K::kNotLanded, P::kServer, "", "", "has not landed"},
       {"--ep-size", {"--expert-parallel-size", "--ep"}, T::kInt, K::kNotLanded, P::kServer, "N", "1",
        "expert parallelism: only 1 until it lands (experts are tensor-parallel over --tp-size)"},
-      {"--nnodes", {}, T::kInt, K::kNotLanded, P::kServer, "N", "1", "nodes: only 1 until multi-node lands"},
-      {"--node-rank", {}, T::kInt, K::kNotLanded, P::kServer, "R", "0", "only 0 until multi-node lands"},
-      {"--dist-init-addr", {"--nccl-init-addr"}, T::kString, K::kIgnored, P::kServer, "HOST:PORT", "",
-       "rendezvous address; unused on one node"},
+      {"--nnodes", {}, T::kInt, K::kApplied, P::kLoad, "N", "1",
+       "processes sharing the --tp-size ranks evenly (docs/multinode.md)"},
+      {"--node-rank", {}, T::kInt, K::kApplied, P::kLoad, "R", "0",
+       "this process's node: 0 serves HTTP and runs the engine, the others follow it"},
+      {"--dist-init-addr", {"--nccl-init-addr"}, T::kString, K::kApplied, P::kLoad, "HOST:PORT", "",
+       "where node 0 listens for the other nodes (needed with --nnodes > 1)"},
+      {"--dist-timeout", {}, T::kInt, K::kApplied, P::kLoad, "S", "300",
+       "seconds node 0 waits for the other nodes and they retry connecting"},
       {"--attention-backend", {}, T::kString, K::kIgnored, P::kServer, "B", "",
        "each backend has one attention implementation"},
       {"--moe-runner-backend", {}, T::kString, K::kIgnored, P::kServer, "B", "auto", ""},
@@ -265,9 +269,6 @@ void Apply(const FlagInfo& f, const std::vector<std::string>& values, ServerArgs
   if (n == "--dp-size") out->dp_size = static_cast<int>(i);
   if (n == "--enable-dp-attention") out->enable_dp_attention = true;
   if (n == "--ep-size") out->ep_size = static_cast<int>(i);
-  if (n == "--nnodes") out->nnodes = static_cast<int>(i);
-  if (n == "--node-rank") out->node_rank = static_cast<int>(i);
-  if (n == "--dist-init-addr") out->dist_init_addr = v;
   if (n == "--kv-cache-dtype") {
     RequireChoice(n, v, {"auto", "bf16", "bfloat16", "fp8_e4m3", "fp8_e5m2", "fp4_e2m1"});
     out->kv_cache_dtype = v;
@@ -307,9 +308,6 @@ void Validate(ServerArgs* out) {
   if (out->ep_size > 1)
     Fail("--ep-size ", out->ep_size,
          ": expert parallelism has not landed yet; experts are tensor-parallel over --tp-size (use 1)");
-  if (out->nnodes < 1) Fail("--nnodes must be >= 1, got ", out->nnodes);
-  if (out->nnodes > 1) Fail("--nnodes ", out->nnodes, ": multi-node serving has not landed yet (use 1)");
-  if (out->node_rank != 0) Fail("--node-rank ", out->node_rank, ": only rank 0 exists until multi-node lands");
   if (out->kv_cache_dtype != "auto" && out->kv_cache_dtype != "bf16" && out->kv_cache_dtype != "bfloat16") {
     std::string device;
     if (out->device != "auto") device = StrCat(" on ", out->device);

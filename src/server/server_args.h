@@ -47,7 +47,7 @@ struct ServerArgs {
   std::string device = "auto";  // auto | cpu | cuda; auto picks cuda when the build and host have it
 
   engine::EngineConfig engine;  // page size, token budgets, radix cache, random seed, context length
-  model::LoadOptions load;      // tp and attention-cp sizes, cp mode, load format, config overrides
+  model::LoadOptions load;      // tp and attention-cp sizes, cp mode, load format, config overrides, nodes
 
   int dp_size = 1;
   int ep_size = 1;
@@ -67,9 +67,6 @@ struct ServerArgs {
   bool disable_cuda_graph = false;
 
   std::string speculative_algorithm;  // any value is an Error until speculative decoding lands
-  int nnodes = 1;
-  int node_rank = 0;
-  std::string dist_init_addr;
 
   bool help = false;                       // -h / --help was given
   std::vector<std::string> ignored_flags;  // canonical names, once each, in order of appearance

@@ -126,7 +126,7 @@ TEST(ServerArgsTest, EachFlagParsesWithATypicalValue) {
   EXPECT_EQ(a.api_key, "sk-1");
   EXPECT_EQ(a.engine.random_seed, 7u);
   EXPECT_EQ(a.log_level, "warning");
-  EXPECT_EQ(a.dist_init_addr, "10.0.0.1:5000");
+  EXPECT_EQ(a.load.nodes.dist_init_addr, "10.0.0.1:5000");
   EXPECT_EQ(a.device, "cpu");
   // Ignored flags are listed once each, in order of appearance.
   const std::vector<std::string> ignored = {"--swa-full-tokens-ratio", "--speculative-num-steps",
@@ -134,7 +134,7 @@ TEST(ServerArgsTest, EachFlagParsesWithATypicalValue) {
                                             "--speculative-draft-model-path", "--cuda-graph-bs", "--cuda-graph-max-bs",
                                             "--disable-cuda-graph", "--model-loader-extra-config",
                                             "--attention-backend", "--disable-shared-experts-fusion",
-                                            "--enable-torch-compile", "--dist-init-addr"};
+                                            "--enable-torch-compile"};
   EXPECT_EQ(a.ignored_flags, ignored);
   EXPECT_TRUE(Contains(a.IgnoredFlagsLine(), "--enable-torch-compile"));
 }
@@ -146,7 +146,7 @@ TEST(ServerArgsTest, AliasesAndEqualsForm) {
   EXPECT_EQ(Parse({"--expert-parallel-size", "1"}).ep_size, 1);
   EXPECT_EQ(ParseServerArgs({"--model", "/m"}).model_path, "/m");
   EXPECT_EQ(Parse({"--cuda-graph-bs=1,2,4"}).cuda_graph_bs, (std::vector<int>{1, 2, 4}));
-  EXPECT_EQ(Parse({"--nccl-init-addr", "h:1"}).dist_init_addr, "h:1");
+  EXPECT_EQ(Parse({"--nccl-init-addr", "h:1"}).load.nodes.dist_init_addr, "h:1");
   EXPECT_EQ(Parse({"--chunked-prefill-size", "-1"}).engine.chunked_prefill_size, -1);
   EXPECT_EQ(Parse({"--port", "1", "--port", "2"}).port, 2);  // the last one wins, as in argparse
 }
@@ -199,18 +199,33 @@ TEST(ServerArgsTest, UnambiguousPrefixesAreAcceptedAsArgparseDoes) {
 TEST(ServerArgsTest, FeaturesNotLandedAreErrorsThatSaySo) {
   const std::vector<std::vector<std::string>> cases = {
       {"--speculative-algorithm", "EAGLE"}, {"--dp-size", "2"},        {"--enable-dp-attention"},
-      {"--ep-size", "8"},                   {"--nnodes", "2"},         {"--node-rank", "1"},
+      {"--ep-size", "8"},
       {"--kv-cache-dtype", "fp8_e4m3"},     {"--dtype", "float16"},    {"--quantization", "awq"}};
   for (const auto& c : cases) {
     const std::string msg = ErrorOf(c);
     EXPECT_TRUE(Contains(msg, c[0])) << msg;
-    EXPECT_TRUE(Contains(msg, "not landed") || Contains(msg, "has landed") || Contains(msg, "have landed") ||
-                Contains(msg, "until multi-node lands"))
-        << msg;
+    EXPECT_TRUE(Contains(msg, "not landed") || Contains(msg, "has landed") || Contains(msg, "have landed")) << msg;
   }
   EXPECT_TRUE(Contains(ErrorOf({"--kv-cache-dtype", "fp8_e4m3", "--device", "cpu"}), "on cpu"));
   // The same flags with their neutral values are fine.
   EXPECT_EQ(ErrorOf({"--dp-size", "1", "--ep-size", "1", "--nnodes", "1", "--node-rank", "0"}), "");
+}
+
+TEST(ServerArgsTest, MultiNodeFlags) {
+  ServerArgs a = Parse({"--tp-size", "4", "--nnodes", "2", "--node-rank", "1", "--dist-init-addr", "10.0.0.1:5000",
+                        "--dist-timeout", "60"});
+  EXPECT_EQ(a.load.nodes.nnodes, 2);
+  EXPECT_EQ(a.load.nodes.node_rank, 1);
+  EXPECT_EQ(a.load.nodes.timeout_s, 60);
+  EXPECT_TRUE(a.ignored_flags.empty());
+  EXPECT_TRUE(Contains(ErrorOf({"--tp-size", "2", "--nnodes", "2"}), "needs --dist-init-addr"));
+  EXPECT_TRUE(Contains(ErrorOf({"--tp-size", "3", "--nnodes", "2", "--dist-init-addr", "h:1"}),
+                       "--tp-size 3 cannot be split evenly over --nnodes 2"));
+  EXPECT_TRUE(Contains(ErrorOf({"--node-rank", "1"}), "--node-rank 1 is outside [0, 1)"));
+  EXPECT_TRUE(Contains(ErrorOf({"--tp-size", "2", "--nnodes", "2", "--dist-init-addr", "h"}),
+                       "--dist-init-addr 'h' has no port"));
+  EXPECT_TRUE(Contains(ErrorOf({"--tp-size", "2", "--nnodes", "2", "--dist-init-addr", "h:65536"}),
+                       "--dist-init-addr 'h:65536'"));
 }
 
 TEST(ServerArgsTest, HelpNeedsNoModelAndDocumentsKinds) {

@@ -3,6 +3,7 @@
 #include <nccl.h>
 
 #include <cstdlib>
+#include <cstring>
 
 namespace fission::comm {
 namespace {
@@ -79,28 +80,87 @@ class NcclCommunicator final : public Communicator {
   void* token_ = nullptr;
 };
 
+std::string NewUniqueId() {
+  ncclUniqueId id;
+  FISSION_NCCL(ncclGetUniqueId(&id));
+  return std::string(id.internal, sizeof(id.internal));
+}
+
 }  // namespace
 
-NcclWorld::NcclWorld(int tp_size, int cp_size, std::vector<int> devices, std::vector<cudaStream_t> streams) {
+NcclWorld::NcclWorld(int tp_size, int cp_size, std::vector<int> devices, std::vector<cudaStream_t> streams)
+    : num_local_(tp_size) {
   FISSION_CHECK(static_cast<int>(devices.size()) == tp_size && static_cast<int>(streams.size()) == tp_size);
+  std::vector<std::string> ids;
+  for (int g = 0; g < GroupCount(tp_size, cp_size); ++g) ids.push_back(NewUniqueId());
+  Init(tp_size, cp_size, devices, streams, ids);
+}
+
+NcclWorld::NcclWorld(int tp_size, int cp_size, int first_rank, std::vector<int> devices,
+                     std::vector<cudaStream_t> streams, std::vector<std::string> unique_ids)
+    : first_rank_(first_rank), num_local_(static_cast<int>(devices.size())) {
+  FISSION_CHECK(streams.size() == devices.size() && first_rank >= 0 && first_rank + num_local_ <= tp_size);
+  FISSION_CHECK(static_cast<int>(unique_ids.size()) == GroupCount(tp_size, cp_size));
+  Init(tp_size, cp_size, devices, streams, unique_ids);
+}
+
+int NcclWorld::GroupCount(int tp_size, int cp_size) { return 1 + cp_size + tp_size / cp_size; }
+
+std::vector<std::string> NcclWorld::ShareUniqueIds(NodeLink& link, int tp_size, int cp_size) {
+  const int count = GroupCount(tp_size, cp_size);
+  std::vector<std::string> ids;
+  if (link.leader()) {
+    std::string all;
+    for (int g = 0; g < count; ++g) {
+      ids.push_back(NewUniqueId());
+      all += ids.back();
+    }
+    link.SendToFollowers(ControlMessage::kNcclIds, all);
+    return ids;
+  }
+  const std::string all = link.ReceiveFromLeader(ControlMessage::kNcclIds);
+  if (all.size() != static_cast<std::size_t>(count) * NCCL_UNIQUE_ID_BYTES)
+    Fail("the leader sent ", all.size(), " bytes of NCCL ids where ", count, " ids of ", NCCL_UNIQUE_ID_BYTES,
+         " bytes were due");
+  for (int g = 0; g < count; ++g) ids.push_back(all.substr(g * NCCL_UNIQUE_ID_BYTES, NCCL_UNIQUE_ID_BYTES));
+  return ids;
+}
+
+const ProcessGroups& NcclWorld::Groups(int world_rank) const {
+  FISSION_CHECK(world_rank >= first_rank_ && world_rank < first_rank_ + num_local_, "rank ", world_rank,
+                " is not on this node");
+  return groups_[world_rank];
+}
+
+// `devices[i]` and `streams[i]` belong to world rank first_rank_ + i.
+void NcclWorld::Init(int tp_size, int cp_size, const std::vector<int>& devices,
+                     const std::vector<cudaStream_t>& streams, const std::vector<std::string>& unique_ids) {
   // NVLink multicast (NVLS) stays off: it is not needed here and can take shared GPUs out of service.
   setenv("NCCL_NVLS_ENABLE", "0", 0);
   Layout layout = MakeLayout(tp_size, cp_size);
   groups_ = layout.ranks;
+  int group_index = 0;
   auto make_group = [&](const std::vector<int>& members, Communicator* ProcessGroups::*field) {
     const int n = static_cast<int>(members.size());
     ncclUniqueId id;
-    FISSION_NCCL(ncclGetUniqueId(&id));
-    std::vector<ncclComm_t> comms(n);
+    FISSION_CHECK(unique_ids[group_index].size() == sizeof(id.internal));
+    std::memcpy(id.internal, unique_ids[group_index].data(), sizeof(id.internal));
+    ++group_index;
+    std::vector<int> local;  // group ranks on this node
+    for (int i = 0; i < n; ++i)
+      if (members[i] >= first_rank_ && members[i] < first_rank_ + num_local_) local.push_back(i);
+    if (local.empty()) return;
+    std::vector<ncclComm_t> comms(local.size());
     FISSION_NCCL(ncclGroupStart());
-    for (int i = 0; i < n; ++i) {
-      FISSION_NCCL_CUDA(cudaSetDevice(devices[members[i]]));
-      FISSION_NCCL(ncclCommInitRank(&comms[i], n, id, i));
+    for (std::size_t k = 0; k < local.size(); ++k) {
+      FISSION_NCCL_CUDA(cudaSetDevice(devices[members[local[k]] - first_rank_]));
+      FISSION_NCCL(ncclCommInitRank(&comms[k], n, id, local[k]));
     }
     FISSION_NCCL(ncclGroupEnd());
-    for (int i = 0; i < n; ++i) {
-      const int r = members[i];
-      communicators_.push_back(std::make_unique<NcclCommunicator>(comms[i], devices[r], streams[r], i, n));
+    for (std::size_t k = 0; k < local.size(); ++k) {
+      const int r = members[local[k]];
+      communicators_.push_back(std::make_unique<NcclCommunicator>(comms[k], devices[r - first_rank_],
+                                                                  streams[r - first_rank_], local[k], n));
       groups_[r].*field = communicators_.back().get();
     }
   };
