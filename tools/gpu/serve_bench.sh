@@ -58,4 +58,4 @@ for point in "1 8" "64 128"; do
   python3 tools/gpu/roofline.py $MODEL --override "$OVERRIDE" --weights "$WEIGHTS" --context $context --batch "$conc" \
     | tee -a "$LOG"
 done
-grep -E "prefill|decode" "$OUT/server_$WEIGHTS.log" | tail -3 >> "$LOG"
+grep -E "prefill|decode" "$OUT/server_$WEIGHTS.log" | tail -3 >> "$LOG" || true
