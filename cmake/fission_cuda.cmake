@@ -47,6 +47,7 @@ if(TARGET fission_kernels_cuda)
   file(GLOB FISSION_CUDA_BENCH_SOURCES CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/bench/cuda/*.cc)
   if(FISSION_CUDA_BENCH_SOURCES)
     add_executable(fission_cuda_bench ${FISSION_CUDA_BENCH_SOURCES})
-    target_link_libraries(fission_cuda_bench PRIVATE fission_kernels_cuda)
+    # fission_kernels_cpu: the host sampler, timed next to the device one.
+    target_link_libraries(fission_cuda_bench PRIVATE fission_kernels_cuda fission_kernels_cpu)
   endif()
 endif()

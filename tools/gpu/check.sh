@@ -73,7 +73,7 @@ fi
 t0=$(date +%s)
 test_rc=0
 : > "$OUT/tests.log"
-for suite in 'CudaAllocator.*:CudaElementwise.*' 'CudaLinear.*' 'CudaLinearFp8.*' 'CudaMoe.*' 'CudaMla.*'; do
+for suite in 'CudaAllocator.*:CudaElementwise.*' 'CudaLinear.*' 'CudaLinearFp8.*' 'CudaMoe.*' 'CudaMla.*' 'CudaSampling.*'; do
   timeout 120 "$TESTS" --gtest_color=no --gtest_filter="$suite" >> "$OUT/tests.log" 2>&1
   rc=$?
   echo "suite $suite: rc=$rc"

@@ -55,6 +55,10 @@ void CudaBackend::GatherRows(const Tensor& x, std::span<const std::int32_t> indi
   cuda::GatherRows(*ctx_, x, indices, out);
 }
 
+void CudaBackend::Sample(const Tensor& logits, std::span<const SamplingRow> rows, std::span<SampledToken> out) {
+  cuda::Sample(*ctx_, logits, rows, out);
+}
+
 void CudaBackend::CopyToHost(const Tensor& src, float* dst) {
   if (src.dtype == DType::kF32) {
     ctx_->DownloadBytes(dst, src.data, src.bytes());
