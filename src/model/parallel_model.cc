@@ -19,6 +19,10 @@ const KvCache& ParallelCausalLM::RankCache(const KvCache& cache, int rank) const
 }
 
 Buffer ParallelCausalLM::Forward(const ForwardBatch& batch, KvCache& cache) {
+  return HostLogits(ForwardKeepLogits(batch, cache));
+}
+
+StepLogits ParallelCausalLM::ForwardKeepLogits(const ForwardBatch& batch, KvCache& cache) {
   auto& caches = rank_caches_[&cache];
   if (caches.empty() || caches[0]->num_pages() != cache.num_pages() || caches[0]->page_size() != cache.page_size()) {
     caches.clear();
@@ -34,7 +38,7 @@ Buffer ParallelCausalLM::Forward(const ForwardBatch& batch, KvCache& cache) {
       ranks_[r]->Forward(batch, *caches[r - 1]);
     });
   }
-  Buffer logits = ranks_[0]->Forward(batch, cache);
+  StepLogits logits = ranks_[0]->ForwardKeepLogits(batch, cache);
   for (std::thread& t : workers) t.join();
   return logits;
 }

@@ -23,6 +23,9 @@ class ParallelCausalLM final : public CausalLM {
   std::int64_t max_position_embeddings() const override { return ranks_[0]->max_position_embeddings(); }
   std::vector<KvLayerLayout> KvLayout() const override { return ranks_[0]->KvLayout(); }
   Buffer Forward(const ForwardBatch& batch, KvCache& cache) override;
+  // Rank 0's logits, left where rank 0 computed them. Ranks 1.. still run Forward, whose copy to
+  // the host also waits for their device before the step returns.
+  StepLogits ForwardKeepLogits(const ForwardBatch& batch, KvCache& cache) override;
   Allocator* kv_allocator() override { return ranks_[0]->kv_allocator(); }
 
   int world_size() const { return static_cast<int>(ranks_.size()); }
