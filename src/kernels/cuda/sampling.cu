@@ -238,7 +238,8 @@ __device__ Key SelectMass(const Source& src, Key lower, double thr, double targe
 }
 
 // Copies the elements with key >= lower (at most kGatherCap of them) into shared memory, in id order.
-__device__ GatheredSource Gather(const RowSource& row, Key lower, SharedState& sh) {
+// Without `weights` only the keys are copied (rows that have no probabilities).
+__device__ GatheredSource Gather(const RowSource& row, Key lower, bool weights, SharedState& sh) {
   const int chunk = (row.n + kThreads - 1) / kThreads;
   const int begin = min(row.n, static_cast<int>(threadIdx.x) * chunk), end = min(row.n, begin + chunk);
   int mine = 0;
@@ -250,7 +251,7 @@ __device__ GatheredSource Gather(const RowSource& row, Key lower, SharedState& s
     const Key k = row.key(i);
     if (k < lower || slot >= kGatherCap) continue;  // the caller guarantees room; never write past it
     sh.keys[slot] = k;
-    sh.weights[slot] = row.weight(i);
+    sh.weights[slot] = weights ? row.weight(i) : 0.0;
     ++slot;
   }
   __syncthreads();
@@ -262,12 +263,12 @@ __device__ int DrawInIdOrder(const RowSource& row, double thr, double uniform, S
   const int chunk = (row.n + kThreads - 1) / kThreads;
   const int begin = min(row.n, static_cast<int>(threadIdx.x) * chunk), end = min(row.n, begin + chunk);
   double mine = 0.0;
-  int last = -1;
+  int last = -1;  // the chunk's last candidate
   for (int i = begin; i < end; ++i) {
     const double w = row.pr[i];
     if (w >= thr) {
       mine += w;
-      if (w > 0.0) last = i;
+      last = i;
     }
   }
   const double inclusive = InclusiveScan(mine, sh);
@@ -277,16 +278,15 @@ __device__ int DrawInIdOrder(const RowSource& row, double thr, double uniform, S
   __syncthreads();
   if (exclusive <= u && u < inclusive) {
     double cum = exclusive;
-    int token = last;  // rounding may leave the walk short of u: the chunk's last candidate
-    for (int i = begin; i < end; ++i) {
+    int token = -1, last_positive = last;  // rounding may leave the walk short of u
+    for (int i = begin; i < end && token < 0; ++i) {
       const double w = row.pr[i];
       if (w < thr) continue;
       cum += w;
-      if (cum > u && w > 0.0) {
-        token = i;
-        break;
-      }
+      if (w > 0.0) last_positive = i;
+      if (cum > u && w > 0.0) token = i;
     }
+    if (token < 0) token = last_positive;
     sh.token = token;
   }
   __syncthreads();
@@ -326,7 +326,7 @@ __device__ int Draw(const RowSource& row, const RowParams& p, SharedState& sh) {
   if (has_k) lower = SelectCountRadix(row, 0, p.top_k, sh);
   const long long count = has_k ? p.top_k : row.n;
   if (count <= kGatherCap) {
-    const GatheredSource g = Gather(row, lower, sh);
+    const GatheredSource g = Gather(row, lower, true, sh);
     return DrawSorted(g, 0, Pass(g, 0, 0.0, 0, true, sh).sum, p, sh);
   }
   const double total = Pass(row, lower, 0.0, 0, true, sh).sum;
@@ -334,7 +334,7 @@ __device__ int Draw(const RowSource& row, const RowParams& p, SharedState& sh) {
     // A nucleus inside the kGatherCap most likely candidates is found among them alone.
     const Key top = SelectCountRadix(row, lower, kGatherCap, sh);
     if (Pass(row, top, 0.0, 0, true, sh).sum >= p.top_p * total) {
-      const GatheredSource g = Gather(row, top, sh);
+      const GatheredSource g = Gather(row, top, true, sh);
       return DrawSorted(g, 0, total, p, sh);
     }
   }
@@ -413,20 +413,24 @@ __global__ void __launch_bounds__(kThreads) SampleKernel(const float* __restrict
     out->token = token;
     out->logprob = p.want_logprob ? static_cast<float>(static_cast<double>(x[token]) - lse) : 0.0f;
   }
-  // The alternatives, most likely first: each pass finds the largest key below the previous one.
-  Key previous = ~0ull;
+  // The alternatives: select the `wanted` largest keys, gather them, sort that handful.
   const int wanted = p.want_logprob ? min(p.top_logprobs, vocab) : 0;
-  for (int j = 0; j < wanted; ++j) {
-    Key mine = 0;
-    for (int i = threadIdx.x; i < vocab; i += kThreads) {
-      const Key k = CompositeKey(x[i], i);
-      if (k < previous) mine = max(mine, k);
-    }
-    previous = ReduceMaxKey(mine, sh);
+  if (wanted > 0) {
+    const RowSource row{x, pr, vocab};
+    const GatheredSource top = Gather(row, SelectCountRadix(row, 0, wanted, sh), false, sh);
     if (threadIdx.x == 0) {
-      const int id = IdOf(previous);
-      out->top_ids[j] = id;
-      out->top_logprobs[j] = static_cast<float>(static_cast<double>(x[id]) - lse);
+      Key* keys = sh.keys;
+      for (int a = 1; a < top.n; ++a)  // insertion sort, most likely first
+        for (int b = a; b > 0 && keys[b] > keys[b - 1]; --b) {
+          const Key t = keys[b];
+          keys[b] = keys[b - 1];
+          keys[b - 1] = t;
+        }
+      for (int j = 0; j < top.n; ++j) {
+        const int id = IdOf(keys[j]);
+        out->top_ids[j] = id;
+        out->top_logprobs[j] = static_cast<float>(static_cast<double>(x[id]) - lse);
+      }
     }
   }
 }
