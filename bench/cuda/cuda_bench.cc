@@ -4,11 +4,14 @@
 // Prints one line per case: `RESULT <name> <time_us> <rate> <unit>`; tools/gpu/report.py puts them
 // next to torch's numbers from tools/gpu/torch_ref.py.
 //
-// Usage: fission_cuda_bench [copy] [gemm] [fp8] [moe_fp8] [prefill] [decode]   (all when none is named)
+// Also the sampler (Backend::Sample) on DeepSeek-V3's vocabulary, next to the host path it replaces
+// (copy the logits to the host, then kernels::SampleOnHost per row).
+//
+// Usage: fission_cuda_bench [copy] [gemm] [fp8] [moe_fp8] [prefill] [decode] [sample]   (all when none is named)
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <cmath>
+#include <chrono>
 #include <cstdlib>
 #include <cstdio>
 #include <cstring>
@@ -263,6 +266,57 @@ void BenchCopy() {
   BENCH_CUDA(cudaFree(b));
 }
 
+// Device sampling against the host path for 1 and 64 rows of 129280 logits. "peaked" rows (normal
+// logits × 8) keep top_p's nucleus small, as a trained model's usually is; "flat" rows (× 1) put it
+// past the kernel's gathered path.
+void BenchSample() {
+  const std::int64_t vocab = 129280;
+  struct Kind {
+    const char* name;
+    float scale;
+    SamplingRow row;
+  };
+  SamplingRow greedy, plain, top_k, top_p, all;
+  greedy.temperature = 0.0;
+  top_k.top_k = 50;
+  top_p.top_p = 0.95;
+  all.top_k = 50;
+  all.top_p = 0.9;
+  all.min_p = 0.05;
+  all.want_logprob = true;
+  all.top_logprobs = 5;
+  for (const Kind& kind : {Kind{"greedy", 8.0f, greedy}, Kind{"temperature", 8.0f, plain}, Kind{"top_k50", 8.0f, top_k},
+                           Kind{"top_p_peaked", 8.0f, top_p}, Kind{"top_p_flat", 1.0f, top_p},
+                           Kind{"top_k_p_min_p_logprobs", 8.0f, all}}) {
+    for (std::int64_t rows : {1, 64}) {
+      std::mt19937 rng(11);
+      Buffer logits = RandomDevice(DType::kF32, Shape{rows, vocab}, kind.scale, rng);
+      std::vector<SamplingRow> params(rows, kind.row);
+      for (std::int64_t i = 0; i < rows; ++i) {
+        params[i].row = i;
+        params[i].seed = 1234 + i;
+      }
+      std::vector<SampledToken> out(rows);
+      const double device_us = TimeUs([&](int) { gpu->Sample(logits, params, out); }, 2, 7);
+      std::vector<float> host(rows * vocab);
+      HostSamplingScratch scratch;
+      std::vector<double> host_times;
+      for (int rep = 0; rep < 3; ++rep) {
+        const auto t0 = std::chrono::steady_clock::now();
+        gpu->CopyToHost(logits, host.data());
+        for (std::int64_t i = 0; i < rows; ++i) out[i] = SampleOnHost(host.data() + i * vocab, vocab, params[i], scratch);
+        host_times.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+      }
+      std::sort(host_times.begin(), host_times.end());
+      std::printf("RESULT sample_%s_r%lld %.1f %.2f Mrows/s\n", kind.name, static_cast<long long>(rows), device_us,
+                  rows / device_us);
+      std::printf("RESULT sample_host_%s_r%lld %.1f %.2f Mrows/s\n", kind.name, static_cast<long long>(rows),
+                  host_times[1], rows / host_times[1]);
+      std::fflush(stdout);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace fission::kernels::cuda
 
@@ -286,5 +340,6 @@ int main(int argc, char** argv) {
   if (want("prefill")) BenchPrefill();
   if (want("decode")) BenchDecode();
   if (want("moe_fp8")) BenchMoeFp8();
+  if (want("sample")) BenchSample();
   return 0;
 }

@@ -198,10 +198,12 @@ bool Engine::Step() {
   if (!plan.empty()) {
     did_work = true;
     std::vector<LogitsRows> rows;
-    Buffer logits;
+    std::vector<ItemSamples> where;
+    std::vector<kernels::SampledToken> results;
     bool ok = true;
     try {
-      logits = runner_->Run(plan, &rows);
+      const model::StepLogits logits = runner_->Run(plan, &rows);
+      sampler_.SampleStep(plan, rows, logits, &where, &results);
     } catch (const std::exception& e) {
       ok = false;
       Log(LogLevel::kError, "model step failed: ", e.what());
@@ -210,7 +212,7 @@ bool Engine::Step() {
     }
     if (ok) {
       scheduler_->Commit(plan);
-      ProcessStep(plan, logits, rows);
+      ProcessStep(plan, where, results);
     }
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     ++local_stats_.steps;
@@ -224,8 +226,8 @@ bool Engine::Step() {
   return did_work;
 }
 
-void Engine::ProcessStep(const StepPlan& plan, const Buffer& logits, const std::vector<LogitsRows>& rows) {
-  const float* data = logits.ptr<float>();
+void Engine::ProcessStep(const StepPlan& plan, const std::vector<ItemSamples>& where,
+                         const std::vector<kernels::SampledToken>& results) {
   std::int64_t sampled = 0;
   for (std::size_t k = 0; k < plan.items.size(); ++k) {
     const ScheduledSequence& item = plan.items[k];
@@ -233,21 +235,19 @@ void Engine::ProcessStep(const StepPlan& plan, const Buffer& logits, const std::
     const SamplingParams& p = *seq->params;
     for (std::int32_t pos = item.prompt_logprob_begin; pos < item.prompt_logprob_end; ++pos) {
       FISSION_CHECK_EQ(static_cast<std::int32_t>(seq->prompt_logprobs.size()), pos);
-      const std::int64_t row = rows[k].prompt_logprobs_begin + (pos - item.prompt_logprob_begin);
-      seq->prompt_logprobs.push_back(
-          sampler_.Logprob(data + row * vocab_size_, vocab_size_, seq->tokens[pos + 1], p.top_logprobs));
+      const kernels::SampledToken& r = results[where[k].prompt_logprobs_begin + (pos - item.prompt_logprob_begin)];
+      seq->prompt_logprobs.push_back(Sampler::ToTokenLogprob(r));
       touched_.push_back(seq);
     }
     if (!item.sample) continue;
-    if (seq->num_output() >= p.max_new_tokens) {
+    if (where[k].sample < 0) {
       OutputProcessor::SetFinished(seq, FinishReason::kLength);
     } else {
-      TokenLogprob logprob;
-      const float* row = data + static_cast<std::int64_t>(rows[k].sample) * vocab_size_;
-      const std::int32_t token = sampler_.Sample(row, vocab_size_, *seq, p.logprobs ? &logprob : nullptr);
+      const kernels::SampledToken& r = results[where[k].sample];
+      const TokenLogprob logprob = p.logprobs ? Sampler::ToTokenLogprob(r) : TokenLogprob{};
       try {
         // Decoding text goes through the detokenizer, which is not ours: contain its failures.
-        outputs_.Append(seq, token, p.logprobs ? &logprob : nullptr);
+        outputs_.Append(seq, r.token, p.logprobs ? &logprob : nullptr);
       } catch (const std::exception& e) {
         OutputProcessor::SetFinished(seq, FinishReason::kAbort, StrCat("detokenizing failed: ", e.what()));
       }

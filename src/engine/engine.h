@@ -100,7 +100,9 @@ class Engine {
   };
 
   void DrainIncoming();
-  void ProcessStep(const StepPlan& plan, const Buffer& logits, const std::vector<LogitsRows>& rows);
+  // Applies the sampler's results: prompt logprobs, new tokens, finishing.
+  void ProcessStep(const StepPlan& plan, const std::vector<ItemSamples>& where,
+                   const std::vector<kernels::SampledToken>& results);
   void FinishSequence(Sequence* seq, FinishReason reason, const std::string& error);
   // Queues the completions held back behind `seq` (completion 0 of its request).
   void ReleaseHeld(const Sequence* seq);

@@ -43,13 +43,14 @@ void BuildForwardBatch(const StepPlan& plan, std::int32_t page_size, model::Forw
 
 ModelRunner::ModelRunner(model::CausalLM* model, model::KvCache* cache) : model_(model), cache_(cache) {}
 
-Buffer ModelRunner::Run(const StepPlan& plan, std::vector<LogitsRows>* rows) {
+model::StepLogits ModelRunner::Run(const StepPlan& plan, std::vector<LogitsRows>* rows) {
   BuildForwardBatch(plan, static_cast<std::int32_t>(cache_->page_size()), &batch_, rows);
-  Buffer logits = model_->Forward(batch_, *cache_);
-  FISSION_CHECK(logits.tensor().dtype == DType::kF32 && logits.tensor().rank() == 2 &&
-                    logits.tensor().dim(0) == static_cast<std::int64_t>(batch_.logits_indices.size()) &&
-                    logits.tensor().dim(1) == model_->vocab_size(),
-                "the model returned logits of shape ", logits.tensor().shape.ToString());
+  model::StepLogits logits = model_->ForwardKeepLogits(batch_, *cache_);
+  const Tensor& t = logits.logits.tensor();
+  FISSION_CHECK(t.dtype == DType::kF32 && t.rank() == 2 &&
+                    t.dim(0) == static_cast<std::int64_t>(batch_.logits_indices.size()) &&
+                    t.dim(1) == model_->vocab_size(),
+                "the model returned logits of shape ", t.shape.ToString());
   return logits;
 }
 

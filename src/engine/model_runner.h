@@ -27,8 +27,9 @@ class ModelRunner {
  public:
   ModelRunner(model::CausalLM* model, model::KvCache* cache);
 
-  // Builds the batch and runs the model: logits [rows, vocab] in fp32 on the host.
-  Buffer Run(const StepPlan& plan, std::vector<LogitsRows>* rows);
+  // Builds the batch and runs the model: logits [rows, vocab] in fp32, on the host or left on the
+  // model's device (CausalLM::ForwardKeepLogits).
+  model::StepLogits Run(const StepPlan& plan, std::vector<LogitsRows>* rows);
 
   model::CausalLM* model() const { return model_; }
   const model::ForwardBatch& last_batch() const { return batch_; }

@@ -1,42 +1,64 @@
-// Turns one logits row into the next token of one sequence.
+// Turns logits rows into the next tokens of sequences (and prompt logprobs).
 //
-// The order of operations: repetition, frequency and presence penalties; min_new_tokens masks EOS
-// and stop tokens; temperature; then greedy argmax (temperature 0) or sampling after top_k, top_p
-// and min_p. Logprobs are the log-softmax of the logits after penalties and temperature (before
-// top_k/top_p/min_p truncation). A sampled draw depends only on the sequence's seed and the index
-// of the token it produces, so a sequence's output does not depend on what else is in the batch.
+// The arithmetic is kernels::SampleOnHost's (kernels/sampling.h): penalties, min_new_tokens masks,
+// temperature, greedy or top_k/top_p/min_p sampling, logprobs. This class maps a Sequence to a
+// kernels::SamplingRow and runs a step's rows where its logits are: on the host through the
+// reference, or on the device through the backend's Sample. A sampled draw depends only on the
+// sequence's seed and the index of the token it produces, so a sequence's output does not depend on
+// what else is in the batch nor on where the logits are.
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <vector>
 
+#include "engine/model_runner.h"
 #include "engine/request.h"
+#include "engine/scheduler.h"
+#include "kernels/sampling.h"
+#include "model/causal_lm.h"
 
 namespace fission::engine {
 
-// A uniform double in [0, 1) from a seed and a counter (stateless, so it is reproducible).
-double UniformFromSeed(std::uint64_t seed, std::uint64_t counter);
-// Mixes two 64-bit values into a seed.
-std::uint64_t MixSeed(std::uint64_t a, std::uint64_t b);
+using kernels::MixSeed;
+using kernels::UniformFromSeed;
+
+// Where a plan item's results are in Sampler::SampleStep's output.
+struct ItemSamples {
+  std::int32_t prompt_logprobs_begin = 0;  // one result per prompt logprob position of the item
+  std::int32_t sample = -1;                // the sampled token's result, or -1
+};
 
 class Sampler {
  public:
   // `eos_token_ids` stop generation unless ignore_eos.
   explicit Sampler(std::vector<std::int32_t> eos_token_ids) : eos_token_ids_(std::move(eos_token_ids)) {}
 
-  // Samples the next token of `seq` from `logits[vocab_size]`. Fills `logprob` if it is not null.
+  // Samples the next token of `seq` from host `logits[vocab_size]`. Fills `logprob` if it is not null.
   std::int32_t Sample(const float* logits, std::int64_t vocab_size, const Sequence& seq, TokenLogprob* logprob);
-
-  // The logprob of `token` (and `top` alternatives) under the raw logits (prompt logprobs).
+  // The logprob of `token` (and `top` alternatives) under the raw host logits (prompt logprobs).
   TokenLogprob Logprob(const float* logits, std::int64_t vocab_size, std::int32_t token, std::int32_t top);
+
+  // Every row a step needs: each item's prompt logprobs, then its sample when `item.sample` and the
+  // sequence has room for another token (else the item gets sample = -1). Runs on the host or on
+  // the logits' backend.
+  void SampleStep(const StepPlan& plan, const std::vector<LogitsRows>& rows, const model::StepLogits& logits,
+                  std::vector<ItemSamples>* where, std::vector<kernels::SampledToken>* results);
+
+  // The row that samples `seq`'s next token from logits row `row`; its id lists live in `ids`.
+  struct RowIds {
+    std::vector<std::int32_t> seen, output_ids, output_counts, masked;
+  };
+  kernels::SamplingRow MakeRow(const Sequence& seq, std::int64_t row, std::int64_t vocab_size, RowIds* ids) const;
+  static TokenLogprob ToTokenLogprob(const kernels::SampledToken& s);
 
   const std::vector<std::int32_t>& eos_token_ids() const { return eos_token_ids_; }
 
  private:
   std::vector<std::int32_t> eos_token_ids_;
-  std::vector<float> scratch_;
-  std::vector<double> probs_;
-  std::vector<std::int32_t> order_;
+  kernels::HostSamplingScratch scratch_;
+  std::deque<RowIds> step_ids_;  // a deque: rows point into its elements while more are added
+  std::vector<kernels::SamplingRow> step_rows_;
 };
 
 }  // namespace fission::engine

@@ -11,7 +11,20 @@
 #include "model/kv_cache.h"
 #include "tensor/tensor.h"
 
+namespace fission::kernels {
+class Backend;
+}
+
 namespace fission::model {
+
+// A step's fp32 logits [rows, vocab] and where they are.
+struct StepLogits {
+  Buffer logits;
+  kernels::Backend* backend = nullptr;  // the backend whose device memory holds them; null: host memory
+};
+
+// The logits in host memory (copied there from the device when they are not).
+Buffer HostLogits(StepLogits logits);
 
 class CausalLM {
  public:
@@ -24,6 +37,9 @@ class CausalLM {
   // Runs one step: writes the new tokens' KV rows into `cache` and returns fp32 logits
   // [batch.logits_indices.size(), vocab_size] on the host.
   virtual Buffer Forward(const ForwardBatch& batch, KvCache& cache) = 0;
+  // The same step, but a model running on a device may leave the logits there, with the backend
+  // that owns them (the engine then samples on the device). By default: Forward's host logits.
+  virtual StepLogits ForwardKeepLogits(const ForwardBatch& batch, KvCache& cache) { return {Forward(batch, cache)}; }
   // Where the caller's KvCache must live: the memory of the device the model runs on (rank 0's).
   virtual Allocator* kv_allocator() { return CpuAllocator(); }
   // The memory left on the model's device after its weights (the smallest free and total over

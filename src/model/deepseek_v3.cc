@@ -80,31 +80,31 @@ Buffer DeepseekV3Model::SelectLogitRows(const StepContext& step, const ForwardBa
   return selected;
 }
 
-Buffer DeepseekV3Model::LmHead(const StepContext& step, const Tensor& rows) {
+StepLogits DeepseekV3Model::LmHead(const StepContext& step, const Tensor& rows) {
   kernels::Backend& b = backend_;
   const std::int64_t m = rows.shape[0], part = vocab_part_.size(config_.vocab_size);
   Buffer local(DType::kF32, Shape{m, part}, b.allocator());
   b.Linear(rows, lm_head_, local);
   const int ranks = step.rank.attn_tp_size();
-  // Host buffers come from the backend's host allocator: page-locked and reused on CUDA.
-  Buffer logits(DType::kF32, Shape{m, config_.vocab_size}, b.host_allocator());
-  if (ranks == 1) {
-    b.CopyToHost(local, logits.ptr<float>());
-    return logits;
-  }
+  kernels::Backend* owner = b.device().type == DeviceType::kCpu ? nullptr : &b;
+  if (ranks == 1) return {std::move(local), owner};
   Buffer gathered(DType::kF32, Shape{ranks, m, part}, b.allocator());
   step.rank.groups->attn_tp->AllGather(local, gathered);
-  Buffer gathered_host(DType::kF32, Shape{ranks, m, part}, b.host_allocator());
-  b.CopyToHost(gathered, gathered_host.ptr<float>());
-  // [rank, row, part] -> [row, rank * part]
-  for (int r = 0; r < ranks; ++r)
-    for (std::int64_t i = 0; i < m; ++i)
-      std::memcpy(logits.ptr<float>() + i * config_.vocab_size + r * part,
-                  gathered_host.ptr<float>() + (r * m + i) * part, part * sizeof(float));
-  return logits;
+  // [rank, row, part] -> [row, rank * part]: row-gather the [rank * m, part] view.
+  std::vector<std::int32_t> order;
+  order.reserve(ranks * m);
+  for (std::int64_t i = 0; i < m; ++i)
+    for (int r = 0; r < ranks; ++r) order.push_back(static_cast<std::int32_t>(r * m + i));
+  Buffer logits(DType::kF32, Shape{m, config_.vocab_size}, b.allocator());
+  b.GatherRows(gathered.tensor().View(Shape{ranks * m, part}), order, logits.tensor().View(Shape{m * ranks, part}));
+  return {std::move(logits), owner};
 }
 
 Buffer DeepseekV3Model::Forward(const ForwardBatch& batch, KvCache& cache) {
+  return HostLogits(ForwardKeepLogits(batch, cache));
+}
+
+StepLogits DeepseekV3Model::ForwardKeepLogits(const ForwardBatch& batch, KvCache& cache) {
   kernels::Backend& b = backend_;
   Allocator* alloc = b.allocator();
   const std::int64_t hidden = config_.hidden_size;

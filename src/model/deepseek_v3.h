@@ -32,6 +32,8 @@ class DeepseekV3Model final : public CausalLM {
   std::int64_t max_position_embeddings() const override { return config_.max_position_embeddings; }
   std::vector<KvLayerLayout> KvLayout() const override;
   Buffer Forward(const ForwardBatch& batch, KvCache& cache) override;
+  // On a device the logits stay in its memory.
+  StepLogits ForwardKeepLogits(const ForwardBatch& batch, KvCache& cache) override;
   const io::ModelConfig& config() const { return config_; }
 
  private:
@@ -46,8 +48,9 @@ class DeepseekV3Model final : public CausalLM {
   void FeedForward(const Layer& layer, const StepContext& step, const Tensor& x, const Tensor& out);
   // The hidden states of the rows that need logits, in batch order.
   Buffer SelectLogitRows(const StepContext& step, const ForwardBatch& batch, const Tensor& h);
-  // Vocab-parallel lm_head: every rank returns the full [rows, vocab] logits on the host.
-  Buffer LmHead(const StepContext& step, const Tensor& rows);
+  // Vocab-parallel lm_head: every rank returns the full [rows, vocab] logits, in host memory on the
+  // CPU backend and in device memory otherwise.
+  StepLogits LmHead(const StepContext& step, const Tensor& rows);
 
   io::ModelConfig config_;
   kernels::Backend& backend_;

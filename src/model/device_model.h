@@ -29,6 +29,10 @@ class DeviceCausalLM final : public CausalLM {
     make_current_();
     return model_->Forward(batch, cache);
   }
+  StepLogits ForwardKeepLogits(const ForwardBatch& batch, KvCache& cache) override {
+    make_current_();
+    return model_->ForwardKeepLogits(batch, cache);
+  }
   Allocator* kv_allocator() override { return backend_->allocator(); }
   std::optional<kernels::DeviceMemory> device_memory() override {
     make_current_();

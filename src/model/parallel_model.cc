@@ -32,17 +32,17 @@ const KvCache& ParallelCausalLM::RankCache(const KvCache& cache, int rank) const
   return *rank_caches_.at(&cache).at(rank - 1);
 }
 
-Buffer ParallelCausalLM::RunLocalRanks(const ForwardBatch& batch, const std::vector<KvCache*>& caches) {
+StepLogits ParallelCausalLM::RunLocalRanks(const ForwardBatch& batch, const std::vector<KvCache*>& caches) {
   const int local = static_cast<int>(ranks_.size());
   const int threads_each = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / local);
   std::vector<std::thread> workers;
   for (int r = 1; r < local; ++r) {
     workers.emplace_back([&, r] {
       omp_set_num_threads(threads_each);
-      ranks_[r]->Forward(batch, *caches[r]);
+      ranks_[r]->ForwardKeepLogits(batch, *caches[r]);  // only local rank 0's logits are used
     });
   }
-  Buffer logits = ranks_[0]->Forward(batch, *caches[0]);
+  StepLogits logits = ranks_[0]->ForwardKeepLogits(batch, *caches[0]);
   for (std::thread& t : workers) t.join();
   return logits;
 }
@@ -73,6 +73,10 @@ void ParallelCausalLM::SendPlan(const ForwardBatch& batch, const KvCache& cache)
 }
 
 Buffer ParallelCausalLM::Forward(const ForwardBatch& batch, KvCache& cache) {
+  return HostLogits(ForwardKeepLogits(batch, cache));
+}
+
+StepLogits ParallelCausalLM::ForwardKeepLogits(const ForwardBatch& batch, KvCache& cache) {
   FISSION_CHECK(world_->first_local_rank() == 0, "Forward runs on the node of rank 0; followers run RunFollower");
   auto& caches = rank_caches_[&cache];
   if (caches.size() + 1 != ranks_.size() ||

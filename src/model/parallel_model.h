@@ -36,6 +36,9 @@ class ParallelCausalLM final : public CausalLM {
   std::vector<KvLayerLayout> KvLayout() const override { return ranks_[0]->KvLayout(); }
   // On the process that runs rank 0 only.
   Buffer Forward(const ForwardBatch& batch, KvCache& cache) override;
+  // Rank 0's logits, left where rank 0 computed them. Ranks 1.. still run Forward, whose copy to
+  // the host also waits for their device before the step returns.
+  StepLogits ForwardKeepLogits(const ForwardBatch& batch, KvCache& cache) override;
   Allocator* kv_allocator() override { return ranks_[0]->kv_allocator(); }
   std::optional<kernels::DeviceMemory> device_memory() override;
 
@@ -51,7 +54,7 @@ class ParallelCausalLM final : public CausalLM {
 
  private:
   // Runs every local rank on `batch` (local rank i on caches[i]); returns local rank 0's logits.
-  Buffer RunLocalRanks(const ForwardBatch& batch, const std::vector<KvCache*>& caches);
+  StepLogits RunLocalRanks(const ForwardBatch& batch, const std::vector<KvCache*>& caches);
   // Caches of this node's ranks for a follower's cache id, rebuilt when the geometry changes.
   std::vector<KvCache*> FollowerCaches(std::uint32_t cache_id, std::int64_t num_pages, std::int64_t page_size);
   void SendPlan(const ForwardBatch& batch, const KvCache& cache);

@@ -80,7 +80,8 @@ test_rc=0
 : > "$OUT/tests.log"
 # The last entry runs every suite the others do not name (new suites are never left out).
 for suite in 'CudaAllocator.*:CudaElementwise.*' 'CudaLinear.*' 'CudaLinearFp8.*' 'CudaMoe.*' 'CudaMoeFp8.*' 'CudaMla.*' \
-             '-CudaAllocator.*:CudaElementwise.*:CudaLinear.*:CudaLinearFp8.*:CudaMoe.*:CudaMoeFp8.*:CudaMla.*'; do
+             'CudaSampling.*' \
+             '-CudaAllocator.*:CudaElementwise.*:CudaLinear.*:CudaLinearFp8.*:CudaMoe.*:CudaMoeFp8.*:CudaMla.*:CudaSampling.*'; do
   timeout 120 "$TESTS" --gtest_color=no --gtest_filter="$suite" >> "$OUT/tests.log" 2>&1
   rc=$?
   echo "suite $suite: rc=$rc"

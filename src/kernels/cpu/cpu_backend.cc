@@ -60,6 +60,15 @@ class CpuBackend final : public Backend {
     std::memcpy(dst.data, src, dst.numel() * sizeof(float));
   }
   void CopyBytesFromHost(const void* src, const Tensor& dst) override { std::memcpy(dst.data, src, dst.bytes()); }
+  void Sample(const Tensor& logits, std::span<const SamplingRow> rows, std::span<SampledToken> out) override {
+    FISSION_CHECK(logits.dtype == DType::kF32 && logits.rank() == 2 && rows.size() == out.size());
+    const std::int64_t vocab = logits.dim(1);
+    HostSamplingScratch scratch;
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      FISSION_CHECK(rows[i].row >= 0 && rows[i].row < logits.dim(0), "sampling row ", rows[i].row, " of ", logits.dim(0));
+      out[i] = SampleOnHost(static_cast<const float*>(logits.data) + rows[i].row * vocab, vocab, rows[i], scratch);
+    }
+  }
 };
 
 }  // namespace

@@ -92,6 +92,10 @@ void CudaBackend::GatherRows(const Tensor& x, std::span<const std::int32_t> indi
   cuda::GatherRows(*ctx_, x, indices, out);
 }
 
+void CudaBackend::Sample(const Tensor& logits, std::span<const SamplingRow> rows, std::span<SampledToken> out) {
+  cuda::Sample(*ctx_, logits, rows, out);
+}
+
 void CudaBackend::CopyToHost(const Tensor& src, float* dst) {
   OpTimer timer(*ctx_, "CopyToHost", src.rank() > 1 ? src.shape[0] : 1);
   if (src.dtype == DType::kF32) {

@@ -47,6 +47,8 @@ class CudaBackend final : public Backend {
   void CopyToHost(const Tensor& src, float* dst) override;
   // Host fp32 into an fp32, bf16, e4m3 or int32 tensor (narrow types converted on the host).
   void CopyFromHost(const float* src, const Tensor& dst) override;
+  // sampling.cu: one block per row; waits for the device and copies only the results back.
+  void Sample(const Tensor& logits, std::span<const SamplingRow> rows, std::span<SampledToken> out) override;
 
   // Raw byte copies (integer tensors, FP8 codes) and a wait for all queued work.
   void CopyBytesToHost(const Tensor& src, void* dst);

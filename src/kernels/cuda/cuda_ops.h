@@ -88,4 +88,7 @@ void MlaAttentionExpanded(CudaContext& ctx, const Tensor& q, const Tensor& cache
 void MlaAttentionAbsorbed(CudaContext& ctx, const Tensor& q, const Tensor& cache, const Tensor& kv_b,
                           std::span<const SeqAttention> seqs, const MlaShape& shape, const Tensor& out);
 
+// sampling.cu
+void Sample(CudaContext& ctx, const Tensor& logits, std::span<const SamplingRow> rows, std::span<SampledToken> out);
+
 }  // namespace fission::kernels::cuda
