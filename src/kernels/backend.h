@@ -60,8 +60,6 @@ class Backend {
   // Free and total memory of a device with its own memory, after returning cached blocks to the
   // driver; nullopt for host memory (the CPU backend).
   virtual std::optional<DeviceMemory> Memory() { return std::nullopt; }
-  // Host memory for results copied back from the device every step (page-locked on CUDA).
-  virtual Allocator* host_allocator() { return CpuAllocator(); }
 
   // out[n, m] = x[n, k] · w[m, k]ᵀ (a Linear layer without bias).
   virtual void Linear(const Tensor& x, const Tensor& w, const Tensor& out) = 0;

@@ -13,7 +13,6 @@ CudaBackend::~CudaBackend() = default;
 
 Device CudaBackend::device() const { return Device::Cuda(ctx_->device()); }
 Allocator* CudaBackend::allocator() { return ctx_->allocator(); }
-Allocator* CudaBackend::host_allocator() { return ctx_->host_allocator(); }
 std::optional<DeviceMemory> CudaBackend::Memory() {
   ctx_->allocator()->ReleaseCached();  // cached scratch blocks count as free
   FISSION_CUDA(cudaSetDevice(ctx_->device()));

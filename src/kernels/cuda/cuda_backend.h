@@ -19,7 +19,6 @@ class CudaBackend final : public Backend {
   Device device() const override;
   Allocator* allocator() override;
   std::optional<DeviceMemory> Memory() override;
-  Allocator* host_allocator() override;
   void Linear(const Tensor& x, const Tensor& w, const Tensor& out) override;
   void LinearFp8(const Tensor& x, const Tensor& w, const Tensor& w_scale, const Tensor& out) override;
   void Embedding(const Tensor& table, std::span<const std::int32_t> ids, std::int64_t vocab_start,

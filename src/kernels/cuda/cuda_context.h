@@ -13,7 +13,6 @@
 #include <tuple>
 
 #include "kernels/cuda/cuda_allocator.h"
-#include "kernels/cuda/pinned_allocator.h"
 #include "tensor/tensor.h"
 
 namespace fission::kernels::cuda {
@@ -48,7 +47,6 @@ class CudaContext {
   int device() const { return device_; }
   cudaStream_t stream() const { return stream_; }
   CachingAllocator* allocator() { return &allocator_; }
-  PinnedHostAllocator* host_allocator() { return &host_allocator_; }
   int sm_count() const { return sm_count_; }
 
   // Runs one GEMM; returns false (and launches nothing) when cuBLASLt has no algorithm for it.
@@ -80,7 +78,6 @@ class CudaContext {
   std::size_t workspace_bytes_ = 0;
   int sm_count_ = 0;
   CachingAllocator allocator_;
-  PinnedHostAllocator host_allocator_;
   // The pinned staging ring: [begin, end) regions still read by queued copies, oldest first.
   struct Staged {
     std::size_t begin, end;
