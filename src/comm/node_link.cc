@@ -133,7 +133,8 @@ std::unique_ptr<NodeLink> NodeLink::Lead(Socket listener, int nnodes, const Hand
     const double left = std::chrono::duration<double>(deadline - std::chrono::steady_clock::now()).count();
     if (left <= 0)
       Fail(what, ": only ", seen.size(), " joined within ", timeout_s, " s (--dist-timeout)");
-    Socket follower = Accept(listener, left, StrCat(what, " (", seen.size(), " joined; --dist-timeout)"));
+    Socket follower =
+        Accept(listener, left, StrCat(what, " (", seen.size(), " joined; --dist-timeout)"), timeout_s);
     const int rank = AdmitFollower(follower, nnodes, handshake, seen);
     link->followers_[rank] = std::move(follower);
   }

@@ -183,11 +183,11 @@ Socket Listen(const HostPort& address, const std::string& what) {
   Fail(what, " ", address.ToString(), ": cannot listen: ", last_error);
 }
 
-Socket Accept(Socket& listener, double timeout_s, const std::string& what) {
+Socket Accept(Socket& listener, double timeout_s, const std::string& what, double budget_s) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
   while (true) {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) Fail(what, ": nobody connected within ", timeout_s, " s");
+    if (left.count() <= 0) Fail(what, ": nobody connected within ", budget_s >= 0 ? budget_s : timeout_s, " s");
     pollfd p{listener.fd(), POLLIN, 0};
     const int ready = ::poll(&p, 1, static_cast<int>(std::min<long long>(left.count(), 1000)));
     if (ready < 0 && errno != EINTR) Fail(what, ": poll failed: ", Errno());

@@ -66,7 +66,9 @@ class Socket {
 // Listens on `address` (port 0: any free port). `what` names the address in errors.
 Socket Listen(const HostPort& address, const std::string& what);
 // Waits up to `timeout_s` seconds for a connection; an Error names `what` on timeout.
-Socket Accept(Socket& listener, double timeout_s, const std::string& what);
+// `budget_s`, when given, is the timeout the error names (a caller waiting in several steps passes
+// what is left as `timeout_s` and its flag's whole value here).
+Socket Accept(Socket& listener, double timeout_s, const std::string& what, double budget_s = -1);
 // Connects to `address`, retrying while nobody listens yet, for up to `timeout_s` seconds; an
 // Error names `what` and the address on timeout or when the host does not resolve.
 Socket Connect(const HostPort& address, double timeout_s, const std::string& what);

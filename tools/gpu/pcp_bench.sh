@@ -34,6 +34,6 @@ for n in 8192 16384 32768 61440; do
     t1=$(date +%s.%N)
     line=$(grep '^prefill:' /tmp/bench.err)
     echo "tokens $n | $layout | rc $rc | $line | process $(python3 -c "print(f'{$t1 - $t0:.1f}')") s" | tee -a "$LOG"
-    [[ $rc -ne 0 ]] && tail -5 /tmp/bench.err >> "$LOG"
+    if [[ $rc -ne 0 ]]; then tail -5 /tmp/bench.err >> "$LOG"; fi
   done
 done
