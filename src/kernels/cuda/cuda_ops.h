@@ -38,11 +38,11 @@ void QuantizeFp8(CudaContext& ctx, const Tensor& x, std::uint8_t* codes, float* 
                  std::int64_t group_stride);
 
 // The FP8 GEMV (fp8.cu) for callers that run many small products (the routed experts):
-// activations quantized per token and 128-group, codes decoded to fp32 [n, k], scales token-major
+// activations quantized per token and 128-group, e4m3 codes [n, k], scales token-major
 // [n][⌈k/128⌉]; each item multiplies rows [row0, row0 + rows) by its own e4m3 weight [m, k] with
 // fp32 block scales into the same rows of out [n, m] (fp32 or bf16). Needs k % 16 == 0.
 struct Fp8GemvInput {
-  Buffer values, scales;
+  Buffer codes, scales;
 };
 struct Fp8GemvItem {
   const std::uint8_t* w;

@@ -123,95 +123,97 @@ __global__ void Fp8GemmKernel(const std::uint8_t* xq, const float* xs, std::int6
     }
 }
 
-// e4m3 bits placed into an fp32's exponent and mantissa: exactly code · 2^-120, subnormal codes
-// included (they land on fp32 subnormals), in two integer operations instead of conversions.
-__device__ __forceinline__ float E4M3Scaled(std::uint32_t byte) {
-  return __uint_as_float(((byte & 0x80u) << 24) | ((byte & 0x7Fu) << 20));
-}
-
-__global__ void DecodeCodesKernel(const std::uint8_t* codes, float* out, std::int64_t n) {
-  const std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
-  if (i < n) out[i] = E4M3ToFloat(codes[i]);
-}
-
-// Few tokens (decode): one warp per output row streams the weight row in 16-byte chunks (16 codes,
-// all inside one 128-group) and serves up to kGemvTokens tokens from each load; memory-bound.
-// xf holds the activation codes as fp32 (read through L1), xs their scales [n][kb]; output row t
-// of the pass is out row out_row0 + t.
-constexpr int kGemvTokens = 8, kGemvWarps = 8, kGemvLoads = 4;
+// Few tokens (decode): FP8 tensor-core products (mma.sync m16n8k32, e4m3 x e4m3 -> fp32), a warp
+// per 16 output rows and up to kGemvTokens tokens (the MMA's 8 columns). The arithmetic
+// converting codes in the ALU reached only 0.7-1.0 TB/s; the MMA takes the codes as they are.
+// Within a 128-group the dot product's k order is free, so each lane's fragment positions are
+// mapped onto one contiguous 32-byte piece of its weight rows (gid and gid + 8) and of its token's
+// activation codes: MMA j of a group uses bytes [8j, 8j + 8) of every lane's piece, for A and B
+// alike. Each group's four MMAs are summed in fp32 and then scaled by the weight block's and the
+// token's group scale (the per-group promotion keeps the tensor core's accumulation short). The
+// block's warps split the groups and their sums are added in warp order. k % 16 == 0; a partial
+// last group is zero-padded by the loads. Output row t of a pass is out row out_row0 + t.
+constexpr int kGemvTokens = 8, kMmaRows = 16, kMmaWarps = 4;
 constexpr std::int64_t kGemvMaxTokens = 2, kPadTokens = 32, kPadMultiple = 16;
 // cuBLASLt's block-scaled GEMM is used only for k of at least this many values: on H200 / CUDA
 // 13.0 it gave relative errors of 0.44-0.48 for expert GEMMs with k = 128-384 (tests of
 // 2026-11-30) while every shape with k >= 1536 matched; smaller k takes the tiled kernel.
 constexpr std::int64_t kCublasMinK = 1024;
-constexpr float kTwoPow120 = 1.329227995784916e36f;
-__device__ __forceinline__ void Fp8GemvRow(const float* xf, const float* xs, std::int64_t n, const std::uint8_t* w,
-                                           const float* ws, std::int64_t m, std::int64_t k, std::int64_t row,
-                                           void* out, std::int64_t out_row0, Elem oe) {
-  const int lane = threadIdx.x & 31;
-  const std::int64_t kb = (k + kGroup - 1) / kGroup, chunks = k / 16;
-  const std::uint8_t* wr = w + row * k;
-  const float* wsr = ws + (row / kGroup) * kb;
-  float acc[kGemvTokens] = {};
-  // kGemvLoads weight loads are issued before any is used, so each lane keeps that many 16-byte
-  // requests in flight (the loop with the arithmetic between loads kept one, about 0.7 TB/s).
-  for (std::int64_t base = lane; base < chunks; base += 32 * kGemvLoads) {
-    uint4 wv[kGemvLoads];
-#pragma unroll
-    for (int u = 0; u < kGemvLoads; ++u) {
-      const std::int64_t ch = base + u * 32;
-      wv[u] = ch < chunks ? __ldg(reinterpret_cast<const uint4*>(wr + ch * 16)) : make_uint4(0, 0, 0, 0);
-    }
-#pragma unroll
-    for (int u = 0; u < kGemvLoads; ++u) {
-      const std::int64_t ch = base + u * 32;
-      if (ch >= chunks) break;
-      const std::int64_t g = ch * 16 / kGroup;
-      float wf[16];
-      const std::uint32_t words[4] = {wv[u].x, wv[u].y, wv[u].z, wv[u].w};
-#pragma unroll
-      for (int q = 0; q < 4; ++q)
-#pragma unroll
-        for (int b = 0; b < 4; ++b) wf[q * 4 + b] = E4M3Scaled(words[q] >> (8 * b));
-      const float wscale = wsr[g] * kTwoPow120;
-#pragma unroll
-      for (int t = 0; t < kGemvTokens; ++t) {
-        if (t >= n) break;
-        const float4* xp = reinterpret_cast<const float4*>(xf + t * k + ch * 16);
-        float part = 0.0f;
-#pragma unroll
-        for (int q = 0; q < 4; ++q) {
-          const float4 xv = xp[q];
-          part += xv.x * wf[q * 4] + xv.y * wf[q * 4 + 1] + xv.z * wf[q * 4 + 2] + xv.w * wf[q * 4 + 3];
-        }
-        acc[t] += part * (xs[t * kb + g] * wscale);
-      }
-    }
-  }
-#pragma unroll
-  for (int t = 0; t < kGemvTokens; ++t) {
-    if (t >= n) break;
-    float v = acc[t];
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    if (lane == 0) StoreF(out, (out_row0 + t) * m + row, oe, v);
-  }
+
+__device__ __forceinline__ void MmaE4m3(float (&d)[4], std::uint32_t a0, std::uint32_t a1, std::uint32_t a2,
+                                        std::uint32_t a3, std::uint32_t b0, std::uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
-__global__ void Fp8GemvKernel(const float* xf, const float* xs, std::int64_t n, const std::uint8_t* w,
+__device__ __forceinline__ uint4 Load16(const std::uint8_t* p, bool ok) {
+  return ok ? __ldg(reinterpret_cast<const uint4*>(p)) : make_uint4(0, 0, 0, 0);
+}
+
+__device__ void Fp8MmaTile(const std::uint8_t* xq, const float* xs, std::int64_t n, const std::uint8_t* w,
+                           const float* ws, std::int64_t m, std::int64_t k, std::int64_t row0, void* out,
+                           std::int64_t out_row0, Elem oe) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, gid = lane >> 2, t = lane & 3;
+  const std::int64_t kb = (k + kGroup - 1) / kGroup, ra = row0 + gid, rb = ra + 8;
+  const bool has_a = ra < m, has_b = rb < m, has_x = gid < n;
+  const std::int64_t t0 = 2 * t, t1 = 2 * t + 1;
+  const float* wsr = ws + (row0 / kGroup) * kb;
+  float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll 2
+  for (std::int64_t g = warp; g < kb; g += kMmaWarps) {
+    const std::int64_t at = g * kGroup + 32 * t;
+    const bool lo = at < k, hi = at + 16 < k;
+    const uint4 a0 = Load16(w + ra * k + at, has_a && lo), a1 = Load16(w + ra * k + at + 16, has_a && hi);
+    const uint4 b0 = Load16(w + rb * k + at, has_b && lo), b1 = Load16(w + rb * k + at + 16, has_b && hi);
+    const uint4 x0 = Load16(xq + gid * k + at, has_x && lo), x1 = Load16(xq + gid * k + at + 16, has_x && hi);
+    float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    MmaE4m3(d, a0.x, b0.x, a0.y, b0.y, x0.x, x0.y);
+    MmaE4m3(d, a0.z, b0.z, a0.w, b0.w, x0.z, x0.w);
+    MmaE4m3(d, a1.x, b1.x, a1.y, b1.y, x1.x, x1.y);
+    MmaE4m3(d, a1.z, b1.z, a1.w, b1.w, x1.z, x1.w);
+    const float wsc = wsr[g];
+    const float s0 = t0 < n ? wsc * xs[t0 * kb + g] : 0.0f, s1 = t1 < n ? wsc * xs[t1 * kb + g] : 0.0f;
+    acc[0] += d[0] * s0;
+    acc[1] += d[1] * s1;
+    acc[2] += d[2] * s0;
+    acc[3] += d[3] * s1;
+  }
+  __shared__ float partial[kMmaWarps][32][4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) partial[warp][lane][i] = acc[i];
+  __syncthreads();
+  if (warp != 0) return;
+  float sum[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    sum[i] = partial[0][lane][i];
+    for (int v = 1; v < kMmaWarps; ++v) sum[i] += partial[v][lane][i];
+  }
+  // Accumulator layout: c0, c1 are row gid for tokens 2t, 2t + 1; c2, c3 row gid + 8.
+  if (has_a && t0 < n) StoreF(out, (out_row0 + t0) * m + ra, oe, sum[0]);
+  if (has_a && t1 < n) StoreF(out, (out_row0 + t1) * m + ra, oe, sum[1]);
+  if (has_b && t0 < n) StoreF(out, (out_row0 + t0) * m + rb, oe, sum[2]);
+  if (has_b && t1 < n) StoreF(out, (out_row0 + t1) * m + rb, oe, sum[3]);
+}
+
+// xq: activation codes [n][k] (n <= kGemvTokens), xs: their scales [n][kb].
+__global__ void Fp8GemvKernel(const std::uint8_t* xq, const float* xs, std::int64_t n, const std::uint8_t* w,
                               const float* ws, std::int64_t m, std::int64_t k, void* out, std::int64_t out_row0,
                               Elem oe) {
-  const std::int64_t row = blockIdx.x * static_cast<std::int64_t>(kGemvWarps) + (threadIdx.x >> 5);
-  if (row < m) Fp8GemvRow(xf, xs, n, w, ws, m, k, row, out, out_row0, oe);
+  Fp8MmaTile(xq, xs, n, w, ws, m, k, blockIdx.x * static_cast<std::int64_t>(kMmaRows), out, out_row0, oe);
 }
 
 // Many weights in one launch (the routed experts): blockIdx.y picks the item, a run of at most
 // kGemvTokens consecutive activation rows and the weight they go through.
-__global__ void Fp8GemvGroupedKernel(const float* xf, const float* xs, const Fp8GemvItem* items, std::int64_t m,
-                                     std::int64_t k, void* out, Elem oe) {
+__global__ void Fp8GemvGroupedKernel(const std::uint8_t* xq, const float* xs, const Fp8GemvItem* items,
+                                     std::int64_t m, std::int64_t k, void* out, Elem oe) {
   const Fp8GemvItem it = items[blockIdx.y];
-  const std::int64_t row = blockIdx.x * static_cast<std::int64_t>(kGemvWarps) + (threadIdx.x >> 5);
   const std::int64_t kb = (k + kGroup - 1) / kGroup;
-  if (row < m) Fp8GemvRow(xf + it.row0 * k, xs + it.row0 * kb, it.rows, it.w, it.w_scale, m, k, row, out, it.row0, oe);
+  Fp8MmaTile(xq + it.row0 * k, xs + it.row0 * kb, it.rows, it.w, it.w_scale, m, k,
+             blockIdx.x * static_cast<std::int64_t>(kMmaRows), out, it.row0, oe);
 }
 
 __global__ void TransposeKernel(const float* src, float* dst, std::int64_t rows, std::int64_t cols) {
@@ -344,25 +346,17 @@ bool Fp8GemvTakes(std::int64_t k) { return k % 16 == 0; }
 Fp8GemvInput QuantizeForGemv(CudaContext& ctx, const Tensor& x) {
   const std::int64_t k = x.shape[-1], n = x.numel() / k;
   Quantized q = QuantizeFor(ctx, x, n, k, /*token_major=*/true);
-  Fp8GemvInput in;
-  in.values = Buffer(DType::kF32, Shape{n, k}, ctx.allocator());
-  if (n > 0) {
-    DecodeCodesKernel<<<Blocks(n * k, 256), 256, 0, ctx.stream()>>>(q.codes.ptr<std::uint8_t>(), in.values.ptr<float>(),
-                                                                   n * k);
-    FISSION_LAUNCHED();
-  }
-  in.scales = std::move(q.scales);
-  return in;
+  return Fp8GemvInput{std::move(q.codes), std::move(q.scales)};
 }
 
 void Fp8GemvGrouped(CudaContext& ctx, const Fp8GemvInput& in, std::span<const Fp8GemvItem> items, std::int64_t m,
                     std::int64_t k, const Tensor& out) {
-  FISSION_CHECK(Fp8GemvTakes(k) && in.values.tensor().shape[-1] == k && out.shape[-1] == m,
+  FISSION_CHECK(Fp8GemvTakes(k) && in.codes.tensor().shape[-1] == k && out.shape[-1] == m,
                 "Fp8GemvGrouped shapes: k ", k, ", m ", m, ", out ", out.shape.ToString());
   // Runs of at most kGemvTokens rows: one grid row each.
   std::vector<Fp8GemvItem> runs;
   for (const Fp8GemvItem& it : items) {
-    FISSION_CHECK(it.row0 >= 0 && it.row0 + it.rows <= in.values.tensor().shape[0], "Fp8GemvGrouped rows");
+    FISSION_CHECK(it.row0 >= 0 && it.row0 + it.rows <= in.codes.tensor().shape[0], "Fp8GemvGrouped rows");
     for (std::int64_t r = 0; r < it.rows; r += kGemvTokens)
       runs.push_back({it.w, it.w_scale, it.row0 + r, std::min<std::int64_t>(kGemvTokens, it.rows - r)});
   }
@@ -371,9 +365,10 @@ void Fp8GemvGrouped(CudaContext& ctx, const Fp8GemvInput& in, std::span<const Fp
   constexpr std::size_t kMaxGridY = 65535;
   for (std::size_t first = 0; first < runs.size(); first += kMaxGridY) {
     const unsigned count = static_cast<unsigned>(std::min(kMaxGridY, runs.size() - first));
-    const dim3 grid(Blocks(m, kGemvWarps), count);
-    Fp8GemvGroupedKernel<<<grid, kGemvWarps * 32, 0, ctx.stream()>>>(
-        in.values.ptr<float>(), in.scales.ptr<float>(), table.ptr<Fp8GemvItem>() + first, m, k, out.data, ElemOf(out));
+    const dim3 grid(static_cast<unsigned>(Ceil(m, kMmaRows)), count);
+    Fp8GemvGroupedKernel<<<grid, kMmaWarps * 32, 0, ctx.stream()>>>(
+        in.codes.ptr<std::uint8_t>(), in.scales.ptr<float>(), table.ptr<Fp8GemvItem>() + first, m, k, out.data,
+        ElemOf(out));
     FISSION_LAUNCHED();
   }
 }
@@ -396,9 +391,9 @@ void LinearFp8(CudaContext& ctx, const Tensor& x, const Tensor& w, const Tensor&
     const Fp8GemvInput in = QuantizeForGemv(ctx, x.View(Shape{n, k}));
     for (std::int64_t t0 = 0; t0 < n; t0 += kGemvTokens) {
       const std::int64_t nt = std::min<std::int64_t>(kGemvTokens, n - t0);
-      Fp8GemvKernel<<<Blocks(m, kGemvWarps), kGemvWarps * 32, 0, ctx.stream()>>>(
-          in.values.ptr<float>() + t0 * k, in.scales.ptr<float>() + t0 * Ceil(k, kGroup), nt, w.ptr<std::uint8_t>(),
-          w_scale.ptr<float>(), m, k, out.data, t0, ElemOf(out));
+      Fp8GemvKernel<<<static_cast<unsigned>(Ceil(m, kMmaRows)), kMmaWarps * 32, 0, ctx.stream()>>>(
+          in.codes.ptr<std::uint8_t>() + t0 * k, in.scales.ptr<float>() + t0 * Ceil(k, kGroup), nt,
+          w.ptr<std::uint8_t>(), w_scale.ptr<float>(), m, k, out.data, t0, ElemOf(out));
       FISSION_LAUNCHED();
     }
     return;
