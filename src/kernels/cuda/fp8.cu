@@ -134,7 +134,7 @@ __global__ void Fp8GemmKernel(const std::uint8_t* xq, const float* xs, std::int6
 // block's warps split the groups and their sums are added in warp order. k % 16 == 0; a partial
 // last group is zero-padded by the loads. Output row t of a pass is out row out_row0 + t.
 constexpr int kGemvTokens = 8, kMmaRows = 16, kMmaWarps = 4;
-constexpr std::int64_t kGemvMaxTokens = 2, kPadTokens = 32, kPadMultiple = 16;
+constexpr std::int64_t kGemvMaxTokens = 8, kPadTokens = 32, kPadMultiple = 16;
 // cuBLASLt's block-scaled GEMM is used only for k of at least this many values: on H200 / CUDA
 // 13.0 it gave relative errors of 0.44-0.48 for expert GEMMs with k = 128-384 (tests of
 // 2026-11-30) while every shape with k >= 1536 matched; smaller k takes the tiled kernel.
@@ -382,8 +382,8 @@ void LinearFp8(CudaContext& ctx, const Tensor& x, const Tensor& w, const Tensor&
                 "LinearFp8 shapes x", x.shape.ToString(), " w", w.shape.ToString(), " w_scale",
                 w_scale.shape.ToString(), " out", out.shape.ToString());
   if (n == 0) return;
-  // One or two tokens: the GEMV kernel (cuBLASLt's block-scaled kernels are slow for a handful of
-  // tokens). Up to kPadTokens: cuBLASLt on a zero-padded batch.
+  // Up to 8 tokens (one MMA pass over the weights): the GEMV kernel (cuBLASLt's block-scaled
+  // kernels are slow for a handful of tokens). More: cuBLASLt on a zero-padded batch.
   // cuBLASLt's block-scaled GEMM gave wrong results for a k with a partial 128-group on a padded
   // batch (seen on H200, CUDA 13.0): such shapes take the GEMV kernel, in passes of 8 tokens.
   const bool whole_groups = k % kGroup == 0;
