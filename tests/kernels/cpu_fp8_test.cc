@@ -7,17 +7,12 @@
 #include <vector>
 
 #include "kernels/cpu/cpu_ops.h"
+#include "kernels/host_view_testlib.h"
 
 namespace fission::kernels::cpu {
 namespace {
 
-Tensor View(void* data, DType dtype, Shape shape) {
-  Tensor t;
-  t.data = data;
-  t.dtype = dtype;
-  t.shape = shape;
-  return t;
-}
+using testing::View;
 
 TEST(CpuFp8, QuantizerScalesGroupMaxToE4M3Max) {
   std::mt19937 rng(1);

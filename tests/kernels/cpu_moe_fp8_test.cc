@@ -11,17 +11,12 @@
 #include <vector>
 
 #include "kernels/cpu/cpu_ops.h"
+#include "kernels/host_view_testlib.h"
 
 namespace fission::kernels::cpu {
 namespace {
 
-Tensor View(void* data, DType dtype, Shape shape) {
-  Tensor t;
-  t.data = data;
-  t.dtype = dtype;
-  t.shape = shape;
-  return t;
-}
+using testing::View;
 
 // An e4m3 matrix [m, k] (no NaN codes) with random block scales.
 struct Fp8Matrix {

@@ -39,17 +39,7 @@ grep -E "worst relative|fp8 kept" "$OUT/model_cuda.log" | tee -a "$SUMMARY"
 
 # Greedy generation: a few prompts of different lengths (one over the 512-token context-parallel
 # threshold where the context length allows), random ids below the model's vocabulary, fixed seed.
-prompts() {
-  python3 - "$1" <<'PY'
-import json, random, sys
-config = json.load(open(sys.argv[1] + "/config.json"))
-vocab, context = config["vocab_size"], config["max_position_embeddings"]
-rng = random.Random(7)
-for n in (5, 37, min(300, context // 2), min(777, context - 40)):
-    ids = [rng.randrange(3, vocab) for _ in range(n)]
-    print(json.dumps({"input_ids": ids, "sampling_params": {"max_new_tokens": 24, "ignore_eos": True}}))
-PY
-}
+prompts() { python3 tools/gpu/prompts.py "$1" 300; }
 GEN=$OUT/generate.log
 : > "$GEN"
 # An FP8 checkpoint keeps its FP8 weights on the device unless --dtype float32 (activations are then

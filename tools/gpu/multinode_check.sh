@@ -25,17 +25,7 @@ note() { echo "$*" | tee -a "$SUMMARY"; }
 STATUS=0
 
 free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
-prompts() {  # lengths 5, 37, 150 and one over the 512-token context-parallel threshold when it fits
-  python3 - "$1" <<'PY'
-import json, random, sys
-config = json.load(open(sys.argv[1] + "/config.json"))
-vocab, context = config["vocab_size"], config["max_position_embeddings"]
-rng = random.Random(7)
-for n in (5, 37, min(150, context // 2), min(777, context - 40)):
-    ids = [rng.randrange(3, vocab) for _ in range(n)]
-    print(json.dumps({"input_ids": ids, "sampling_params": {"max_new_tokens": 24, "ignore_eos": True}}))
-PY
-}
+prompts() { python3 tools/gpu/prompts.py "$1" 150; }
 
 # one NAME ARGS...: one process.
 one() {
