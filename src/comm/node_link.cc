@@ -47,17 +47,22 @@ const HandshakeField* FindField(const Handshake& handshake, const std::string& n
 
 // Accepts one follower, reads its hello and answers. Returns its rank; fails (after telling the
 // follower why) on a mismatch.
-int AdmitFollower(Socket& follower, int nnodes, const Handshake& handshake, std::set<int>& seen) {
+int AdmitFollower(Socket& follower, int nnodes, const Handshake& handshake, std::set<int>& seen,
+                  double timeout_s) {
+  const std::string from = follower.peer();
+  follower.set_peer(StrCat("a connection to ", kInitFlag, " from ", from));
+  follower.SetReceiveTimeout(timeout_s);  // a peer that connects and says nothing must not stall node 0
   const std::optional<Socket::Frame> frame = follower.RecvFrame(1 << 20);
+  follower.SetReceiveTimeout(0);
   if (!frame || frame->type != static_cast<std::uint8_t>(ControlMessage::kHello))
-    Fail("a connection to ", kInitFlag, " from ", follower.peer(), " sent no handshake");
-  auto [rank, theirs] = DecodeHello(frame->payload, follower.peer());
+    Fail(follower.peer(), " sent no handshake");
+  auto [rank, theirs] = DecodeHello(frame->payload, from);
   std::string problem;
   if (rank < 1 || rank >= nnodes) {
-    problem = StrCat("a follower at ", follower.peer(), " has --node-rank ", rank, ", outside [1, ", nnodes,
+    problem = StrCat("a follower at ", from, " has --node-rank ", rank, ", outside [1, ", nnodes,
                      ") for --nnodes ", nnodes, " on node 0");
   } else if (seen.contains(rank)) {
-    problem = StrCat("two followers claim --node-rank ", rank, " (the second at ", follower.peer(), ")");
+    problem = StrCat("two followers claim --node-rank ", rank, " (the second at ", from, ")");
   } else {
     problem = HandshakeMismatch(handshake, theirs, rank);
   }
@@ -66,7 +71,7 @@ int AdmitFollower(Socket& follower, int nnodes, const Handshake& handshake, std:
     Fail(problem);
   }
   follower.SendFrame(static_cast<std::uint8_t>(ControlMessage::kAccept), "");
-  follower.set_peer(StrCat("node ", rank, " at ", follower.peer()));
+  follower.set_peer(StrCat("node ", rank, " at ", from));
   seen.insert(rank);
   return rank;
 }
@@ -135,7 +140,7 @@ std::unique_ptr<NodeLink> NodeLink::Lead(Socket listener, int nnodes, const Hand
       Fail(what, ": only ", seen.size(), " joined within ", timeout_s, " s (--dist-timeout)");
     Socket follower =
         Accept(listener, left, StrCat(what, " (", seen.size(), " joined; --dist-timeout)"), timeout_s);
-    const int rank = AdmitFollower(follower, nnodes, handshake, seen);
+    const int rank = AdmitFollower(follower, nnodes, handshake, seen, left);
     link->followers_[rank] = std::move(follower);
   }
   return link;
@@ -148,7 +153,9 @@ std::unique_ptr<NodeLink> NodeLink::Follow(const HostPort& leader, int node_rank
   link->leader_.set_peer(StrCat("the leader (node 0) at ", leader.ToString()));
   link->local_host_ = link->leader_.LocalAddress().host;
   link->SendToLeader(ControlMessage::kHello, EncodeHello(node_rank, handshake));
+  link->leader_.SetReceiveTimeout(timeout_s);
   const std::optional<Socket::Frame> answer = link->leader_.RecvFrame(1 << 20);
+  link->leader_.SetReceiveTimeout(0);
   if (!answer) Fail("the leader (node 0) at ", leader.ToString(), " closed the connection during the handshake");
   if (answer->type == static_cast<std::uint8_t>(ControlMessage::kReject)) Fail(answer->payload);
   if (answer->type != static_cast<std::uint8_t>(ControlMessage::kAccept))

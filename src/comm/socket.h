@@ -44,6 +44,9 @@ class Socket {
 
   // Sends every byte; an Error names the peer when the connection is gone.
   void SendAll(const void* data, std::size_t size);
+  // Receives wait at most `seconds` (0: forever); a receive that runs out is an Error naming the
+  // peer and the wait. Handshakes set it so a peer that connects and says nothing cannot stall them.
+  void SetReceiveTimeout(double seconds);
   // Receives exactly `size` bytes. Returns false when the peer closed the connection before the
   // first byte; an Error when it closed in the middle or the connection failed.
   bool RecvAll(void* data, std::size_t size);
@@ -61,6 +64,7 @@ class Socket {
  private:
   int fd_ = -1;
   std::string peer_;
+  double receive_timeout_s_ = 0;
 };
 
 // Listens on `address` (port 0: any free port). `what` names the address in errors.

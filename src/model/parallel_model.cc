@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <exception>
 #include <thread>
 
 #include "base/log.h"
@@ -20,8 +21,11 @@ ParallelCausalLM::ParallelCausalLM(std::unique_ptr<comm::World> world, std::vect
 
 ParallelCausalLM::~ParallelCausalLM() {
   if (!link_ || !link_->leader()) return;
+  // Destroyed while an exception unwinds: node 0 is failing, and followers must not exit 0.
+  const std::string reason =
+      std::uncaught_exceptions() > 0 ? "the leader (node 0) stopped because of an error (its log says which)" : "";
   try {
-    link_->SendToFollowers(comm::ControlMessage::kShutdown, "");
+    link_->SendToFollowers(comm::ControlMessage::kShutdown, reason);
   } catch (const Error& e) {
     Log(LogLevel::kWarning, "could not tell every follower to exit: ", e.what());
   }
@@ -114,6 +118,7 @@ void ParallelCausalLM::RunFollower() {
       Fail(who, ": the leader (node 0) closed the connection without a shutdown message (it exited or failed) after ",
            step, " steps");
     if (frame->type == static_cast<std::uint8_t>(comm::ControlMessage::kShutdown)) {
+      if (!frame->payload.empty()) Fail(who, ": ", frame->payload, " after ", step, " steps");
       Log(LogLevel::kInfo, who, ": the leader shut down after ", step, " steps; exiting");
       return;
     }

@@ -96,6 +96,19 @@ grep -qF -- "$expected" "$WORK/mismatch.0.err" || fail "leader: $(cat "$WORK/mis
 grep -qF -- "$expected" "$WORK/mismatch.1.err" || fail "follower: $(cat "$WORK/mismatch.1.err")"
 echo "ok: a mismatching follower gets the handshake error on both nodes"
 
+# Node 0 failing after start-up (a prompt id outside the vocabulary fails in the engine, after the
+# model and the link exist): the follower must exit non-zero, not 0.
+port=$(free_port)
+"$FISSION" generate --model-path "$MODEL" --tp-size 2 --nnodes 2 --node-rank 1 --dist-init-addr "127.0.0.1:$port" \
+  --dist-timeout 30 > /dev/null 2> "$WORK/failing.1.err" &
+follower=$!
+PIDS+=($follower)
+"$FISSION" generate --model-path "$MODEL" --tp-size 2 --nnodes 2 --dist-init-addr "127.0.0.1:$port" \
+  --dist-timeout 30 --prompt-ids 5,6,99999999 > /dev/null 2> "$WORK/failing.0.err" && fail "node 0 accepted a bad prompt"
+wait $follower && fail "the follower exited 0 after node 0 failed"
+grep -q "stopped because of an error" "$WORK/failing.1.err" || fail "failing leader: $(cat "$WORK/failing.1.err")"
+echo "ok: a follower exits non-zero when node 0 fails"
+
 # A follower with nobody to follow gives up after --dist-timeout.
 port=$(free_port)
 start=$(date +%s)

@@ -4,6 +4,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <future>
 #include <thread>
 
@@ -117,6 +118,31 @@ TEST(NodeLink, LeaderTimesOutWithoutFollowers) {
     FAIL() << "no follower joined, yet the leader returned";
   } catch (const Error& e) {
     EXPECT_THAT(e.what(), HasSubstr("for 1 follower(s) (0 joined; --dist-timeout): nobody connected within 0.3 s"));
+  }
+}
+
+TEST(NodeLink, ASilentConnectionCannotStallTheLeader) {
+  Leader leader(2, Fields("2"), 0.5);
+  Socket silent = Connect(leader.address(), 5, "test");  // connects, then never says hello
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    leader.result.get();
+    FAIL() << "the leader admitted a connection that sent nothing";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("a connection to --dist-init-addr from 127.0.0.1:"));
+    EXPECT_THAT(e.what(), HasSubstr("sent nothing within"));
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+}
+
+TEST(NodeLink, AFollowerGivesUpOnALeaderThatNeverAnswers) {
+  Socket listener = Listen({"127.0.0.1", 0}, "test");  // accepts (the kernel does), never answers
+  const HostPort address{"127.0.0.1", listener.LocalAddress().port};
+  try {
+    NodeLink::Follow(address, 1, 2, Fields("2"), 0.5);
+    FAIL() << "the follower went on without an answer";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("sent nothing within"));
   }
 }
 
