@@ -84,6 +84,8 @@ const std::vector<FlagInfo>& ServerFlags() {
        "where node 0 listens for the other nodes (needed with --nnodes > 1)"},
       {"--dist-timeout", {}, T::kInt, K::kApplied, P::kLoad, "S", "300",
        "seconds node 0 waits for the other nodes and they retry connecting"},
+      {"--pcp-min-tokens", {}, T::kInt, K::kApplied, P::kLoad, "N", "512",
+       "split prefill steps of at least N tokens over the context-parallel group (Fission's own)"},
       {"--attention-backend", {}, T::kString, K::kIgnored, P::kServer, "B", "",
        "each backend has one attention implementation"},
       {"--moe-runner-backend", {}, T::kString, K::kIgnored, P::kServer, "B", "auto", ""},

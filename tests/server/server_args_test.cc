@@ -218,6 +218,7 @@ TEST(ServerArgsTest, MultiNodeFlags) {
   EXPECT_EQ(a.load.nodes.node_rank, 1);
   EXPECT_EQ(a.load.nodes.timeout_s, 60);
   EXPECT_TRUE(a.ignored_flags.empty());
+  EXPECT_EQ(Parse({"--pcp-min-tokens", "64"}).load.pcp_min_tokens, 64);
   EXPECT_TRUE(Contains(ErrorOf({"--tp-size", "2", "--nnodes", "2"}), "needs --dist-init-addr"));
   EXPECT_TRUE(Contains(ErrorOf({"--tp-size", "3", "--nnodes", "2", "--dist-init-addr", "h:1"}),
                        "--tp-size 3 cannot be split evenly over --nnodes 2"));
