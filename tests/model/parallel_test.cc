@@ -11,13 +11,6 @@
 namespace fission::model {
 namespace {
 
-std::vector<std::int32_t> Tokens(std::size_t n, std::uint64_t seed, std::int64_t vocab) {
-  std::mt19937_64 rng(seed);
-  std::vector<std::int32_t> ids(n);
-  for (auto& id : ids) id = static_cast<std::int32_t>(rng() % vocab);
-  return ids;
-}
-
 ForwardBatch KnownBatch() {
   // Sequence 0: 5 new tokens after 2 cached; sequence 1: 4 new tokens, nothing cached.
   ForwardBatch b;
@@ -72,37 +65,6 @@ struct Layout {
   int tp, cp;
 };
 
-// One scenario: odd prompt lengths from 1 to 300, chunked prefill, a prefix hit, mixed steps, then
-// 32 greedy steps. Returns every logits row in order.
-std::vector<std::vector<float>> RunScenario(CausalLM& model, std::vector<std::int32_t>* greedy) {
-  const std::int64_t vocab = model.vocab_size();
-  StepRunner r(model, 4, 256, 9);
-  const auto a = Tokens(300, 1, vocab), c = Tokens(77, 3, vocab), d = Tokens(151, 4, vocab);
-  const int sa = r.AddSequence(), sb = r.AddSequence(), sc = r.AddSequence(), sd = r.AddSequence();
-  std::vector<std::vector<float>> rows, step;
-  auto keep = [&](std::vector<std::vector<float>> s) { rows.insert(rows.end(), s.begin(), s.end()); };
-  keep(r.Step({{sa, {a.begin(), a.begin() + 128}}, {sb, {7}}, {sc, c}}));
-  keep(r.Step({{sa, {a.begin() + 128, a.begin() + 256}}, {sd, d}}));
-  keep(r.Step({{sa, {a.begin() + 256, a.end()}}, {sb, {9}}, {sc, {11}}}));
-  // A prefix hit: a new sequence shares a's first 64 cached tokens and adds 33 of its own.
-  const int se = r.ForkPrefix(sa, 64);
-  keep(r.Step({{se, Tokens(33, 5, vocab)}, {sd, {13}}}));
-  std::vector<int> seqs = {sa, sb, sc, sd, se};
-  std::vector<std::int32_t> next(seqs.size());
-  for (std::size_t i = 0; i < seqs.size(); ++i) next[i] = static_cast<std::int32_t>(i + 2);
-  for (int t = 0; t < 32; ++t) {
-    std::vector<StepRunner::Chunk> chunks;
-    for (std::size_t i = 0; i < seqs.size(); ++i) chunks.push_back({seqs[i], {next[i]}});
-    step = r.Step(chunks);
-    for (std::size_t i = 0; i < seqs.size(); ++i) {
-      next[i] = Argmax(step[i]);
-      greedy->push_back(next[i]);
-    }
-    keep(step);
-  }
-  return rows;
-}
-
 class ParallelLayouts : public ::testing::TestWithParam<Layout> {};
 
 TEST_P(ParallelLayouts, EqualSingleRank) {
@@ -115,8 +77,8 @@ TEST_P(ParallelLayouts, EqualSingleRank) {
   options.pcp_min_tokens = 2;  // split every prefill step, however short
   auto parallel = LoadCausalLM(dir, options);
   std::vector<std::int32_t> want_tokens, got_tokens;
-  const auto want = RunScenario(*single, &want_tokens);
-  const auto got = RunScenario(*parallel, &got_tokens);
+  const auto want = RunMixedScenario(*single, &want_tokens);
+  const auto got = RunMixedScenario(*parallel, &got_tokens);
   ASSERT_EQ(got.size(), want.size());
   double worst = 0.0;
   for (std::size_t i = 0; i < want.size(); ++i) {

@@ -99,4 +99,42 @@ std::vector<float> StepRunner::KvRow(const KvCache& cache, int seq, int layer, s
   return std::vector<float>(t.ptr<float>() + slot * t.shape[1], t.ptr<float>() + (slot + 1) * t.shape[1]);
 }
 
+std::vector<std::int32_t> Tokens(std::size_t n, std::uint64_t seed, std::int64_t vocab) {
+  std::mt19937_64 rng(seed);
+  std::vector<std::int32_t> ids(n);
+  for (auto& id : ids) id = static_cast<std::int32_t>(rng() % vocab);
+  return ids;
+}
+
+std::vector<std::vector<float>> RunMixedScenario(CausalLM& model, std::vector<std::int32_t>* tokens) {
+  const std::int64_t vocab = model.vocab_size();
+  const bool record = tokens->empty();
+  StepRunner r(model, 4, 256, 9);
+  const auto a = Tokens(300, 1, vocab), c = Tokens(77, 3, vocab), d = Tokens(151, 4, vocab);
+  const int sa = r.AddSequence(), sb = r.AddSequence(), sc = r.AddSequence(), sd = r.AddSequence();
+  std::vector<std::vector<float>> rows, step;
+  auto keep = [&](std::vector<std::vector<float>> s) { rows.insert(rows.end(), s.begin(), s.end()); };
+  keep(r.Step({{sa, {a.begin(), a.begin() + 128}}, {sb, {7}}, {sc, c}}));
+  keep(r.Step({{sa, {a.begin() + 128, a.begin() + 256}}, {sd, d}}));
+  keep(r.Step({{sa, {a.begin() + 256, a.end()}}, {sb, {9}}, {sc, {11}}}));
+  // A prefix hit: a new sequence shares a's first 64 cached tokens and adds 33 of its own.
+  const int se = r.ForkPrefix(sa, 64);
+  keep(r.Step({{se, Tokens(33, 5, vocab)}, {sd, {13}}}));
+  std::vector<int> seqs = {sa, sb, sc, sd, se};
+  std::vector<std::int32_t> next(seqs.size());
+  for (std::size_t i = 0; i < seqs.size(); ++i) next[i] = static_cast<std::int32_t>(i + 2);
+  std::size_t k = 0;
+  for (int t = 0; t < 32; ++t) {
+    std::vector<StepRunner::Chunk> chunks;
+    for (std::size_t i = 0; i < seqs.size(); ++i) chunks.push_back({seqs[i], {next[i]}});
+    step = r.Step(chunks);
+    for (std::size_t i = 0; i < seqs.size(); ++i, ++k) {
+      if (record) tokens->push_back(Argmax(step[i]));
+      next[i] = (*tokens)[k];
+    }
+    keep(step);
+  }
+  return rows;
+}
+
 }  // namespace fission::model

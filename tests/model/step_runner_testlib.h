@@ -13,6 +13,8 @@ namespace fission::model {
 std::string FixtureModelDir(const std::string& name);
 double RelativeL2(const std::vector<float>& got, const float* want, std::int64_t n);
 std::int32_t Argmax(const std::vector<float>& logits);
+// n pseudo-random token ids below `vocab` from `seed`.
+std::vector<std::int32_t> Tokens(std::size_t n, std::uint64_t seed, std::int64_t vocab);
 
 class StepRunner {
  public:
@@ -51,5 +53,11 @@ class StepRunner {
   std::vector<std::int32_t> free_pages_;
   std::vector<Seq> seqs_;
 };
+
+// The mixed scenario the layout and device comparisons share: odd prompt lengths up to 300,
+// chunked prefill, a prefix hit, prefill and decode in one step, then 32 greedy steps over five
+// sequences. Returns every logits row, in order. With `tokens` empty the greedy tokens are the
+// model's own and are appended to it; otherwise they are read from it (teacher forcing).
+std::vector<std::vector<float>> RunMixedScenario(CausalLM& model, std::vector<std::int32_t>* tokens);
 
 }  // namespace fission::model

@@ -61,13 +61,6 @@ LoadOptions OnCuda(int tp = 1, int cp = 1) {
   return o;
 }
 
-std::vector<std::int32_t> Tokens(std::size_t n, std::uint64_t seed, std::int64_t vocab) {
-  std::mt19937_64 rng(seed);
-  std::vector<std::int32_t> ids(n);
-  for (auto& id : ids) id = static_cast<std::int32_t>(rng() % vocab);
-  return ids;
-}
-
 class CudaGoldenParity : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(CudaGoldenParity, PrefillAndGreedyDecodeMatchTransformers) {
@@ -123,43 +116,10 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, CudaGoldenParity,
                            return name;
                          });
 
-// Mixed steps: odd prompt lengths up to 300, chunked prefill, a prefix hit, prefill and decode in
-// one step, then 32 greedy steps. Every logits row, in order. With `forced` empty the greedy tokens
-// are the model's own and are appended to it; otherwise they are read from it (teacher forcing).
-std::vector<std::vector<float>> RunScenario(CausalLM& model, std::vector<std::int32_t>* forced) {
-  const std::int64_t vocab = model.vocab_size();
-  const bool record = forced->empty();
-  StepRunner r(model, 4, 256, 9);
-  const auto a = Tokens(300, 1, vocab), c = Tokens(77, 3, vocab), d = Tokens(151, 4, vocab);
-  const int sa = r.AddSequence(), sb = r.AddSequence(), sc = r.AddSequence(), sd = r.AddSequence();
-  std::vector<std::vector<float>> rows, step;
-  auto keep = [&](std::vector<std::vector<float>> s) { rows.insert(rows.end(), s.begin(), s.end()); };
-  keep(r.Step({{sa, {a.begin(), a.begin() + 128}}, {sb, {7}}, {sc, c}}));
-  keep(r.Step({{sa, {a.begin() + 128, a.begin() + 256}}, {sd, d}}));
-  keep(r.Step({{sa, {a.begin() + 256, a.end()}}, {sb, {9}}, {sc, {11}}}));
-  const int se = r.ForkPrefix(sa, 64);
-  keep(r.Step({{se, Tokens(33, 5, vocab)}, {sd, {13}}}));
-  std::vector<int> seqs = {sa, sb, sc, sd, se};
-  std::vector<std::int32_t> next(seqs.size());
-  for (std::size_t i = 0; i < seqs.size(); ++i) next[i] = static_cast<std::int32_t>(i + 2);
-  std::size_t k = 0;
-  for (int t = 0; t < 32; ++t) {
-    std::vector<StepRunner::Chunk> chunks;
-    for (std::size_t i = 0; i < seqs.size(); ++i) chunks.push_back({seqs[i], {next[i]}});
-    step = r.Step(chunks);
-    for (std::size_t i = 0; i < seqs.size(); ++i, ++k) {
-      if (record) forced->push_back(Argmax(step[i]));
-      next[i] = (*forced)[k];
-    }
-    keep(step);
-  }
-  return rows;
-}
-
 double Compare(CausalLM& want_model, CausalLM& got_model, double bound, const std::string& what) {
   std::vector<std::int32_t> tokens;
-  const auto want = RunScenario(want_model, &tokens);
-  const auto got = RunScenario(got_model, &tokens);
+  const auto want = RunMixedScenario(want_model, &tokens);
+  const auto got = RunMixedScenario(got_model, &tokens);
   EXPECT_EQ(got.size(), want.size());
   const std::int64_t vocab = want_model.vocab_size();
   double worst = 0.0;
@@ -195,8 +155,8 @@ TEST(CudaModel, Bf16WeightsAndCacheStayCloseToCpu) {
   auto cuda = LoadCausalLM(dir, options);
   EXPECT_EQ(cuda->KvLayout()[0].dtype, DType::kBF16);
   std::vector<std::int32_t> tokens;
-  const auto want = RunScenario(*cpu, &tokens);
-  const auto got = RunScenario(*cuda, &tokens);
+  const auto want = RunMixedScenario(*cpu, &tokens);
+  const auto got = RunMixedScenario(*cuda, &tokens);
   ASSERT_EQ(got.size(), want.size());
   std::vector<double> errors;
   for (std::size_t i = 0; i < want.size(); ++i) errors.push_back(RelativeL2(got[i], want[i].data(), cpu->vocab_size()));
