@@ -1,6 +1,5 @@
 #include "bench/command.h"
 
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -304,16 +303,6 @@ std::string BaseName(const std::string& model) {
   return slash == std::string::npos ? model : model.substr(slash + 1);
 }
 
-// Hundreds of concurrent connections need more descriptors than the usual soft limit of 1024
-// (bench_serving raises it the same way).
-void RaiseOpenFileLimit() {
-  rlimit limit{};
-  if (getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < limit.rlim_max) {
-    limit.rlim_cur = limit.rlim_max;
-    setrlimit(RLIMIT_NOFILE, &limit);
-  }
-}
-
 }  // namespace
 
 int RunBenchCommand(const std::vector<std::string>& argv, std::ostream& out, std::ostream& err,
@@ -323,7 +312,7 @@ int RunBenchCommand(const std::vector<std::string>& argv, std::ostream& out, std
     out << kUsage;
     return 0;
   }
-  RaiseOpenFileLimit();
+  http::RaiseOpenFileLimit();
   RunOptions o;
   o.backend = Backend::Parse(a.backend);
   const int port = a.port.value_or(a.backend.rfind("vllm", 0) == 0 ? 8000 : 30000);

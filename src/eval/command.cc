@@ -1,6 +1,5 @@
 #include "eval/command.h"
 
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -142,16 +141,6 @@ std::string DiscoverModel(const http::Url& url, const std::vector<http::Header>&
   return GetString(data[0], "id", "/v1/models entry");
 }
 
-// Hundreds of concurrent connections need more descriptors than the usual soft limit of 1024
-// (bench_serving raises it the same way).
-void RaiseOpenFileLimit() {
-  rlimit limit{};
-  if (getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < limit.rlim_max) {
-    limit.rlim_cur = limit.rlim_max;
-    setrlimit(RLIMIT_NOFILE, &limit);
-  }
-}
-
 }  // namespace
 
 int RunEvalCommand(const std::vector<std::string>& argv, std::ostream& out, std::ostream& err) {
@@ -161,7 +150,7 @@ int RunEvalCommand(const std::vector<std::string>& argv, std::ostream& out, std:
     return 0;
   }
   if (a.data_dir.empty()) Fail("--data-dir is required (a folder with train.jsonl and test.jsonl)");
-  RaiseOpenFileLimit();
+  http::RaiseOpenFileLimit();
   EvalOptions o;
   o.base_url = http::Url::Parse(a.base_url);
   if (const char* key = std::getenv("OPENAI_API_KEY"); key && *key) {

@@ -79,4 +79,8 @@ class HttpClient {
   std::shared_ptr<Impl> impl_;
 };
 
+// Raises this process's open-file soft limit to its hard limit: hundreds of concurrent connections
+// need more descriptors than the usual 1024 (bench_serving raises it the same way).
+void RaiseOpenFileLimit();
+
 }  // namespace fission::http
