@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 PACKAGES=(
   cmake ninja-build g++ clang libclang-rt-14-dev pkg-config
   libgtest-dev libgmock-dev nlohmann-json3-dev libpcre2-dev libboost-dev
-  curl chromium
+  curl chromium python3
 )
 # Node.js (for the npm tokenizer packages and the `openai` client in tests): the machine may carry
 # a newer build that already bundles npm, so ask Debian only for what is missing.
