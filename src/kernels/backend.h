@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "kernels/sampling.h"
+#include "kernels/step_graph.h"
 #include "tensor/tensor.h"
 
 namespace fission::kernels {
@@ -90,7 +91,8 @@ class Backend {
   virtual void Rope(const Tensor& x, std::int64_t rope_offset, std::int64_t rope_dim,
                     std::span<const std::int32_t> positions, const Tensor& inv_freq, float scaling,
                     bool interleaved) = 0;
-  // Copies rows [n, width] into cache rows `slots` of a [num_slots, width] cache.
+  // Copies rows [n, width] into cache rows `slots` of a [num_slots, width] cache; a slot of -1
+  // skips its row (the padding rows of a captured decode step).
   virtual void WriteKv(const Tensor& rows, std::span<const std::int64_t> slots, const Tensor& cache) = 0;
   // DeepSeekMoE routing: sigmoid scores, bias added for selection only, group-limited top-k,
   // optional renormalisation, routed scaling. ids: I32 [n, top_k], weights: F32 [n, top_k].
@@ -130,6 +132,17 @@ class Backend {
   // Chooses a token for each of `rows` from fp32 logits [n, vocab] in this backend's memory (see
   // kernels/sampling.h; SampleOnHost is the reference). Only the results come back to the host.
   virtual void Sample(const Tensor& logits, std::span<const SamplingRow> rows, std::span<SampledToken> out) = 0;
+
+  // Captured steps (kernels/step_graph.h); a backend without them returns null from both.
+  // An input block of `bytes` bytes.
+  virtual std::unique_ptr<GraphInputs> MakeGraphInputs(std::size_t /*bytes*/) { return nullptr; }
+  // Runs `step` once as usual (first uses set up what capture cannot: library handles, tables,
+  // function attributes), then again while capturing, and returns the captured graph. The device
+  // copy of `inputs` is filled from its host memory first. An Error, with nothing captured, when
+  // an operation cannot be captured.
+  virtual std::unique_ptr<StepGraph> CaptureGraph(GraphInputs& /*inputs*/, const std::function<void()>& /*step*/) {
+    return nullptr;
+  }
 };
 
 std::unique_ptr<Backend> MakeCpuBackend();

@@ -129,7 +129,8 @@ void WriteKv(const Tensor& rows, std::span<const std::int64_t> slots, const Tens
   const std::int64_t width = cache.shape[1];
   FISSION_CHECK(rows.numel() == static_cast<std::int64_t>(slots.size()) * width);
   for (std::size_t i = 0; i < slots.size(); ++i) {
-    FISSION_CHECK(slots[i] >= 0 && slots[i] < cache.shape[0], "kv slot ", slots[i]);
+    FISSION_CHECK(slots[i] >= -1 && slots[i] < cache.shape[0], "kv slot ", slots[i]);
+    if (slots[i] < 0) continue;  // a padding row
     std::memcpy(cache.ptr<float>() + slots[i] * width, rows.ptr<float>() + i * width, width * sizeof(float));
   }
 }

@@ -8,8 +8,9 @@ CachingAllocator::~CachingAllocator() {
   // At process exit the runtime may already be gone: release without failing.
   std::lock_guard<std::mutex> lock(mu_);
   if (cudaSetDevice(device_) == cudaSuccess && cudaDeviceSynchronize() == cudaSuccess)
-    for (auto& [size, p] : free_) (void)cudaFree(p);
+    for (auto& [p, block] : blocks_) (void)cudaFree(p);
   free_.clear();
+  graph_free_.clear();
 }
 
 std::size_t CachingAllocator::RoundUp(std::size_t bytes) {
@@ -22,10 +23,11 @@ std::size_t CachingAllocator::RoundUp(std::size_t bytes) {
 void* CachingAllocator::Allocate(std::size_t bytes) {
   const std::size_t size = RoundUp(bytes == 0 ? 1 : bytes);
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = free_.find(size);
-  if (it != free_.end()) {
+  std::multimap<std::size_t, void*>& cache = graph_pool_ ? graph_free_ : free_;
+  auto it = cache.find(size);
+  if (it != cache.end()) {
     void* p = it->second;
-    free_.erase(it);
+    cache.erase(it);
     cached_ -= size;
     in_use_ += size;
     return p;
@@ -33,7 +35,7 @@ void* CachingAllocator::Allocate(std::size_t bytes) {
   FISSION_CUDA(cudaSetDevice(device_));
   void* p = nullptr;
   cudaError_t err = cudaMalloc(&p, size);
-  if (err == cudaErrorMemoryAllocation) {
+  if (err == cudaErrorMemoryAllocation && !graph_pool_) {  // returning blocks waits for the device
     (void)cudaGetLastError();  // clear it, give the cache back, try once more
     ReleaseCachedLocked();
     err = cudaMalloc(&p, size);
@@ -41,7 +43,7 @@ void* CachingAllocator::Allocate(std::size_t bytes) {
   if (err != cudaSuccess)
     Fail("CUDA device ", device_, ": cannot allocate ", size, " bytes (", in_use_, " in use): ",
          cudaGetErrorString(err));
-  sizes_[p] = size;
+  blocks_[p] = Block{size, graph_pool_};
   in_use_ += size;
   return p;
 }
@@ -49,11 +51,16 @@ void* CachingAllocator::Allocate(std::size_t bytes) {
 void CachingAllocator::Free(void* ptr, std::size_t /*bytes*/) {
   if (ptr == nullptr) return;
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = sizes_.find(ptr);
-  FISSION_CHECK(it != sizes_.end(), "freeing a pointer this allocator did not hand out");
-  free_.emplace(it->second, ptr);
-  in_use_ -= it->second;
-  cached_ += it->second;
+  auto it = blocks_.find(ptr);
+  FISSION_CHECK(it != blocks_.end(), "freeing a pointer this allocator did not hand out");
+  (it->second.graph ? graph_free_ : free_).emplace(it->second.size, ptr);
+  in_use_ -= it->second.size;
+  cached_ += it->second.size;
+}
+
+void CachingAllocator::UseGraphPool(bool on) {
+  std::lock_guard<std::mutex> lock(mu_);
+  graph_pool_ = on;
 }
 
 void CachingAllocator::ReleaseCached() {
@@ -68,10 +75,10 @@ void CachingAllocator::ReleaseCachedLocked() {
   FISSION_CUDA(cudaDeviceSynchronize());
   for (auto& [size, p] : free_) {
     FISSION_CUDA(cudaFree(p));
-    sizes_.erase(p);
+    blocks_.erase(p);
+    cached_ -= size;
   }
   free_.clear();
-  cached_ = 0;
 }
 
 }  // namespace fission::kernels::cuda

@@ -21,8 +21,14 @@ class CachingAllocator final : public Allocator {
   void Free(void* ptr, std::size_t bytes) override;
   Device device() const override { return Device::Cuda(device_); }
 
-  // Returns every cached block to the driver.
+  // Returns every cached block of the general pool to the driver.
   void ReleaseCached();
+
+  // While the graph pool is active (CUDA graph capture) new blocks come from it. A block stays in
+  // the pool it was made for: freed, it is cached for that pool alone, and the graph pool's blocks
+  // go back to the driver only with the allocator, since captured graphs keep using their
+  // addresses. The graphs of one device share the pool; their replays are ordered on its stream.
+  void UseGraphPool(bool on);
   std::size_t bytes_in_use() const { return in_use_; }
   std::size_t bytes_cached() const { return cached_; }
 
@@ -30,10 +36,15 @@ class CachingAllocator final : public Allocator {
   static std::size_t RoundUp(std::size_t bytes);
   void ReleaseCachedLocked();
 
+  struct Block {
+    std::size_t size;
+    bool graph;  // belongs to the graph pool
+  };
   int device_;
   std::mutex mu_;
-  std::multimap<std::size_t, void*> free_;        // rounded size -> block
-  std::unordered_map<void*, std::size_t> sizes_;  // every live or cached block
+  bool graph_pool_ = false;
+  std::multimap<std::size_t, void*> free_, graph_free_;  // rounded size -> cached block, per pool
+  std::unordered_map<void*, Block> blocks_;                // every live or cached block
   std::size_t in_use_ = 0, cached_ = 0;
 };
 

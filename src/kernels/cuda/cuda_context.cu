@@ -70,6 +70,7 @@ CudaContext::CudaContext(int device) : device_(device), allocator_(device) {
 
 CudaContext::~CudaContext() {
   if (cudaSetDevice(device_) != cudaSuccess) return;
+  if (capturing_) AbortCapture();
   (void)cudaStreamSynchronize(stream_);
   for (const Staged& st : staged_) (void)cudaEventDestroy(st.done);
   for (cudaEvent_t e : spare_events_) (void)cudaEventDestroy(e);
@@ -79,7 +80,71 @@ CudaContext::~CudaContext() {
   (void)cudaStreamDestroy(stream_);
 }
 
+DeviceMeta CudaContext::UploadRaw(const void* src, std::size_t bytes, bool constant) {
+  const char* p = static_cast<const char*>(src);
+  if (bytes > 0 && mirror_.host != nullptr && p >= mirror_.host && p + bytes <= mirror_.host + mirror_.bytes) {
+    Tensor view;
+    view.data = mirror_.device + (p - mirror_.host);
+    view.dtype = DType::kU8;
+    view.shape = Shape{static_cast<std::int64_t>(bytes)};
+    view.device = Device::Cuda(device_);
+    return DeviceMeta(view);
+  }
+  Buffer buf(DType::kU8, Shape{bytes == 0 ? 1 : static_cast<std::int64_t>(bytes)}, &allocator_);
+  if (bytes == 0) return DeviceMeta(std::move(buf));
+  if (!capturing_) {
+    UploadBytes(buf.tensor().data, src, bytes);
+    return DeviceMeta(std::move(buf));
+  }
+  if (!constant)
+    Fail("CUDA graph capture: an operation uploads ", bytes, " bytes of step metadata from outside the graph's "
+         "input block, so a replay would reuse this step's values");
+  // The graph copies the constant again at every replay, from pinned memory it keeps.
+  void* pinned = nullptr;
+  FISSION_CUDA(cudaMallocHost(&pinned, bytes));
+  capture_pinned_.push_back(pinned);
+  std::memcpy(pinned, src, bytes);
+  FISSION_CUDA(cudaMemcpyAsync(buf.tensor().data, pinned, bytes, cudaMemcpyHostToDevice, stream_));
+  return DeviceMeta(std::move(buf));
+}
+
+void CudaContext::FailIfCapturing(const char* what) const {
+  if (capturing_) Fail("CUDA graph capture: ", what, " cannot be captured (it waits for the device or uploads step data)");
+}
+
+void CudaContext::BeginCapture() {
+  FISSION_CHECK(!capturing_, "a CUDA graph capture is already running on device ", device_);
+  allocator_.UseGraphPool(true);
+  // Relaxed: the allocator may cudaMalloc new pool blocks while the stream records.
+  FISSION_CUDA(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeRelaxed));
+  capturing_ = true;
+}
+
+cudaGraph_t CudaContext::EndCapture(std::vector<void*>* pinned_constants) {
+  FISSION_CHECK(capturing_, "no CUDA graph capture to end");
+  capturing_ = false;
+  allocator_.UseGraphPool(false);
+  cudaGraph_t graph = nullptr;
+  FISSION_CUDA(cudaStreamEndCapture(stream_, &graph));
+  *pinned_constants = std::move(capture_pinned_);
+  capture_pinned_.clear();
+  return graph;
+}
+
+void CudaContext::AbortCapture() {
+  if (!capturing_) return;
+  capturing_ = false;
+  allocator_.UseGraphPool(false);
+  cudaGraph_t graph = nullptr;
+  (void)cudaStreamEndCapture(stream_, &graph);
+  if (graph != nullptr) (void)cudaGraphDestroy(graph);
+  (void)cudaGetLastError();  // an invalidated capture leaves its error behind
+  for (void* p : capture_pinned_) (void)cudaFreeHost(p);
+  capture_pinned_.clear();
+}
+
 void CudaContext::UploadBytes(void* dst, const void* src, std::size_t bytes) {
+  FailIfCapturing("a copy of host data");
   if (bytes > kMaxStaged) {
     FISSION_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_));
     return;
@@ -117,11 +182,15 @@ void CudaContext::UploadBytes(void* dst, const void* src, std::size_t bytes) {
 }
 
 void CudaContext::DownloadBytes(void* dst, const void* src, std::size_t bytes) {
+  FailIfCapturing("a copy to the host");
   FISSION_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_));
   FISSION_CUDA(cudaStreamSynchronize(stream_));
 }
 
-void CudaContext::Synchronize() { FISSION_CUDA(cudaStreamSynchronize(stream_)); }
+void CudaContext::Synchronize() {
+  FailIfCapturing("a wait for the device");
+  FISSION_CUDA(cudaStreamSynchronize(stream_));
+}
 
 bool CudaContext::Gemm(const GemmDesc& g) {
   FISSION_CHECK(g.m > 0 && g.n > 0 && g.k > 0, "empty GEMM ", g.m, "x", g.n, "x", g.k);

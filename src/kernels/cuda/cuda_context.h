@@ -37,6 +37,30 @@ struct GemmDesc {
   const float* b_scale = nullptr;
 };
 
+// Host metadata on the device: an uploaded copy (owned), or a view of a graph input block's device
+// copy (not owned). Read it through ptr<T>() or tensor().data.
+class DeviceMeta {
+ public:
+  DeviceMeta() = default;
+  explicit DeviceMeta(Buffer owned) : view_(owned.tensor()), owned_(std::move(owned)) {}
+  explicit DeviceMeta(const Tensor& view) : view_(view) {}
+  template <typename T>
+  T* ptr() const { return view_.ptr<T>(); }
+  const Tensor& tensor() const { return view_; }
+
+ private:
+  Tensor view_;
+  Buffer owned_;
+};
+
+// Host memory whose device copy the operations read while it is active (cuda_graph.cu): a span of
+// host metadata inside [host, host + bytes) resolves to the same offset of `device`.
+struct InputMirror {
+  const char* host = nullptr;
+  char* device = nullptr;
+  std::size_t bytes = 0;
+};
+
 class CudaContext {
  public:
   explicit CudaContext(int device);
@@ -52,19 +76,37 @@ class CudaContext {
   // Runs one GEMM; returns false (and launches nothing) when cuBLASLt has no algorithm for it.
   bool Gemm(const GemmDesc& g);
 
-  // Copies host metadata into a scratch device buffer (raw bytes; read it through ptr<T>()).
+  // Host metadata on the device (raw bytes; read it through ptr<T>()): the device copy of an
+  // active input mirror when the values lie in it, else a scratch buffer they are copied into.
+  // While a graph is captured a copy would replay the values of the capture, so an upload from
+  // outside the mirror is an Error there; UploadConstant is for values that never change
+  // (the replay copies them again from pinned memory the graph keeps).
   template <typename T>
-  Buffer Upload(std::span<const T> values) {
-    const std::int64_t bytes = static_cast<std::int64_t>(values.size_bytes());
-    Buffer buf(DType::kU8, Shape{bytes == 0 ? 1 : bytes}, &allocator_);
-    if (bytes > 0) UploadBytes(buf.tensor().data, values.data(), values.size_bytes());
-    return buf;
+  DeviceMeta Upload(std::span<const T> values) {
+    return UploadRaw(values.data(), values.size_bytes(), /*constant=*/false);
   }
+  template <typename T>
+  DeviceMeta UploadConstant(std::span<const T> values) {
+    return UploadRaw(values.data(), values.size_bytes(), /*constant=*/true);
+  }
+  DeviceMeta UploadRaw(const void* src, std::size_t bytes, bool constant);
   // Small copies go through a pinned staging ring and return at once: a copy from pageable memory
   // would wait for all queued work first.
   void UploadBytes(void* dst, const void* src, std::size_t bytes);
   void DownloadBytes(void* dst, const void* src, std::size_t bytes);  // waits for the stream
   void Synchronize();
+
+  // Graph capture (cuda_graph.cu). While an input mirror is set, uploads inside it resolve to its
+  // device copy. Between BeginCapture and EndCapture the stream records instead of running, scratch
+  // comes from the allocator's graph pool, and anything that would wait for the device fails,
+  // naming `what`. EndCapture returns the captured graph and the pinned memory its constant
+  // uploads copy from (the caller keeps it for the graph's life).
+  void SetInputMirror(const InputMirror& mirror) { mirror_ = mirror; }
+  bool capturing() const { return capturing_; }
+  void FailIfCapturing(const char* what) const;
+  void BeginCapture();
+  cudaGraph_t EndCapture(std::vector<void*>* pinned_constants);
+  void AbortCapture();
 
   // Which scale layouts cuBLASLt's block-scaled FP8 GEMM reads, found once by comparing it with
   // the own kernel on a small problem (fp8.cu); -1 until then, kFp8OwnKernel if none matched.
@@ -73,6 +115,9 @@ class CudaContext {
  private:
   int device_;
   cudaStream_t stream_ = nullptr;
+  InputMirror mirror_;
+  bool capturing_ = false;
+  std::vector<void*> capture_pinned_;  // pinned copies of this capture's constant uploads
   cublasLtHandle_t lt_ = nullptr;
   void* workspace_ = nullptr;
   std::size_t workspace_bytes_ = 0;

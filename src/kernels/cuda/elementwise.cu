@@ -28,6 +28,7 @@ __global__ void CopyRowsKernel(const void* src, Elem se, const SrcIndex* src_row
   const std::int64_t i = blockIdx.x;
   const std::int64_t s = src_rows ? static_cast<std::int64_t>(src_rows[i]) : i;
   const std::int64_t d = dst_rows ? static_cast<std::int64_t>(dst_rows[i]) : i;
+  if (d < 0) return;  // a skipped row (WriteKv's padding)
   for (std::int64_t j = threadIdx.x; j < width; j += blockDim.x)
     StoreF(dst, d * width + j, de, LoadF(src, s * width + j, se));
 }
@@ -133,7 +134,7 @@ void Embedding(CudaContext& ctx, const Tensor& table, std::span<const std::int32
   const std::int64_t rows = table.shape[0], d = table.shape[1];
   FISSION_CHECK(out.numel() == static_cast<std::int64_t>(ids.size()) * d, "Embedding out ", out.shape.ToString());
   if (ids.empty()) return;
-  Buffer dev = ctx.Upload(ids);
+  DeviceMeta dev = ctx.Upload(ids);
   EmbeddingKernel<<<static_cast<unsigned>(ids.size()), kThreads, 0, ctx.stream()>>>(
       table.data, ElemOf(table), rows, dev.ptr<std::int32_t>(), vocab_start, out.data, ElemOf(out), d);
   FISSION_LAUNCHED();
@@ -181,7 +182,7 @@ void Rope(CudaContext& ctx, const Tensor& x, std::int64_t rope_offset, std::int6
   FISSION_CHECK(static_cast<std::int64_t>(positions.size()) == n && inv_freq.numel() == rope_dim / 2 &&
                 inv_freq.dtype == DType::kF32, "Rope positions/inv_freq");
   if (n == 0) return;
-  Buffer pos = ctx.Upload(positions);
+  DeviceMeta pos = ctx.Upload(positions);
   RopeKernel<<<Blocks(n * heads, kRopeWarps), kRopeWarps * 32, 0, ctx.stream()>>>(
       x.data, ElemOf(x), n, heads, x.shape[2], rope_offset, rope_dim, pos.ptr<std::int32_t>(), inv_freq.ptr<float>(),
       scaling, interleaved);
@@ -192,9 +193,9 @@ void WriteKv(CudaContext& ctx, const Tensor& rows, std::span<const std::int64_t>
   const std::int64_t width = cache.shape[1];
   FISSION_CHECK(rows.numel() == static_cast<std::int64_t>(slots.size()) * width, "WriteKv rows ",
                 rows.shape.ToString(), " cache ", cache.shape.ToString());
-  for (std::int64_t s : slots) FISSION_CHECK(s >= 0 && s < cache.shape[0], "kv slot ", s);
+  for (std::int64_t s : slots) FISSION_CHECK(s >= -1 && s < cache.shape[0], "kv slot ", s);
   if (slots.empty()) return;
-  Buffer dev = ctx.Upload(slots);
+  DeviceMeta dev = ctx.Upload(slots);
   CopyRowsKernel<std::int32_t, std::int64_t><<<static_cast<unsigned>(slots.size()), kThreads, 0, ctx.stream()>>>(
       rows.data, ElemOf(rows), nullptr, cache.data, ElemOf(cache), dev.ptr<std::int64_t>(), width);
   FISSION_LAUNCHED();
@@ -216,7 +217,7 @@ void GatherRows(CudaContext& ctx, const Tensor& x, std::span<const std::int32_t>
                 out.shape.ToString());
   for (std::int32_t i : indices) FISSION_CHECK(i >= 0 && i < n, "GatherRows index ", i, " of ", n);
   if (indices.empty()) return;
-  Buffer dev = ctx.Upload(indices);
+  DeviceMeta dev = ctx.Upload(indices);
   GatherRowsDevice(ctx, x, dev.ptr<std::int32_t>(), static_cast<std::int64_t>(indices.size()), out);
 }
 

@@ -361,7 +361,7 @@ void Fp8GemvGrouped(CudaContext& ctx, const Fp8GemvInput& in, std::span<const Fp
       runs.push_back({it.w, it.w_scale, it.row0 + r, std::min<std::int64_t>(kGemvTokens, it.rows - r)});
   }
   if (runs.empty()) return;
-  Buffer table = ctx.Upload(std::span<const Fp8GemvItem>(runs));
+  DeviceMeta table = ctx.Upload(std::span<const Fp8GemvItem>(runs));
   constexpr std::size_t kMaxGridY = 65535;
   for (std::size_t first = 0; first < runs.size(); first += kMaxGridY) {
     const unsigned count = static_cast<unsigned>(std::min(kMaxGridY, runs.size() - first));

@@ -122,7 +122,7 @@ void MlaAttentionExpanded(CudaContext& ctx, const Tensor& q, const Tensor& cache
   Buffer latent(DType::kBF16, Shape{total_kv, row_w}, ctx.allocator());
   FISSION_CHECK(cache.shape[0] < (std::int64_t{1} << 31), "cache too large for 32-bit slots");
   std::vector<std::int32_t> slots32(slots.begin(), slots.end());
-  Buffer slot32_dev = ctx.Upload(std::span<const std::int32_t>(slots32));
+  DeviceMeta slot32_dev = ctx.Upload(std::span<const std::int32_t>(slots32));
   GatherRowsDevice(ctx, cache, slot32_dev.ptr<std::int32_t>(), total_kv, latent);
 
   // Keys' and values' head parts: kv[j, h] = [k_nope (128) | v (128)] = latent[j, :lora] · kv_b[h]ᵀ.
@@ -146,9 +146,9 @@ void MlaAttentionExpanded(CudaContext& ctx, const Tensor& q, const Tensor& cache
   g.ldd = heads * (nope + vdim);
   FISSION_CHECK(ctx.Gemm(g), "cuBLASLt has no algorithm for the MLA key/value expansion");
 
-  Buffer info_dev = ctx.Upload(std::span<const SeqInfo>(infos));
-  Buffer items_dev = ctx.Upload(std::span<const WorkItem>(items));
-  Buffer positions_dev = ctx.Upload(std::span<const std::int32_t>(positions));
+  DeviceMeta info_dev = ctx.Upload(std::span<const SeqInfo>(infos));
+  DeviceMeta items_dev = ctx.Upload(std::span<const WorkItem>(items));
+  DeviceMeta positions_dev = ctx.Upload(std::span<const std::int32_t>(positions));
   Params p{};
   p.positions = positions_dev.ptr<std::int32_t>();
   p.qa = {q16.data, Elem::kBF16, heads * qk, qk, static_cast<int>(qk)};
@@ -273,10 +273,10 @@ void MlaAttentionAbsorbed(CudaContext& ctx, const Tensor& q, const Tensor& cache
       for (std::int64_t r = 0; r < s.query_len * heads; ++r) rows.push_back(s.query_start * heads + r);
   }
   if (items.empty()) return;
-  Buffer info_dev = ctx.Upload(std::span<const SeqInfo>(infos));
-  Buffer items_dev = ctx.Upload(std::span<const WorkItem>(items));
-  Buffer tables_dev = ctx.Upload(std::span<const std::int32_t>(tables));
-  Buffer positions_dev = ctx.Upload(std::span<const std::int32_t>(positions));
+  DeviceMeta info_dev = ctx.Upload(std::span<const SeqInfo>(infos));
+  DeviceMeta items_dev = ctx.Upload(std::span<const WorkItem>(items));
+  DeviceMeta tables_dev = ctx.Upload(std::span<const std::int32_t>(tables));
+  DeviceMeta positions_dev = ctx.Upload(std::span<const std::int32_t>(positions));
   Buffer part_o, part_lse;
   if (splits > 1) {
     part_o = Buffer(DType::kF32, Shape{splits, n * heads, lora}, ctx.allocator());
@@ -308,7 +308,7 @@ void MlaAttentionAbsorbed(CudaContext& ctx, const Tensor& q, const Tensor& cache
   else
     Launch<576, 512, true, 4>(ctx, p, static_cast<int>(items.size()), 1);
   if (splits > 1) {
-    Buffer rows_dev = ctx.Upload(std::span<const std::int64_t>(rows));
+    DeviceMeta rows_dev = ctx.Upload(std::span<const std::int64_t>(rows));
     mla::MergeKernel<<<static_cast<unsigned>(rows.size()), 256, 0, ctx.stream()>>>(
         part_o.ptr<float>(), part_lse.ptr<float>(), splits, n * heads, static_cast<int>(lora),
         rows_dev.ptr<std::int64_t>(), o_lat.tensor().data, Elem::kBF16);

@@ -121,9 +121,9 @@ void MlaAttentionReference(CudaContext& ctx, const Tensor& q, const Tensor& cach
     }
   }
   if (rows.empty()) return;
-  Buffer rows_dev = ctx.Upload(std::span<const std::int32_t>(rows));
-  Buffer infos_dev = ctx.Upload(std::span<const RowInfo>(infos));
-  Buffer slots_dev = ctx.Upload(std::span<const std::int64_t>(slots));
+  DeviceMeta rows_dev = ctx.Upload(std::span<const std::int32_t>(rows));
+  DeviceMeta infos_dev = ctx.Upload(std::span<const RowInfo>(infos));
+  DeviceMeta slots_dev = ctx.Upload(std::span<const std::int64_t>(slots));
   const int lora = static_cast<int>(sh.kv_lora_rank);
   // Within the default 48 KiB of dynamic shared memory, so no per-device attribute is needed.
   FISSION_CHECK(lora <= 2048, "the reference MLA kernel takes kv_lora_rank up to 2048, got ", lora);

@@ -178,7 +178,7 @@ ExpertRows PermuteByExpert(CudaContext& ctx, const Tensor& topk_ids, int experts
   FISSION_CHECK(host_counts[experts] == 0, "MoeExperts: expert id outside [0, ", experts, ")");
   rows.offsets.assign(experts + 1, 0);
   for (int e = 0; e < experts; ++e) rows.offsets[e + 1] = rows.offsets[e] + host_counts[e];
-  Buffer cursor = ctx.Upload(std::span<const int>(rows.offsets.data(), experts));
+  DeviceMeta cursor = ctx.Upload(std::span<const int>(rows.offsets.data(), experts));
   rows.row_of_pair = Buffer(DType::kI32, Shape{rows.pairs}, ctx.allocator());
   rows.token_of_row = Buffer(DType::kI32, Shape{rows.pairs}, ctx.allocator());
   PermuteKernel<<<Blocks(rows.pairs, 256), 256, 0, ctx.stream()>>>(

@@ -66,7 +66,7 @@ OpTimer::OpTimer(CudaContext& ctx, const char* op, std::int64_t rows, const Shap
 }
 
 OpTimer::OpTimer(CudaContext& ctx, const char* op, std::int64_t rows) : rows_(rows) {
-  if (!Enabled()) return;
+  if (!Enabled() || ctx.capturing()) return;  // a captured stream cannot be waited for
   op_ = op;
   TheTable();  // constructed before first use, so destroyed after every timer
   ctx_ = &ctx;

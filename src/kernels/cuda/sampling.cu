@@ -479,8 +479,8 @@ void Sample(CudaContext& ctx, const Tensor& logits, std::span<const SamplingRow>
     append(r.masked_ids, "masked token");
     p.masked_end = static_cast<std::int32_t>(ids.size());
   }
-  Buffer d_params = ctx.Upload(std::span<const RowParams>(params));
-  Buffer d_ids = ctx.Upload(std::span<const std::int32_t>(ids));
+  DeviceMeta d_params = ctx.Upload(std::span<const RowParams>(params));
+  DeviceMeta d_ids = ctx.Upload(std::span<const std::int32_t>(ids));
   Buffer x(DType::kF32, Shape{n, vocab}, ctx.allocator());
   Buffer pr(DType::kF64, Shape{n, vocab}, ctx.allocator());
   Buffer results(DType::kU8, Shape{n * static_cast<std::int64_t>(sizeof(RowResult))}, ctx.allocator());
