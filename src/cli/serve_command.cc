@@ -69,6 +69,7 @@ int RunServe(const std::vector<std::string>& args) {
   if (flags.model_path.empty()) flags.model_path = DefaultModelPath();
   flags.load.device = flags.device;
   flags.load.dtype = flags.dtype;
+  flags.load.cuda_graphs = {flags.disable_cuda_graph, flags.cuda_graph_bs, flags.cuda_graph_max_bs};
   SetLogLevel(ParseLogLevel(flags.log_level));
   if (!flags.ignored_flags.empty()) Log(LogLevel::kWarning, flags.IgnoredFlagsLine());
   if (flags.load.nodes.node_rank > 0) {

@@ -46,7 +46,7 @@ ModelRunner::ModelRunner(model::CausalLM* model, model::KvCache* cache) : model_
 model::StepLogits ModelRunner::Run(const StepPlan& plan, std::vector<LogitsRows>* rows) {
   BuildForwardBatch(plan, static_cast<std::int32_t>(cache_->page_size()), &batch_, rows);
   model::StepLogits logits = model_->ForwardKeepLogits(batch_, *cache_);
-  const Tensor& t = logits.logits.tensor();
+  const Tensor& t = logits.logits;
   FISSION_CHECK(t.dtype == DType::kF32 && t.rank() == 2 &&
                     t.dim(0) == static_cast<std::int64_t>(batch_.logits_indices.size()) &&
                     t.dim(1) == model_->vocab_size(),

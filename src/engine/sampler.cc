@@ -75,7 +75,7 @@ TokenLogprob Sampler::Logprob(const float* logits, std::int64_t vocab_size, std:
 
 void Sampler::SampleStep(const StepPlan& plan, const std::vector<LogitsRows>& rows, const model::StepLogits& logits,
                          std::vector<ItemSamples>* where, std::vector<kernels::SampledToken>* results) {
-  const Tensor& t = logits.logits.tensor();
+  const Tensor& t = logits.logits;
   const std::int64_t vocab = t.dim(1);
   step_ids_.clear();
   step_rows_.clear();

@@ -19,8 +19,15 @@ namespace fission::model {
 
 // A step's fp32 logits [rows, vocab] and where they are.
 struct StepLogits {
-  Buffer logits;
+  StepLogits() = default;
+  explicit StepLogits(Buffer owned, kernels::Backend* on = nullptr)
+      : logits(owned.tensor()), backend(on), storage(std::move(owned)) {}
+  // Logits the model keeps (a captured graph's output): valid until the model's next step.
+  StepLogits(const Tensor& kept, kernels::Backend* on) : logits(kept), backend(on) {}
+
+  Tensor logits;
   kernels::Backend* backend = nullptr;  // the backend whose device memory holds them; null: host memory
+  Buffer storage;                       // owns `logits`, unless the model keeps them
 };
 
 // The logits in host memory (copied there from the device when they are not).
@@ -39,7 +46,9 @@ class CausalLM {
   virtual Buffer Forward(const ForwardBatch& batch, KvCache& cache) = 0;
   // The same step, but a model running on a device may leave the logits there, with the backend
   // that owns them (the engine then samples on the device). By default: Forward's host logits.
-  virtual StepLogits ForwardKeepLogits(const ForwardBatch& batch, KvCache& cache) { return {Forward(batch, cache)}; }
+  virtual StepLogits ForwardKeepLogits(const ForwardBatch& batch, KvCache& cache) {
+    return StepLogits(Forward(batch, cache));
+  }
   // Where the caller's KvCache must live: the memory of the device the model runs on (rank 0's).
   virtual Allocator* kv_allocator() { return CpuAllocator(); }
   // The memory left on the model's device after its weights (the smallest free and total over

@@ -6,6 +6,8 @@ namespace fission::model {
 
 DeepseekV3Model::DeepseekV3Model(io::ModelConfig config, WeightLoader& loader, const ShardOptions& options)
     : config_(std::move(config)), backend_(loader.backend()), options_(options) {
+  // Graphs only where the backend captures them (not the CPU).
+  if (backend_.device().type != DeviceType::kCpu) graph_sizes_ = CudaGraphSizes(options.cuda_graphs);
   const io::ModelConfig& c = config_;
   const RankInfo& rank = options.rank;
   vocab_part_ = EvenPart(c.vocab_size, rank.attn_tp_size(), rank.attn_tp_rank(), "vocab_size");
@@ -63,19 +65,19 @@ void DeepseekV3Model::FeedForward(const Layer& layer, const StepContext& step, c
   }
 }
 
-Buffer DeepseekV3Model::SelectLogitRows(const StepContext& step, const ForwardBatch& batch, const Tensor& h) {
+Buffer DeepseekV3Model::SelectLogitRows(const StepContext& step, const Tensor& h) {
   kernels::Backend& b = backend_;
   const PcpPlan& plan = *step.plan;
-  const std::int64_t m = static_cast<std::int64_t>(batch.logits_indices.size()), hidden = config_.hidden_size;
+  const std::int64_t m = static_cast<std::int64_t>(step.logits_indices.size()), hidden = config_.hidden_size;
   Buffer selected(DType::kF32, Shape{m, hidden}, b.allocator());
   if (!plan.split()) {
-    b.GatherRows(h, batch.logits_indices, selected);
+    b.GatherRows(h, step.logits_indices, selected);
     return selected;
   }
   Buffer all(DType::kF32, Shape{plan.cp_size * plan.rows, hidden}, b.allocator());
   step.rank.groups->cp->AllGather(h, all);
   std::vector<std::int32_t> rows;
-  for (std::int32_t i : batch.logits_indices) rows.push_back(plan.gathered_row[i]);
+  for (std::int32_t i : step.logits_indices) rows.push_back(plan.gathered_row[i]);
   b.GatherRows(all, rows, selected);
   return selected;
 }
@@ -83,21 +85,40 @@ Buffer DeepseekV3Model::SelectLogitRows(const StepContext& step, const ForwardBa
 StepLogits DeepseekV3Model::LmHead(const StepContext& step, const Tensor& rows) {
   kernels::Backend& b = backend_;
   const std::int64_t m = rows.shape[0], part = vocab_part_.size(config_.vocab_size);
-  Buffer local(DType::kF32, Shape{m, part}, b.allocator());
-  b.Linear(rows, lm_head_, local);
   const int ranks = step.rank.attn_tp_size();
   kernels::Backend* owner = b.device().type == DeviceType::kCpu ? nullptr : &b;
-  if (ranks == 1) return {std::move(local), owner};
-  Buffer gathered(DType::kF32, Shape{ranks, m, part}, b.allocator());
-  step.rank.groups->attn_tp->AllGather(local, gathered);
-  // [rank, row, part] -> [row, rank * part]: row-gather the [rank * m, part] view.
-  std::vector<std::int32_t> order;
-  order.reserve(ranks * m);
-  for (std::int64_t i = 0; i < m; ++i)
-    for (int r = 0; r < ranks; ++r) order.push_back(static_cast<std::int32_t>(r * m + i));
-  Buffer logits(DType::kF32, Shape{m, config_.vocab_size}, b.allocator());
-  b.GatherRows(gathered.tensor().View(Shape{ranks * m, part}), order, logits.tensor().View(Shape{m * ranks, part}));
-  return {std::move(logits), owner};
+  const Shape full{m, config_.vocab_size};
+  // The logits go to step.logits_out when the step names one (a captured step's fixed output).
+  Buffer logits;
+  Tensor out = step.logits_out;
+  if (out.data == nullptr) {
+    logits = Buffer(DType::kF32, full, b.allocator());
+    out = logits.tensor();
+  }
+  FISSION_CHECK(out.shape == full, "logits output ", out.shape.ToString(), ", expected ", full.ToString());
+  if (ranks == 1) {
+    b.Linear(rows, lm_head_, out);
+  } else {
+    Buffer local(DType::kF32, Shape{m, part}, b.allocator());
+    b.Linear(rows, lm_head_, local);
+    Buffer gathered(DType::kF32, Shape{ranks, m, part}, b.allocator());
+    step.rank.groups->attn_tp->AllGather(local, gathered);
+    // [rank, row, part] -> [row, rank * part]: row-gather the [rank * m, part] view. The order
+    // depends on shapes alone, so a captured step keeps it in its input block.
+    std::vector<std::int32_t> own_order;
+    std::span<std::int32_t> order = step.shape_metadata;
+    if (order.empty()) {
+      own_order.resize(ranks * m);
+      order = own_order;
+    }
+    FISSION_CHECK(static_cast<std::int64_t>(order.size()) >= ranks * m, "no room for the lm_head row order");
+    order = order.first(ranks * m);
+    for (std::int64_t i = 0; i < m; ++i)
+      for (int r = 0; r < ranks; ++r) order[i * ranks + r] = static_cast<std::int32_t>(r * m + i);
+    b.GatherRows(gathered.tensor().View(Shape{ranks * m, part}), order, out.View(Shape{m * ranks, part}));
+  }
+  if (logits.empty()) return StepLogits(out, owner);
+  return StepLogits(std::move(logits), owner);
 }
 
 Buffer DeepseekV3Model::Forward(const ForwardBatch& batch, KvCache& cache) {
@@ -105,27 +126,66 @@ Buffer DeepseekV3Model::Forward(const ForwardBatch& batch, KvCache& cache) {
 }
 
 StepLogits DeepseekV3Model::ForwardKeepLogits(const ForwardBatch& batch, KvCache& cache) {
-  kernels::Backend& b = backend_;
-  Allocator* alloc = b.allocator();
-  const std::int64_t hidden = config_.hidden_size;
   FISSION_CHECK(batch.positions.size() == batch.token_ids.size() && batch.kv_slots.size() == batch.token_ids.size());
   for (std::int32_t id : batch.token_ids)
     FISSION_CHECK(id >= 0 && id < config_.vocab_size, "token id ", id, " outside vocabulary ", config_.vocab_size);
+  if (DecodeGraphs* graphs = GraphsFor(cache); graphs != nullptr && graphs->Takes(batch)) {
+    auto captured_step = [&](const ForwardBatch& padded, const GraphStepViews& views) {
+      const PcpPlan plan = MakePlan(padded);
+      StepContext step = MakeStep(plan, padded, cache);
+      step.token_ids = views.token_ids;
+      step.positions = views.positions;
+      step.seqs = views.seqs;
+      step.kv_slots = views.kv_slots;
+      step.logits_indices = views.logits_indices;
+      step.shape_metadata = views.shape_metadata;
+      step.logits_out = views.logits_out;
+      RunStep(step, cache);
+    };
+    if (std::optional<StepLogits> logits = graphs->Run(batch, captured_step)) return std::move(*logits);
+  }
+  const PcpPlan plan = MakePlan(batch);
+  return RunStep(MakeStep(plan, batch, cache), cache);
+}
 
+PcpPlan DeepseekV3Model::MakePlan(const ForwardBatch& batch) const {
   const RankInfo& rank = options_.rank;
-  const PcpPlan plan = PlanContextParallelStep(batch, rank.cp_size(), rank.cp_rank(), options_.pcp_min_tokens);
+  return PlanContextParallelStep(batch, rank.cp_size(), rank.cp_rank(), options_.pcp_min_tokens);
+}
+
+StepContext DeepseekV3Model::MakeStep(const PcpPlan& plan, const ForwardBatch& batch, const KvCache& cache) {
   StepContext step;
-  step.backend = &b;
-  step.rank = rank;
+  step.backend = &backend_;
+  step.rank = options_.rank;
   step.plan = &plan;
+  step.token_ids = plan.token_ids;
+  step.positions = plan.positions;
+  step.seqs = plan.seqs;
   step.kv_slots = batch.kv_slots;
+  step.logits_indices = batch.logits_indices;
   step.page_size = cache.page_size();
   step.mla_form = options_.mla_form;
+  return step;
+}
 
-  const std::int64_t n = plan.rows;
+DecodeGraphs* DeepseekV3Model::GraphsFor(const KvCache& cache) {
+  if (graph_sizes_.empty()) return nullptr;
+  if (graphs_ == nullptr || !graphs_->For(cache)) {
+    graphs_.reset();  // its graphs hold the old cache's addresses
+    graphs_ = std::make_unique<DecodeGraphs>(backend_, graph_sizes_, cache, config_.max_position_embeddings,
+                                             config_.vocab_size);
+  }
+  return graphs_.get();
+}
+
+StepLogits DeepseekV3Model::RunStep(const StepContext& step, KvCache& cache) {
+  kernels::Backend& b = backend_;
+  Allocator* alloc = b.allocator();
+  const RankInfo& rank = options_.rank;
+  const std::int64_t n = step.plan->rows, hidden = config_.hidden_size;
   Buffer h(DType::kF32, Shape{n, hidden}, alloc), x(DType::kF32, Shape{n, hidden}, alloc),
       y(DType::kF32, Shape{n, hidden}, alloc);
-  b.Embedding(embed_tokens_, plan.token_ids, vocab_part_.begin, h);
+  b.Embedding(embed_tokens_, step.token_ids, vocab_part_.begin, h);
   if (rank.attn_tp_size() > 1) rank.groups->attn_tp->AllReduceSum(h);
   const float eps = static_cast<float>(config_.rms_norm_eps);
   for (std::size_t i = 0; i < layers_.size(); ++i) {
@@ -138,7 +198,7 @@ StepLogits DeepseekV3Model::ForwardKeepLogits(const ForwardBatch& batch, KvCache
     b.Add(h, y, h);
   }
   // Only the rows that need logits go through the final norm and lm_head.
-  Buffer selected = SelectLogitRows(step, batch, h);
+  Buffer selected = SelectLogitRows(step, h);
   b.RmsNorm(selected, norm_, eps, selected);
   return LmHead(step, selected);
 }

@@ -9,6 +9,7 @@
 
 #include "io/model_config.h"
 #include "model/causal_lm.h"
+#include "model/decode_graphs.h"
 #include "model/feed_forward.h"
 #include "model/layer_context.h"
 #include "model/mla_attention.h"
@@ -21,6 +22,8 @@ struct ShardOptions {
   int pcp_min_tokens = kDefaultPcpMinTokens;
   // The KV cache's element type: fp32 (exact on the CPU) or bf16 (the CUDA backend's fast path).
   DType kv_dtype = DType::kF32;
+  // Decode steps as CUDA graph replays (model/decode_graphs.h) on backends that capture them.
+  CudaGraphOptions cuda_graphs;
 };
 
 class DeepseekV3Model final : public CausalLM {
@@ -47,10 +50,17 @@ class DeepseekV3Model final : public CausalLM {
   // whole world's shards (gathering the CP group's rows first when the step is split).
   void FeedForward(const Layer& layer, const StepContext& step, const Tensor& x, const Tensor& out);
   // The hidden states of the rows that need logits, in batch order.
-  Buffer SelectLogitRows(const StepContext& step, const ForwardBatch& batch, const Tensor& h);
+  Buffer SelectLogitRows(const StepContext& step, const Tensor& h);
   // Vocab-parallel lm_head: every rank returns the full [rows, vocab] logits, in host memory on the
   // CPU backend and in device memory otherwise.
   StepLogits LmHead(const StepContext& step, const Tensor& rows);
+  PcpPlan MakePlan(const ForwardBatch& batch) const;
+  // The step's context with its metadata spans on the plan's and the batch's storage.
+  StepContext MakeStep(const PcpPlan& plan, const ForwardBatch& batch, const KvCache& cache);
+  // Every layer, the final norm and lm_head for the step's rows.
+  StepLogits RunStep(const StepContext& step, KvCache& cache);
+  // The decode graphs for `cache` (made anew for a new cache); null when graphs are off.
+  DecodeGraphs* GraphsFor(const KvCache& cache);
 
   io::ModelConfig config_;
   kernels::Backend& backend_;
@@ -58,6 +68,8 @@ class DeepseekV3Model final : public CausalLM {
   Range vocab_part_;
   Buffer embed_tokens_, norm_, lm_head_;
   std::vector<Layer> layers_;
+  std::vector<int> graph_sizes_;  // empty: every step runs eagerly
+  std::unique_ptr<DecodeGraphs> graphs_;
 };
 
 }  // namespace fission::model

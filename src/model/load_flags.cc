@@ -16,6 +16,40 @@ int ParsePositive(const std::string& flag, const std::string& value) {
   Fail(flag, " expects a positive integer, got '", value, "'");
 }
 
+bool IsPositiveInteger(const std::string& s) {
+  return !s.empty() && s.size() <= 7 && s.find_first_not_of("0123456789") == std::string::npos && std::stol(s) >= 1;
+}
+
+// --cuda-graph-bs takes sizes as SGLang does (`--cuda-graph-bs 1 2 4`) and comma lists
+// (`--cuda-graph-bs=1,2,4`).
+bool ParseGraphSizes(const std::vector<std::string>& args, std::size_t* i, bool inline_value, const std::string& value,
+                     LoadOptions* options) {
+  std::vector<std::string> items;
+  auto add_list = [&](const std::string& list) {
+    std::size_t from = 0;
+    while (true) {
+      const std::size_t comma = list.find(',', from);
+      items.push_back(list.substr(from, comma == std::string::npos ? std::string::npos : comma - from));
+      if (comma == std::string::npos) break;
+      from = comma + 1;
+    }
+  };
+  std::size_t next = *i + 1;
+  if (inline_value) {
+    add_list(value);
+  } else {
+    while (next < args.size() && args[next].rfind("--", 0) != 0) add_list(args[next++]);
+  }
+  if (items.empty()) Fail("--cuda-graph-bs needs at least one batch size");
+  options->cuda_graphs.batch_sizes.clear();
+  for (const std::string& item : items) {
+    if (!IsPositiveInteger(item)) Fail("--cuda-graph-bs expects positive integers, got '", item, "'");
+    options->cuda_graphs.batch_sizes.push_back(ParsePositive("--cuda-graph-bs", item));
+  }
+  *i = next;
+  return true;
+}
+
 }  // namespace
 
 bool ParseLoadFlag(const std::vector<std::string>& args, std::size_t* i, LoadOptions* options) {
@@ -26,6 +60,12 @@ bool ParseLoadFlag(const std::vector<std::string>& args, std::size_t* i, LoadOpt
     flag = flag.substr(0, eq);
     inline_value = true;
   }
+  if (flag == "--disable-cuda-graph") {
+    options->cuda_graphs.disabled = true;
+    *i += 1;
+    return true;
+  }
+  if (flag == "--cuda-graph-bs") return ParseGraphSizes(args, i, inline_value, value, options);
   if (flag == "--enable-nsa-prefill-context-parallel") {
     // Context parallelism is on whenever --attn-cp-size > 1; the flag is accepted for recipes.
     *i += 1;
@@ -34,7 +74,7 @@ bool ParseLoadFlag(const std::vector<std::string>& args, std::size_t* i, LoadOpt
   static const char* kValued[] = {"--tp-size", "--tensor-parallel-size", "--attn-cp-size", "--nsa-prefill-cp-mode",
                                   "--load-format", "--json-model-override-args", "--device", "--dtype",
                                   "--nnodes", "--node-rank", "--dist-init-addr", "--nccl-init-addr",
-                                  "--dist-timeout", "--pcp-min-tokens"};
+                                  "--dist-timeout", "--pcp-min-tokens", "--cuda-graph-max-bs"};
   bool known = false;
   for (const char* k : kValued) known = known || flag == k;
   if (!known) return false;
@@ -60,6 +100,8 @@ bool ParseLoadFlag(const std::vector<std::string>& args, std::size_t* i, LoadOpt
     options->nodes.dist_init_addr = value;
   } else if (flag == "--dist-timeout") {
     options->nodes.timeout_s = ParsePositive(flag, value);
+  } else if (flag == "--cuda-graph-max-bs") {
+    options->cuda_graphs.max_batch_size = ParsePositive(flag, value);
   } else if (flag == "--pcp-min-tokens") {
     options->pcp_min_tokens = ParsePositive(flag, value);
   } else if (flag == "--load-format") {
@@ -112,6 +154,9 @@ std::string LoadFlagsHelp() {
          "  --device D                cpu | cuda | cuda:N (ranks on devices N, N+1, ...) | auto (default cpu)\n"
          "  --dtype T                 auto | float32 | bfloat16 (bf16 weights and KV cache on cuda; default fp32)\n"
          "  --pcp-min-tokens N        split prefill steps of at least N tokens over the CP group (default 512)\n"
+         "  --cuda-graph-bs N...      decode batch sizes run as CUDA graphs (default 1 2 4 8 12 16 24 32 40 ... max)\n"
+         "  --cuda-graph-max-bs N     the largest default CUDA graph batch size (default 256)\n"
+         "  --disable-cuda-graph      run every decode step eagerly\n"
          "several nodes (docs/multinode.md):\n"
          "  --nnodes N                processes sharing the --tp-size ranks evenly (default 1)\n"
          "  --node-rank R             this process's node; 0 runs the engine, others follow (default 0)\n"

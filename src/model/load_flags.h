@@ -2,7 +2,8 @@
 // launch_server names them: --tp-size/--tensor-parallel-size, --attn-cp-size,
 // --enable-nsa-prefill-context-parallel, --nsa-prefill-cp-mode, --load-format,
 // --json-model-override-args, --device, --dtype, and the multi-node flags --nnodes, --node-rank,
-// --dist-init-addr (--nccl-init-addr), --dist-timeout; plus Fission's --pcp-min-tokens.
+// --dist-init-addr (--nccl-init-addr), --dist-timeout, the CUDA graph flags --cuda-graph-bs,
+// --cuda-graph-max-bs, --disable-cuda-graph; plus Fission's --pcp-min-tokens.
 #pragma once
 
 #include <string>

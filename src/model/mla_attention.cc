@@ -54,14 +54,14 @@ void MlaAttention::Forward(const StepContext& step, const Tensor& x, const Tenso
   } else {
     q_proj_.Forward(b, x, q.tensor().View(Shape{n, heads * qk}));
   }
-  b.Rope(q, shape_.qk_nope_head_dim, shape_.qk_rope_head_dim, plan.positions, inv_freq_, rope_scaling_,
+  b.Rope(q, shape_.qk_nope_head_dim, shape_.qk_rope_head_dim, step.positions, inv_freq_, rope_scaling_,
          rope_interleave_);
 
   // The latent row: normalise the latent part, rotate the shared rope key, store it.
   Buffer latent(DType::kF32, Shape{n, 1, kv_row_width()}, alloc);
   kv_a_proj_.Forward(b, x, latent.tensor().View(Shape{n, kv_row_width()}));
   b.RmsNorm(latent, kv_a_layernorm_, kLoraNormEps, latent);
-  b.Rope(latent, shape_.kv_lora_rank, shape_.qk_rope_head_dim, plan.positions, inv_freq_, rope_scaling_,
+  b.Rope(latent, shape_.kv_lora_rank, shape_.qk_rope_head_dim, step.positions, inv_freq_, rope_scaling_,
          rope_interleave_);
   if (plan.split()) {
     // Every rank writes the full KV: gather the group's rows and restore token order.
@@ -76,7 +76,7 @@ void MlaAttention::Forward(const StepContext& step, const Tensor& x, const Tenso
 
   // Prefill chunks take the expanded form, single-token decodes the absorbed one (unless forced).
   std::vector<kernels::SeqAttention> expanded, absorbed;
-  for (const kernels::SeqAttention& s : plan.seqs) {
+  for (const kernels::SeqAttention& s : step.seqs) {
     const bool absorb = step.mla_form == MlaForm::kAbsorbed ||
                         (step.mla_form == MlaForm::kAuto && s.query_len == 1 && !plan.split());
     (absorb ? absorbed : expanded).push_back(s);

@@ -89,6 +89,12 @@ std::string Fingerprint(const std::string& text) {
   return out;
 }
 
+std::string GraphSizesText(const CudaGraphOptions& options) {
+  std::string text = "none";
+  for (int s : CudaGraphSizes(options)) text = text == "none" ? std::to_string(s) : text + "," + std::to_string(s);
+  return text;
+}
+
 // What every node must agree on before any of them loads weights.
 comm::Handshake MakeHandshake(const std::string& dir, const LoadOptions& options, const DeviceSpec& device) {
   const std::string config_text = ReadFile(dir + "/config.json");
@@ -99,6 +105,8 @@ comm::Handshake MakeHandshake(const std::string& dir, const LoadOptions& options
       {"--attn-cp-size", std::to_string(options.attn_cp_size)},
       {"--nsa-prefill-cp-mode", options.cp_mode},
       {"--pcp-min-tokens", std::to_string(options.pcp_min_tokens)},
+      // Graph replays pad batches, so every node must pad alike for the collectives to match.
+      {"the CUDA graph batch sizes", GraphSizesText(options.cuda_graphs)},
       {"the model config (fingerprint of config.json and --json-model-override-args)",
        Fingerprint(config_text + '\0' + options.json_model_override_args)},
       {"--load-format", options.load_format},
@@ -196,6 +204,7 @@ std::unique_ptr<CausalLM> LoadCausalLM(const std::string& dir, const LoadOptions
   ShardOptions shard;
   shard.mla_form = ParseMlaForm(options.mla_form);
   shard.pcp_min_tokens = options.pcp_min_tokens;
+  shard.cuda_graphs = options.cuda_graphs;
   // Several nodes: agree on the layout and the model before anyone loads weights.
   std::unique_ptr<comm::NodeLink> link;
   if (options.nodes.nnodes > 1) link = comm::NodeLink::Bootstrap(options.nodes, MakeHandshake(dir, options, device));

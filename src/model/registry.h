@@ -6,6 +6,7 @@
 
 #include "comm/node_link.h"
 #include "model/causal_lm.h"
+#include "model/decode_graphs.h"
 
 namespace fission::model {
 
@@ -37,6 +38,9 @@ struct LoadOptions {
   // tp_size ranks is split evenly over the nodes (comm/node_link.h); node 0 runs the engine and
   // the others follow (model::RunFollower).
   comm::NodeOptions nodes;
+  // Decode steps as CUDA graph replays on GPUs (--cuda-graph-bs, --cuda-graph-max-bs,
+  // --disable-cuda-graph); the CPU always runs eagerly.
+  CudaGraphOptions cuda_graphs;
 };
 
 // Loads the checkpoint in `dir`. An Error names the file and the field or tensor that is wrong.

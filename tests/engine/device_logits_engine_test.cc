@@ -22,7 +22,7 @@ class BackendLogitsModel : public FakeCausalLM {
  public:
   model::StepLogits ForwardKeepLogits(const model::ForwardBatch& batch, model::KvCache& cache) override {
     ++device_steps_;
-    return {Forward(batch, cache), backend_.get()};
+    return model::StepLogits(Forward(batch, cache), backend_.get());
   }
   int device_steps() const { return device_steps_; }
 

@@ -48,6 +48,9 @@ class CudaBackend final : public Backend {
   void CopyFromHost(const float* src, const Tensor& dst) override;
   // sampling.cu: one block per row; waits for the device and copies only the results back.
   void Sample(const Tensor& logits, std::span<const SamplingRow> rows, std::span<SampledToken> out) override;
+  // cuda_graph.cu: pinned input blocks and decode steps captured on the backend's stream.
+  std::unique_ptr<GraphInputs> MakeGraphInputs(std::size_t bytes) override;
+  std::unique_ptr<StepGraph> CaptureGraph(GraphInputs& inputs, const std::function<void()>& step) override;
 
   // Raw byte copies (integer tensors, FP8 codes) and a wait for all queued work.
   void CopyBytesToHost(const Tensor& src, void* dst);
