@@ -26,7 +26,8 @@ PY
        --dtype bfloat16 --max-total-tokens 131072 --max-running-requests 64 --input /tmp/profile_prompts.jsonl)
   "${cmd[@]}" > /dev/null 2> /tmp/profile_plain.log
   echo "== batch $batch, untimed: $(grep -E '^(prefill|decode)' /tmp/profile_plain.log | tr '\n' ' ')" | tee -a "$LOG"
-  FISSION_CUDA_OP_TIMING=1 "${cmd[@]}" > /dev/null 2> /tmp/profile_timed.log
+  # Per-operation timing needs eager steps (a graph replay is one launch).
+  FISSION_CUDA_OP_TIMING=1 "${cmd[@]}" --disable-cuda-graph > /dev/null 2> /tmp/profile_timed.log
   echo "== batch $batch, timed: $(grep -E '^(prefill|decode)' /tmp/profile_timed.log | tr '\n' ' ')" | tee -a "$LOG"
   sed -n '/CUDA op timing/,$p' /tmp/profile_timed.log | head -40 | tee -a "$LOG"
 done

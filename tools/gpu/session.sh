@@ -9,6 +9,8 @@
 #           serve   tools/gpu/serve_check.sh (the server's integration tests on CUDA)
 #           e2e     tools/gpu/serve_bench.sh, FP8 weights (concurrency 1 and 64, TPOT vs roofline)
 #           e2e-bf16  the same with bf16 weights
+#           e2e-eager the FP8 run with --disable-cuda-graph (the side-by-side reference for graphs)
+#           graphs  tools/gpu/graph_check.sh (CUDA graph replays against eager steps)
 #           kernels tools/gpu/check.sh --prebuilt (kernel tests, kernel benchmarks, torch reference)
 #           comm    fission_comm_bench: collective time per layer, TP2 and TP2 x CP2
 #           pcp     tools/gpu/pcp_bench.sh (TTFT, TP2 against TP2 x CP2)
@@ -39,6 +41,9 @@ for stage in "$@"; do
     model) MODEL_TESTS_TIMEOUT=240 bash tools/gpu/model_check.sh "$BIN" > "$OUT/stage_model.txt" 2>&1 ;;
     serve) bash tools/gpu/serve_check.sh "$BIN" > "$OUT/stage_serve.txt" 2>&1 ;;
     e2e) timeout 420 bash tools/gpu/serve_bench.sh "$BIN" "$TOK" 4 fp8 > "$OUT/stage_e2e.txt" 2>&1 ;;
+    e2e-eager) SERVER_FLAGS=--disable-cuda-graph TAG=fp8_eager timeout 420 bash tools/gpu/serve_bench.sh "$BIN" "$TOK" 4 fp8 \
+                 > "$OUT/stage_e2e_eager.txt" 2>&1 ;;
+    graphs) timeout 420 bash tools/gpu/graph_check.sh "$BIN" > "$OUT/stage_graphs.txt" 2>&1 ;;
     e2e-bf16) timeout 420 bash tools/gpu/serve_bench.sh "$BIN" "$TOK" 4 bf16 > "$OUT/stage_e2e_bf16.txt" 2>&1 ;;
     kernels) bash tools/gpu/check.sh --prebuilt "$BIN" --no-build > "$OUT/stage_kernels.txt" 2>&1 ;;
     comm) timeout 180 "$BIN/fission_comm_bench" 2 1 > "$OUT/comm_bench.log" 2>&1
