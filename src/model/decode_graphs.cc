@@ -36,6 +36,29 @@ std::vector<int> CudaGraphSizes(const CudaGraphOptions& options) {
   return sizes;
 }
 
+DecodeGraphs::Layout DecodeGraphs::MakeLayout(std::size_t g, std::size_t max_pages) {
+  Layout l;
+  l.token_ids = 0;
+  l.positions = AlignUp(l.token_ids + g * sizeof(std::int32_t));
+  l.kv_slots = AlignUp(l.positions + g * sizeof(std::int32_t));
+  l.logits_rows = AlignUp(l.kv_slots + g * sizeof(std::int64_t));
+  l.shape_metadata = AlignUp(l.logits_rows + g * sizeof(std::int32_t));
+  l.tables = AlignUp(l.shape_metadata + kShapeMetadataInts * sizeof(std::int32_t));
+  l.bytes = l.tables + g * max_pages * sizeof(std::int32_t);
+  return l;
+}
+
+std::unique_ptr<DecodeGraphs> DecodeGraphs::Create(kernels::Backend& backend, std::vector<int> sizes,
+                                                   const KvCache& cache, std::int64_t max_positions,
+                                                   std::int64_t vocab_size) {
+  if (sizes.empty()) return nullptr;
+  auto graphs =
+      std::unique_ptr<DecodeGraphs>(new DecodeGraphs(backend, std::move(sizes), cache, max_positions, vocab_size));
+  if (graphs->inputs_ == nullptr) return nullptr;
+  graphs->Prepare();
+  return graphs;
+}
+
 DecodeGraphs::DecodeGraphs(kernels::Backend& backend, std::vector<int> sizes, const KvCache& cache,
                            std::int64_t max_positions, std::int64_t vocab_size)
     : backend_(backend), sizes_(std::move(sizes)), vocab_size_(vocab_size) {
@@ -46,21 +69,17 @@ DecodeGraphs::DecodeGraphs(kernels::Backend& backend, std::vector<int> sizes, co
   // A sequence never holds more pages than its longest context needs, nor than the cache has.
   max_pages_ = std::min(cache_pages_, (max_positions + page_size_ - 1) / page_size_);
   const std::size_t g = static_cast<std::size_t>(sizes_.back());
-  Layout& l = layout_;
-  l.token_ids = 0;
-  l.positions = AlignUp(l.token_ids + g * sizeof(std::int32_t));
-  l.kv_slots = AlignUp(l.positions + g * sizeof(std::int32_t));
-  l.logits_rows = AlignUp(l.kv_slots + g * sizeof(std::int64_t));
-  l.shape_metadata = AlignUp(l.logits_rows + g * sizeof(std::int32_t));
-  l.tables = AlignUp(l.shape_metadata + kShapeMetadataInts * sizeof(std::int32_t));
-  l.bytes = l.tables + g * static_cast<std::size_t>(max_pages_) * sizeof(std::int32_t);
-  inputs_ = backend_.MakeGraphInputs(l.bytes);
-  FISSION_CHECK(inputs_ != nullptr, "this backend does not capture graphs");
+  layout_ = MakeLayout(g, static_cast<std::size_t>(max_pages_));
+  inputs_ = backend_.MakeGraphInputs(layout_.bytes);
+}
+
+void DecodeGraphs::Prepare() {
+  const std::size_t g = static_cast<std::size_t>(sizes_.back());
   host_ = inputs_->host();
-  std::span<std::int32_t> rows = Array<std::int32_t>(l.logits_rows, g);
+  std::span<std::int32_t> rows = Array<std::int32_t>(layout_.logits_rows, g);
   for (std::size_t i = 0; i < g; ++i) rows[i] = static_cast<std::int32_t>(i);  // every row, in order
   FillPadding(0, static_cast<int>(g));
-  logits_ = Buffer(DType::kF32, Shape{static_cast<std::int64_t>(g), vocab_size}, backend_.allocator());
+  logits_ = Buffer(DType::kF32, Shape{static_cast<std::int64_t>(g), vocab_size_}, backend_.allocator());
 }
 
 DecodeGraphs::~DecodeGraphs() { graphs_.clear(); }
@@ -112,8 +131,9 @@ void DecodeGraphs::Capture(int size, const StepFn& step) {
   const std::size_t g = static_cast<std::size_t>(size), w = static_cast<std::size_t>(max_pages_);
   host_ = inputs_->host();
   FillPadding(0, size);
+  auto c = std::make_unique<Captured>();
   // The padded batch the plan is made from, and the views into the block the step reads.
-  ForwardBatch padded;
+  ForwardBatch& padded = c->padded;
   padded.token_ids.assign(g, 0);
   padded.positions.assign(g, 0);
   padded.kv_slots.assign(g, -1);
@@ -124,23 +144,27 @@ void DecodeGraphs::Capture(int size, const StepFn& step) {
   }
   const auto positions = Array<const std::int32_t>(layout_.positions, g);
   const auto tables = Array<const std::int32_t>(layout_.tables, g * w);
-  std::vector<kernels::SeqAttention> seqs(g);
+  c->seqs.resize(g);
   for (std::size_t i = 0; i < g; ++i) {
-    seqs[i].query_start = static_cast<std::int32_t>(i);
-    seqs[i].query_len = 1;
-    seqs[i].kv_len = 1;
-    seqs[i].query_positions = positions.subspan(i, 1);
-    seqs[i].block_table = tables.subspan(i * w, w);
+    kernels::SeqAttention& s = c->seqs[i];
+    s.query_start = static_cast<std::int32_t>(i);
+    s.query_len = 1;
+    s.kv_len = 1;
+    s.query_positions = positions.subspan(i, 1);
+    s.block_table = tables.subspan(i * w, w);
   }
-  GraphStepViews views;
+  GraphStepViews& views = c->views;
   views.token_ids = Array<const std::int32_t>(layout_.token_ids, g);
   views.positions = positions;
   views.kv_slots = Array<const std::int64_t>(layout_.kv_slots, g);
   views.logits_indices = Array<const std::int32_t>(layout_.logits_rows, g);
-  views.seqs = seqs;
+  views.seqs = c->seqs;
   views.shape_metadata = Array<std::int32_t>(layout_.shape_metadata, kShapeMetadataInts);
   views.logits_out = logits_.tensor().Rows(0, size);
-  graphs_[size] = backend_.CaptureGraph(*inputs_, [&] { step(padded, views); });
+  c->step = step;
+  Captured* captured = c.get();
+  c->graph = backend_.CaptureGraph(*inputs_, [captured] { captured->step(captured->padded, captured->views); });
+  graphs_[size] = std::move(c);
 }
 
 std::optional<StepLogits> DecodeGraphs::Run(const ForwardBatch& batch, const StepFn& step) {
@@ -173,11 +197,15 @@ std::optional<StepLogits> DecodeGraphs::Run(const ForwardBatch& batch, const Ste
     used_pages = std::max(used_pages, s.block_table.size());
   }
   FillPadding(n, size);
+  // The host copy of each key count, for backends that read it (a device replay derives it from
+  // the position).
+  Captured& c = *graphs_.at(size);
+  for (int i = 0; i < size; ++i) c.seqs[i].kv_len = positions[i] + 1;
   const std::vector<kernels::GraphInputCopy> copies = {
       {0, layout_.tables, 1, 0},
       {layout_.tables, used_pages * sizeof(std::int32_t), static_cast<std::size_t>(size), w * sizeof(std::int32_t)},
   };
-  graphs_.at(size)->Replay(copies);
+  c.graph->Replay(copies);
   return StepLogits(logits_.tensor().Rows(0, n), &backend_);
 }
 

@@ -53,8 +53,9 @@ class DecodeGraphs {
   // views' spans, leaving its logits in views.logits_out.
   using StepFn = std::function<void(const ForwardBatch& padded, const GraphStepViews& views)>;
 
-  DecodeGraphs(kernels::Backend& backend, std::vector<int> sizes, const KvCache& cache, std::int64_t max_positions,
-               std::int64_t vocab_size);
+  // Graphs of `sizes` for `cache` on `backend`; null when the backend does not capture graphs.
+  static std::unique_ptr<DecodeGraphs> Create(kernels::Backend& backend, std::vector<int> sizes, const KvCache& cache,
+                                              std::int64_t max_positions, std::int64_t vocab_size);
   ~DecodeGraphs();
 
   // Whether these graphs were made for `cache` (the same memory and geometry).
@@ -62,17 +63,30 @@ class DecodeGraphs {
   // Whether `batch` is a step a graph runs: decode only (one new token per sequence, rows in
   // sequence order, every row's logits in order), at most the largest size, tables that fit.
   bool Takes(const ForwardBatch& batch) const;
-  // Runs `batch` (Takes must hold) on its graph, capturing it first with `step` if needed. An
-  // Error from the capture turns off this size and every larger one (the step then runs eagerly:
-  // returns nullopt) and is logged once.
+  // Runs `batch` (Takes must hold) on its graph, capturing it first with `step` if needed (`step`
+  // must stay valid as long as the graphs: a backend may run it again). An Error from the capture
+  // turns off this size and every larger one (the step then runs eagerly: returns nullopt) and is
+  // logged once.
   std::optional<StepLogits> Run(const ForwardBatch& batch, const StepFn& step);
 
  private:
   struct Layout {
     std::size_t token_ids, positions, kv_slots, logits_rows, shape_metadata, tables, bytes;
   };
+  // A captured size: the padded batch and views it was captured with, kept for the graph's life.
+  struct Captured {
+    ForwardBatch padded;
+    std::vector<kernels::SeqAttention> seqs;
+    GraphStepViews views;
+    StepFn step;
+    std::unique_ptr<kernels::StepGraph> graph;
+  };
   static constexpr std::size_t kShapeMetadataInts = 4096;
 
+  DecodeGraphs(kernels::Backend& backend, std::vector<int> sizes, const KvCache& cache, std::int64_t max_positions,
+               std::int64_t vocab_size);
+  static Layout MakeLayout(std::size_t largest, std::size_t max_pages);
+  void Prepare();  // fills the constant parts of the block and allocates the logits
   int SizeFor(int batch_size) const;
   void Capture(int size, const StepFn& step);
   void FillPadding(int first_row, int size);
@@ -87,7 +101,7 @@ class DecodeGraphs {
   std::unique_ptr<kernels::GraphInputs> inputs_;
   std::span<std::byte> host_;
   Buffer logits_;  // [largest size, vocab]: every graph's output rows
-  std::map<int, std::unique_ptr<kernels::StepGraph>> graphs_;
+  std::map<int, std::unique_ptr<Captured>> graphs_;
 };
 
 }  // namespace fission::model

@@ -6,8 +6,7 @@ namespace fission::model {
 
 DeepseekV3Model::DeepseekV3Model(io::ModelConfig config, WeightLoader& loader, const ShardOptions& options)
     : config_(std::move(config)), backend_(loader.backend()), options_(options) {
-  // Graphs only where the backend captures them (not the CPU).
-  if (backend_.device().type != DeviceType::kCpu) graph_sizes_ = CudaGraphSizes(options.cuda_graphs);
+  graph_sizes_ = CudaGraphSizes(options.cuda_graphs);
   const io::ModelConfig& c = config_;
   const RankInfo& rank = options.rank;
   vocab_part_ = EvenPart(c.vocab_size, rank.attn_tp_size(), rank.attn_tp_rank(), "vocab_size");
@@ -130,7 +129,7 @@ StepLogits DeepseekV3Model::ForwardKeepLogits(const ForwardBatch& batch, KvCache
   for (std::int32_t id : batch.token_ids)
     FISSION_CHECK(id >= 0 && id < config_.vocab_size, "token id ", id, " outside vocabulary ", config_.vocab_size);
   if (DecodeGraphs* graphs = GraphsFor(cache); graphs != nullptr && graphs->Takes(batch)) {
-    auto captured_step = [&](const ForwardBatch& padded, const GraphStepViews& views) {
+    auto captured_step = [this, &cache](const ForwardBatch& padded, const GraphStepViews& views) {
       const PcpPlan plan = MakePlan(padded);
       StepContext step = MakeStep(plan, padded, cache);
       step.token_ids = views.token_ids;
@@ -172,8 +171,8 @@ DecodeGraphs* DeepseekV3Model::GraphsFor(const KvCache& cache) {
   if (graph_sizes_.empty()) return nullptr;
   if (graphs_ == nullptr || !graphs_->For(cache)) {
     graphs_.reset();  // its graphs hold the old cache's addresses
-    graphs_ = std::make_unique<DecodeGraphs>(backend_, graph_sizes_, cache, config_.max_position_embeddings,
-                                             config_.vocab_size);
+    graphs_ = DecodeGraphs::Create(backend_, graph_sizes_, cache, config_.max_position_embeddings, config_.vocab_size);
+    if (graphs_ == nullptr) graph_sizes_.clear();  // the backend does not capture (the CPU)
   }
   return graphs_.get();
 }

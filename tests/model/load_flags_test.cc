@@ -27,6 +27,26 @@ TEST(LoadFlags, SglangRecipeFlags) {
   EXPECT_EQ(Parse({"--tensor-parallel-size=8"}).tp_size, 8);
 }
 
+TEST(LoadFlags, CudaGraphFlags) {
+  const LoadOptions o = Parse({"--cuda-graph-bs", "1", "2", "8", "--cuda-graph-max-bs", "64", "--tp-size", "2"});
+  EXPECT_EQ(o.cuda_graphs.batch_sizes, (std::vector<int>{1, 2, 8}));
+  EXPECT_EQ(o.cuda_graphs.max_batch_size, 64);
+  EXPECT_EQ(o.tp_size, 2);
+  EXPECT_FALSE(o.cuda_graphs.disabled);
+  EXPECT_EQ(Parse({"--cuda-graph-bs=4,16"}).cuda_graphs.batch_sizes, (std::vector<int>{4, 16}));
+  EXPECT_TRUE(Parse({"--disable-cuda-graph"}).cuda_graphs.disabled);
+  for (const std::vector<std::string>& bad : std::vector<std::vector<std::string>>{
+           {"--cuda-graph-bs"}, {"--cuda-graph-bs", "2", "x"}, {"--cuda-graph-bs=0"}, {"--cuda-graph-bs=1,,2"},
+           {"--cuda-graph-max-bs", "-3"}}) {
+    try {
+      Parse(bad);
+      ADD_FAILURE() << bad[0] << " accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("--cuda-graph"), std::string::npos) << e.what();
+    }
+  }
+}
+
 TEST(LoadFlags, DeviceAndDtype) {
   const LoadOptions o = Parse({"--device", "cuda:1", "--dtype=bfloat16"});
   EXPECT_EQ(o.device, "cuda:1");

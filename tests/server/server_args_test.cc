@@ -131,8 +131,7 @@ TEST(ServerArgsTest, EachFlagParsesWithATypicalValue) {
   // Ignored flags are listed once each, in order of appearance.
   const std::vector<std::string> ignored = {"--swa-full-tokens-ratio", "--speculative-num-steps",
                                             "--speculative-eagle-topk", "--speculative-num-draft-tokens",
-                                            "--speculative-draft-model-path", "--cuda-graph-bs", "--cuda-graph-max-bs",
-                                            "--disable-cuda-graph", "--model-loader-extra-config",
+                                            "--speculative-draft-model-path", "--model-loader-extra-config",
                                             "--attention-backend", "--disable-shared-experts-fusion",
                                             "--enable-torch-compile"};
   EXPECT_EQ(a.ignored_flags, ignored);
