@@ -1,4 +1,6 @@
-// Linear (fp32 and bf16 through cuBLASLt) and the FP8 block-scaled Linear, against the CPU.
+// Linear (fp32 and bf16 through cuBLASLt; bf16 with up to 8 tokens through the tensor-core GEMV,
+// ragged rows and a partial 64-wide chunk of k included) and the FP8 block-scaled Linear, against
+// the CPU.
 #include "kernels/cpu/cpu_ops.h"
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_context.h"
@@ -21,7 +23,7 @@ TEST(CudaLinear, MatchesCpuAcrossDtypesAndRaggedShapes) {
                               {DType::kBF16, DType::kBF16, DType::kBF16, kBf16},
                               {DType::kBF16, DType::kBF16, DType::kF32, kBf16}};
   for (const LinearCase& c : cases)
-    for (auto [n, m, k] : {std::tuple{1, 576, 7168}, {7, 96, 136}, {64, 1536, 512}, {301, 384, 1024}}) {
+    for (auto [n, m, k] : {std::tuple{1, 576, 7168}, {7, 96, 136}, {3, 100, 200}, {8, 1037, 1536}, {64, 1536, 512}, {301, 384, 1024}}) {
       auto x = Random(n * k, rng), w = Random(m * k, rng, 0.05f);
       if (c.x == DType::kBF16 || c.w == DType::kBF16) x = RoundBf16(x);  // the GEMM sees bf16 activations
       if (c.w == DType::kBF16) w = RoundBf16(w);

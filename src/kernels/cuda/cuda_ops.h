@@ -30,6 +30,10 @@ void GatherRowsDevice(CudaContext& ctx, const Tensor& x, const std::int32_t* ind
 
 // gemm.cu
 void Linear(CudaContext& ctx, const Tensor& x, const Tensor& w, const Tensor& out);
+// gemv_bf16.cu: bf16 weights and at most 8 tokens (fp32 or bf16 activations and output) on the
+// tensor cores, reading the weight once; Bf16GemvTakes says whether the shapes and alignment fit.
+bool Bf16GemvTakes(const Tensor& x, const Tensor& w, const Tensor& out);
+void Bf16Gemv(CudaContext& ctx, const Tensor& x, const Tensor& w, const Tensor& out);
 // fp8.cu
 void LinearFp8(CudaContext& ctx, const Tensor& x, const Tensor& w, const Tensor& w_scale, const Tensor& out);
 // Per-token 1×128 quantization of x [n, k] to e4m3 codes [n, k] and fp32 scales, the scale of

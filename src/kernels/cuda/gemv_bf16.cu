@@ -1,0 +1,120 @@
+// bf16 Linear for a few tokens (decode): out[n, m] = x[n, k] · w[m, k]ᵀ with bf16 weights on the
+// tensor cores (mma.sync m16n8k16, bf16 × bf16 → fp32), a warp per 16 output rows and up to 8
+// tokens as the MMA's 8 columns. cuBLASLt reads a large weight at 1.3–1.9 TB/s for one token (the
+// 1.85 GB lm_head took 1 ms); this reads each weight once, 32 contiguous bytes per lane and row.
+//
+// The dot product's k order is free, so within every 64-wide chunk of k a lane (gid, t) takes the
+// 16 values [16t, 16t + 16) of its rows gid and gid + 8 and of token gid, and MMA j of the chunk
+// multiplies values [4j, 4j + 4) of every lane's piece: A's and B's fragments then pair the same
+// physical elements, and every element of the chunk is used once. The block's warps split the
+// chunks; their sums are added in warp order (a fixed order: results do not depend on timing).
+// Activations may be fp32 (converted in registers) or bf16; k % 8 == 0, 16-byte aligned rows.
+#include <cuda_bf16.h>
+
+#include "kernels/cuda/cuda_common.cuh"
+#include "kernels/cuda/cuda_ops.h"
+
+namespace fission::kernels::cuda {
+namespace {
+
+constexpr int kTokens = 8, kRows = 16, kWarps = 4, kChunk = 64;
+
+__device__ __forceinline__ void MmaBf16(float (&d)[4], std::uint32_t a0, std::uint32_t a1, std::uint32_t a2,
+                                        std::uint32_t a3, std::uint32_t b0, std::uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ uint4 LoadW(const __nv_bfloat16* p, bool ok) {
+  return ok ? __ldg(reinterpret_cast<const uint4*>(p)) : make_uint4(0, 0, 0, 0);
+}
+
+// Two values rounded to bf16, `lo` in the low half (the lower address).
+__device__ __forceinline__ std::uint32_t PackBf16(float lo, float hi) {
+  std::uint32_t r;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+}
+
+// Eight activation values as four packed bf16 pairs.
+template <bool kF32>
+__device__ __forceinline__ uint4 LoadX(const void* x, std::int64_t i, bool ok) {
+  if (!ok) return make_uint4(0, 0, 0, 0);
+  if constexpr (kF32) {
+    const float4* p = reinterpret_cast<const float4*>(static_cast<const float*>(x) + i);
+    const float4 a = __ldg(p), b = __ldg(p + 1);
+    return make_uint4(PackBf16(a.x, a.y), PackBf16(a.z, a.w), PackBf16(b.x, b.y), PackBf16(b.z, b.w));
+  } else {
+    return __ldg(reinterpret_cast<const uint4*>(static_cast<const __nv_bfloat16*>(x) + i));
+  }
+}
+
+template <bool kF32>
+__global__ void __launch_bounds__(kWarps * 32, 4) Bf16GemvKernel(const void* x, std::int64_t n,
+                                                              const __nv_bfloat16* w, std::int64_t m,
+                                                              std::int64_t k, void* out, Elem oe) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, gid = lane >> 2, t = lane & 3;
+  const std::int64_t ra = blockIdx.x * static_cast<std::int64_t>(kRows) + gid, rb = ra + 8;
+  const bool has_a = ra < m, has_b = rb < m, has_x = gid < n;
+  const __nv_bfloat16* wa = w + ra * k;
+  const __nv_bfloat16* wb = w + rb * k;
+  const std::int64_t xrow = gid * k, chunks = (k + kChunk - 1) / kChunk;
+  float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll 2
+  for (std::int64_t c = warp; c < chunks; c += kWarps) {
+    const std::int64_t at = c * kChunk + 16 * t;
+    const bool lo = at < k, hi = at + 8 < k;
+    const uint4 a0 = LoadW(wa + at, has_a && lo), a1 = LoadW(wa + at + 8, has_a && hi);
+    const uint4 b0 = LoadW(wb + at, has_b && lo), b1 = LoadW(wb + at + 8, has_b && hi);
+    const uint4 x0 = LoadX<kF32>(x, xrow + at, has_x && lo), x1 = LoadX<kF32>(x, xrow + at + 8, has_x && hi);
+    MmaBf16(d, a0.x, b0.x, a0.y, b0.y, x0.x, x0.y);
+    MmaBf16(d, a0.z, b0.z, a0.w, b0.w, x0.z, x0.w);
+    MmaBf16(d, a1.x, b1.x, a1.y, b1.y, x1.x, x1.y);
+    MmaBf16(d, a1.z, b1.z, a1.w, b1.w, x1.z, x1.w);
+  }
+  __shared__ float partial[kWarps][32][4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) partial[warp][lane][i] = d[i];
+  __syncthreads();
+  if (warp != 0) return;
+  float sum[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    sum[i] = partial[0][lane][i];
+    for (int v = 1; v < kWarps; ++v) sum[i] += partial[v][lane][i];
+  }
+  // Accumulator layout: c0, c1 are row gid for tokens 2t, 2t + 1; c2, c3 row gid + 8.
+  const std::int64_t t0 = 2 * t, t1 = 2 * t + 1;
+  if (has_a && t0 < n) StoreF(out, t0 * m + ra, oe, sum[0]);
+  if (has_a && t1 < n) StoreF(out, t1 * m + ra, oe, sum[1]);
+  if (has_b && t0 < n) StoreF(out, t0 * m + rb, oe, sum[2]);
+  if (has_b && t1 < n) StoreF(out, t1 * m + rb, oe, sum[3]);
+}
+
+bool Aligned16(const void* p) { return (reinterpret_cast<std::uintptr_t>(p) & 15u) == 0; }
+
+}  // namespace
+
+bool Bf16GemvTakes(const Tensor& x, const Tensor& w, const Tensor& out) {
+  const std::int64_t k = w.shape[1], n = x.numel() / k;
+  return w.dtype == DType::kBF16 && (x.dtype == DType::kF32 || x.dtype == DType::kBF16) &&
+         (out.dtype == DType::kF32 || out.dtype == DType::kBF16) && n >= 1 && n <= kTokens && k % 8 == 0 &&
+         Aligned16(x.data) && Aligned16(w.data);
+}
+
+void Bf16Gemv(CudaContext& ctx, const Tensor& x, const Tensor& w, const Tensor& out) {
+  const std::int64_t m = w.shape[0], k = w.shape[1], n = x.numel() / k;
+  const unsigned blocks = static_cast<unsigned>((m + kRows - 1) / kRows);
+  const auto* wp = static_cast<const __nv_bfloat16*>(w.data);
+  if (x.dtype == DType::kF32) {
+    Bf16GemvKernel<true><<<blocks, kWarps * 32, 0, ctx.stream()>>>(x.data, n, wp, m, k, out.data, ElemOf(out));
+  } else {
+    Bf16GemvKernel<false><<<blocks, kWarps * 32, 0, ctx.stream()>>>(x.data, n, wp, m, k, out.data, ElemOf(out));
+  }
+  FISSION_LAUNCHED();
+}
+
+}  // namespace fission::kernels::cuda
