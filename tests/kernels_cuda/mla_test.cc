@@ -1,8 +1,13 @@
 // MLA attention, both forms, over a paged latent cache with ragged batches: CUDA against the CPU.
+#include <cuda_runtime.h>
+
+#include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <numeric>
 
 #include "kernels/cuda/cuda_backend.h"
+#include "kernels/cuda/cuda_context.h"
 #include "kernels_cuda/cuda_testlib.h"
 
 namespace fission::kernels::cuda::testing {
@@ -60,6 +65,34 @@ struct Batch {
       kv_b = RoundBf16(kv_b);
     }
   }
+
+  // The layout of a graph's input block: all query positions, then every block table padded to
+  // the longest with page 0, one array, each sequence's part at a fixed stride.
+  std::vector<std::int32_t> block;
+  std::int64_t table_width = 0;
+  void MakeContiguous() {
+    for (const auto& t : tables) table_width = std::max<std::int64_t>(table_width, t.size());
+    const std::size_t count = seqs.size();
+    block.assign(n + count * table_width, 0);
+    std::int64_t at = 0;
+    for (std::size_t i = 0; i < count; ++i) {
+      std::copy(positions[i].begin(), positions[i].end(), block.begin() + at);
+      seqs[i].query_positions = std::span<const std::int32_t>(block.data() + at, positions[i].size());
+      at += static_cast<std::int64_t>(positions[i].size());
+    }
+    for (std::size_t i = 0; i < count; ++i) {
+      std::int32_t* table = block.data() + n + i * table_width;
+      std::copy(tables[i].begin(), tables[i].end(), table);
+      seqs[i].block_table = std::span<const std::int32_t>(table, table_width);
+    }
+  }
+  // Each decoding sequence one token further (its table already reaches it: tests leave room).
+  void Advance() {
+    for (SeqAttention& s : seqs) {
+      ++s.kv_len;
+      ++block[s.query_positions.data() - block.data()];
+    }
+  }
 };
 
 enum class Form { kExpanded, kAbsorbed };
@@ -74,9 +107,12 @@ void RunCpu(Batch& b, Form form, std::span<const SeqAttention> seqs, std::vector
     Cpu().MlaAttentionAbsorbed(q, cache, kv_b, seqs, b.shape, o);
 }
 
+enum class Layout { kSeparate, kContiguous };
+
 void Check(const std::vector<SeqSpec>& specs, std::int64_t heads, std::int64_t page_size, DType dtype, Form form,
-           std::mt19937& rng) {
+           std::mt19937& rng, Layout layout = Layout::kSeparate) {
   Batch b(specs, heads, page_size, dtype == DType::kBF16, rng);
+  if (layout == Layout::kContiguous) b.MakeContiguous();
   std::vector<float> ref(b.n * heads * 128);
   RunCpu(b, form, b.seqs, ref);
   Buffer q = ToDevice(dtype, Shape{b.n, heads, 192}, b.q),
@@ -88,7 +124,8 @@ void Check(const std::vector<SeqSpec>& specs, std::int64_t heads, std::int64_t p
     Gpu().MlaAttentionAbsorbed(q, cache, kv_b, b.seqs, b.shape, out);
   EXPECT_LT(RelErr(ToHost(out), ref), kAttention)
       << (form == Form::kExpanded ? "expanded" : "absorbed") << " " << DTypeName(dtype) << " heads=" << heads
-      << " page=" << page_size << " seqs=" << specs.size();
+      << " page=" << page_size << " seqs=" << specs.size()
+      << (layout == Layout::kContiguous ? " contiguous" : " separate");
 }
 
 // Both expanded-form kernels: the default (register softmax) and FISSION_MLA_PREFILL=generic.
@@ -125,6 +162,95 @@ TEST(CudaMla, AbsorbedDecodeWithSplitKeys) {
   // Many short sequences: enough blocks without splitting.
   std::vector<SeqSpec> many(40, SeqSpec{100, 1});
   Check(many, 128, 16, DType::kBF16, Form::kAbsorbed, rng);
+}
+
+// Pure decode (one query per sequence at row i, its own position the last key): the work list is
+// built on the device from the positions, the splits from the batch size and heads alone, so short
+// contexts leave most splits empty. Tables and positions either in one strided array (uploaded as
+// one span) or in separate vectors (concatenated on the host).
+TEST(CudaMla, AbsorbedPureDecodeBuildsItsWorkOnTheDevice) {
+  FISSION_REQUIRE_GPU();
+  std::mt19937 rng(35);
+  const std::vector<SeqSpec> mixed = {{0, 1}, {16, 1}, {299, 1}, {4999, 1}};
+  for (Layout layout : {Layout::kSeparate, Layout::kContiguous}) {
+    for (DType dtype : {DType::kF32, DType::kBF16}) {
+      Check(mixed, 16, 16, dtype, Form::kAbsorbed, rng, layout);   // 16-row blocks, many empty splits
+      Check(mixed, 128, 64, dtype, Form::kAbsorbed, rng, layout);  // 64-row blocks
+    }
+    Check({{4999, 1}}, 16, 16, DType::kBF16, Form::kAbsorbed, rng, layout);  // one sequence: the most splits
+    Check({{0, 1}}, 128, 16, DType::kBF16, Form::kAbsorbed, rng, layout);    // one key
+    std::vector<SeqSpec> many;
+    for (int i = 0; i < 40; ++i) many.push_back({i % 10 == 0 ? 4999 : 13 * i, 1});
+    Check(many, 128, 16, DType::kBF16, Form::kAbsorbed, rng, layout);  // few splits, a full grid
+  }
+}
+
+// Clears the input mirror whatever happens.
+struct MirrorScope {
+  CudaContext& ctx;
+  MirrorScope(CudaContext& c, const InputMirror& m) : ctx(c) { ctx.SetInputMirror(m); }
+  ~MirrorScope() { ctx.SetInputMirror({}); }
+};
+
+// The decode path captured once, reading positions and tables from an input block: outside the
+// block the capture fails; inside it, the replay after every sequence grew by a token equals the
+// CPU and, bit for bit, an eager call on the same inputs.
+TEST(CudaMla, AbsorbedPureDecodeCapturedReplaysNextPositions) {
+  FISSION_REQUIRE_GPU();
+  std::mt19937 rng(36);
+  CudaContext& ctx = Gpu().context();
+  const std::int64_t heads = 16, page = 16;
+  // kv_len 16 and 32 fill their last page; the next token lands on the padding page 0.
+  Batch b({{0, 1}, {15, 1}, {31, 1}, {299, 1}, {4999, 1}}, heads, page, true, rng);
+  b.MakeContiguous();
+  Buffer q = ToDevice(DType::kBF16, Shape{b.n, heads, 192}, b.q),
+         cache = ToDevice(DType::kBF16, Shape{b.pages * page, 576}, b.cache),
+         kv_b = ToDevice(DType::kBF16, Shape{heads * 256, 512}, b.kv_b),
+         out = Poisoned(DType::kF32, Shape{b.n, heads, 128});
+  auto run = [&] { Gpu().MlaAttentionAbsorbed(q, cache, kv_b, b.seqs, b.shape, out); };
+  auto reference = [&] {
+    std::vector<float> ref(b.n * heads * 128);
+    RunCpu(b, Form::kAbsorbed, b.seqs, ref);
+    return ref;
+  };
+  run();  // eager: kernel attributes and GEMM heuristics
+  EXPECT_LT(RelErr(ToHost(out), reference()), kAttention);
+
+  ctx.BeginCapture();
+  EXPECT_THROW(run(), Error) << "positions from outside an input block were captured";
+  ctx.AbortCapture();
+
+  const std::size_t bytes = b.block.size() * sizeof(std::int32_t);
+  Buffer device_block(DType::kI32, Shape{static_cast<std::int64_t>(b.block.size())}, Gpu().allocator());
+  Gpu().CopyBytesFromHost(b.block.data(), device_block);
+  MirrorScope mirror(ctx, {reinterpret_cast<const char*>(b.block.data()), static_cast<char*>(device_block.tensor().data),
+                           bytes});
+  ctx.BeginCapture();
+  try {
+    run();
+  } catch (...) {
+    ctx.AbortCapture();
+    throw;
+  }
+  std::vector<void*> pinned;
+  cudaGraph_t graph = ctx.EndCapture(&pinned);
+  EXPECT_TRUE(pinned.empty()) << "the decode path uploaded constants";
+  cudaGraphExec_t exec = nullptr;
+  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+
+  b.Advance();
+  Gpu().CopyBytesFromHost(b.block.data(), device_block);
+  ASSERT_EQ(cudaGraphLaunch(exec, ctx.stream()), cudaSuccess);
+  const std::vector<float> replayed = ToHost(out);
+  EXPECT_LT(RelErr(replayed, reference()), kAttention);
+  run();
+  const std::vector<float> eager = ToHost(out);
+  EXPECT_EQ(std::memcmp(eager.data(), replayed.data(), eager.size() * sizeof(float)), 0)
+      << "replay and eager call differ";
+
+  (void)cudaGraphExecDestroy(exec);
+  (void)cudaGraphDestroy(graph);
+  for (void* p : pinned) (void)cudaFreeHost(p);
 }
 
 TEST(CudaMla, BothFormsAgreeOnPrefill) {

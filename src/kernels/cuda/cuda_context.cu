@@ -1,5 +1,6 @@
 #include "kernels/cuda/cuda_context.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 
@@ -141,6 +142,19 @@ void CudaContext::AbortCapture() {
   (void)cudaGetLastError();  // an invalidated capture leaves its error behind
   for (void* p : capture_pinned_) (void)cudaFreeHost(p);
   capture_pinned_.clear();
+}
+
+const void* const* CudaContext::PointerTable(std::span<const void* const> pointers, const char* what) {
+  FISSION_CHECK(!pointers.empty(), "an empty pointer table for ", what);
+  std::vector<CachedPointers>& same_key = pointer_tables_[{pointers.front(), pointers.size()}];
+  for (const CachedPointers& t : same_key)
+    if (std::equal(t.host.begin(), t.host.end(), pointers.begin())) return t.device.ptr<const void* const>();
+  if (capturing_)
+    Fail("CUDA graph capture: ", what, " meets a weight set it has no device pointer table for; run the step "
+         "once without capturing first (that builds the table)");
+  CachedPointers t{std::vector<const void*>(pointers.begin(), pointers.end()), Upload(pointers)};
+  same_key.push_back(std::move(t));
+  return same_key.back().device.ptr<const void* const>();
 }
 
 void CudaContext::UploadBytes(void* dst, const void* src, std::size_t bytes) {

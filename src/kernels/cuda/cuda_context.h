@@ -11,6 +11,7 @@
 #include <vector>
 #include <span>
 #include <tuple>
+#include <utility>
 
 #include "kernels/cuda/cuda_allocator.h"
 #include "tensor/tensor.h"
@@ -108,6 +109,13 @@ class CudaContext {
   cudaGraph_t EndCapture(std::vector<void*>* pinned_constants);
   void AbortCapture();
 
+  // A device copy of `pointers` (a per-layer table of expert weight pointers), made by the first
+  // call with this list and kept for the context's life, since captured graphs read it at every
+  // replay. Found again by its first pointer and length, then compared whole. A list first met
+  // while capturing is an Error naming `what`: the eager run before a capture builds every table
+  // the step uses.
+  const void* const* PointerTable(std::span<const void* const> pointers, const char* what);
+
   // Which scale layouts cuBLASLt's block-scaled FP8 GEMM reads, found once by comparing it with
   // the own kernel on a small problem (fp8.cu); -1 until then, kFp8OwnKernel if none matched.
   int fp8_layout = -1;
@@ -140,6 +148,12 @@ class CudaContext {
     cublasLtMatmulAlgo_t algo{};
   };
   std::map<GemmKey, CachedAlgo> algos_;
+  // After allocator_: the tables go back to it before it is destroyed.
+  struct CachedPointers {
+    std::vector<const void*> host;
+    DeviceMeta device;
+  };
+  std::map<std::pair<const void*, std::size_t>, std::vector<CachedPointers>> pointer_tables_;
 };
 
 }  // namespace fission::kernels::cuda

@@ -57,6 +57,20 @@ bool Fp8GemvTakes(std::int64_t k);
 Fp8GemvInput QuantizeForGemv(CudaContext& ctx, const Tensor& x);
 void Fp8GemvGrouped(CudaContext& ctx, const Fp8GemvInput& in, std::span<const Fp8GemvItem> items, std::int64_t m,
                     std::int64_t k, const Tensor& out);
+// The same GEMV over a run list built on the device (moe.cu): run i multiplies rows [row0, row0 +
+// rows) by expert `expert`'s weight, found in a device table of the experts' weight and scale
+// pointers. The grid covers max_runs runs, a bound from shapes; blocks past *run_count return.
+inline constexpr int kGemvRunRows = 8;  // rows of a run: the MMA's 8 token columns
+struct ExpertRun {
+  std::int32_t expert, row0, rows;
+};
+struct Fp8ExpertTable {
+  const std::uint8_t* const* w;
+  const float* const* w_scale;
+};
+void Fp8GemvRuns(CudaContext& ctx, const Fp8GemvInput& in, const ExpertRun* runs, const std::int32_t* run_count,
+                 std::int64_t max_runs, const Fp8ExpertTable& table, std::int64_t m, std::int64_t k,
+                 const Tensor& out);
 
 // mla_reference.cu: whether the tuned MLA kernels take this shape, and the fp32 reference kernel
 // that takes any (contexts up to 8192 keys).
@@ -70,18 +84,34 @@ void MoeRoute(CudaContext& ctx, const Tensor& router_logits, const Tensor& bias,
 void MoeExperts(CudaContext& ctx, const Tensor& x, const Tensor& topk_ids, const Tensor& topk_weights,
                 std::span<const Tensor> gate_up, std::span<const Tensor> down, const Tensor& out);
 // The routed experts' token permutation (moe.cu), shared by MoeExperts and MoeExpertsFp8: the
-// (token, k) pairs grouped by expert (reads the per-expert counts back to the host), expert e's
-// rows being [offsets[e], offsets[e + 1]).
+// (token, k) pairs grouped by expert, expert e's rows being [offsets[e], offsets[e + 1]).
+// PermuteByExpert reads the per-expert counts back to the host and fills `offsets`.
+// PermuteByExpertOnDevice waits for nothing (a captured step can run it): the offsets stay on the
+// device, and `runs` lists each expert's rows in runs of at most kGemvRunRows, *run_count of them,
+// at most max_runs (a bound from shapes). Routing produces ids in [0, experts); an id outside it
+// gets no row (row_of_pair -1, skipped by the combine) and its token's other pairs are unaffected.
 struct ExpertRows {
   std::int64_t pairs = 0;
   std::vector<int> offsets;
   Buffer row_of_pair, token_of_row;  // I32 [pairs]
+  Buffer runs, run_count;            // ExpertRun [max_runs], I32 [1] (device path)
+  std::int64_t max_runs = 0;
 };
 ExpertRows PermuteByExpert(CudaContext& ctx, const Tensor& topk_ids, int experts);
+ExpertRows PermuteByExpertOnDevice(CudaContext& ctx, const Tensor& topk_ids, int experts);
+// Runs of at most kGemvRunRows rows that `pairs` pairs over `experts` experts can need: an expert
+// with c rows needs ⌈c/8⌉ ≤ (c + 7)/8 runs, at most min(experts, pairs) experts have rows, so the
+// runs number at most ⌊(pairs + 7·min(experts, pairs)) / 8⌋.
+std::int64_t MaxExpertRuns(std::int64_t pairs, std::int64_t experts);
 // out[t] = Σ_k weights[t, k] · y[row_of_pair[t, k]] (fp32 y [pairs, hidden]), k in a fixed order.
 void CombineExperts(CudaContext& ctx, const ExpertRows& rows, const Tensor& y, const Tensor& topk_weights,
                     const Tensor& out);
-// moe_fp8.cu
+// moe_fp8.cu. Up to kDeviceRoutedTokens tokens (decode) and with k % 16 == 0 in both products,
+// every expert runs on the grouped GEMV from run lists built on the device: no host wait, no upload
+// of step data, so the step can be captured as a CUDA graph. More tokens (prefill) take the
+// host-planned path. A rule on shapes only: an eager step and its replay run the same kernels.
+// MoeExperts (bf16) always reads the counts back and cannot be captured.
+inline constexpr std::int64_t kDeviceRoutedTokens = 256;
 void MoeExpertsFp8(CudaContext& ctx, const Tensor& x, const Tensor& topk_ids, const Tensor& topk_weights,
                    std::span<const Tensor> gate_up, std::span<const Tensor> gate_up_scale,
                    std::span<const Tensor> down, std::span<const Tensor> down_scale, const Tensor& out);

@@ -216,6 +216,19 @@ __global__ void Fp8GemvGroupedKernel(const std::uint8_t* xq, const float* xs, co
              blockIdx.x * static_cast<std::int64_t>(kMmaRows), out, it.row0, oe);
 }
 
+// The same over runs a device kernel listed (the routed experts' decode path): blocks past the
+// listed count return at once, the weights come from the per-expert pointer table.
+static_assert(kGemvRunRows == kGemvTokens);
+__global__ void Fp8GemvRunsKernel(const std::uint8_t* xq, const float* xs, const ExpertRun* runs,
+                                  const std::int32_t* run_count, const std::uint8_t* const* w,
+                                  const float* const* w_scale, std::int64_t m, std::int64_t k, void* out, Elem oe) {
+  if (static_cast<std::int32_t>(blockIdx.y) >= *run_count) return;
+  const ExpertRun run = runs[blockIdx.y];
+  const std::int64_t kb = (k + kGroup - 1) / kGroup;
+  Fp8MmaTile(xq + run.row0 * k, xs + run.row0 * kb, run.rows, w[run.expert], w_scale[run.expert], m, k,
+             blockIdx.x * static_cast<std::int64_t>(kMmaRows), out, run.row0, oe);
+}
+
 __global__ void TransposeKernel(const float* src, float* dst, std::int64_t rows, std::int64_t cols) {
   const std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
   if (i < rows * cols) dst[(i % cols) * rows + i / cols] = src[i];
@@ -371,6 +384,21 @@ void Fp8GemvGrouped(CudaContext& ctx, const Fp8GemvInput& in, std::span<const Fp
         ElemOf(out));
     FISSION_LAUNCHED();
   }
+}
+
+void Fp8GemvRuns(CudaContext& ctx, const Fp8GemvInput& in, const ExpertRun* runs, const std::int32_t* run_count,
+                 std::int64_t max_runs, const Fp8ExpertTable& table, std::int64_t m, std::int64_t k,
+                 const Tensor& out) {
+  FISSION_CHECK(Fp8GemvTakes(k) && in.codes.tensor().shape[-1] == k && out.shape[-1] == m,
+                "Fp8GemvRuns shapes: k ", k, ", m ", m, ", out ", out.shape.ToString());
+  constexpr std::int64_t kMaxGridY = 65535;
+  FISSION_CHECK(max_runs <= kMaxGridY, "Fp8GemvRuns: ", max_runs, " runs do not fit one grid");
+  if (max_runs == 0) return;
+  const dim3 grid(static_cast<unsigned>(Ceil(m, kMmaRows)), static_cast<unsigned>(max_runs));
+  Fp8GemvRunsKernel<<<grid, kMmaWarps * 32, 0, ctx.stream()>>>(in.codes.ptr<std::uint8_t>(), in.scales.ptr<float>(),
+                                                               runs, run_count, table.w, table.w_scale, m, k, out.data,
+                                                               ElemOf(out));
+  FISSION_LAUNCHED();
 }
 
 void LinearFp8(CudaContext& ctx, const Tensor& x, const Tensor& w, const Tensor& w_scale, const Tensor& out) {

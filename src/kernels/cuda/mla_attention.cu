@@ -1,7 +1,10 @@
-// Host side of MLA attention: builds the per-sequence metadata and work list, prepares the operands
-// of each form, launches mla::FlashKernel and, for split keys, mla::MergeKernel.
-#include <atomic>
+// Host side of MLA attention: builds the per-sequence metadata and work list (for a pure decode
+// step, a kernel builds it on the device from the uploaded positions, so the step can be captured),
+// prepares the operands of each form, launches mla::FlashKernel and, for split keys,
+// mla::MergeKernel.
 #include <algorithm>
+#include <atomic>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
@@ -78,6 +81,223 @@ void Launch(CudaContext& ctx, const Params& p, int items, int grid_y) {
   mla::FlashKernel<DQK, DV, kVFromK, RB>
       <<<dim3(static_cast<unsigned>(items), static_cast<unsigned>(grid_y)), mla::kThreads, L::kBytes, ctx.stream()>>>(p);
   FISSION_LAUNCHED();
+}
+
+// The absorbed form's per-head GEMMs (strided-batched, a head per batch entry) over runs of
+// consecutive query rows: q_latent[t, h] = q_nope[t, h] · W_UK[h] (W_UK[h] = kv_b rows h·(nope+v) + [0, nope)).
+void AbsorbQueries(CudaContext& ctx, const __nv_bfloat16* wb, const __nv_bfloat16* qb, __nv_bfloat16* ql,
+                   std::span<const std::pair<std::int64_t, std::int64_t>> runs, const MlaShape& sh) {
+  const std::int64_t heads = sh.num_heads, lora = sh.kv_lora_rank, nope = sh.qk_nope_head_dim;
+  const std::int64_t vdim = sh.v_head_dim, qk = nope + sh.qk_rope_head_dim;
+  for (const auto& [begin, end] : runs) {
+    GemmDesc g;
+    g.m = lora;
+    g.n = end - begin;
+    g.k = nope;
+    g.a = wb;
+    g.a_type = CUDA_R_16BF;
+    g.lda = lora;
+    g.stride_a = (nope + vdim) * lora;
+    g.b = qb + begin * heads * qk;
+    g.b_type = CUDA_R_16BF;
+    g.ldb = heads * qk;
+    g.stride_b = qk;
+    g.d = ql + begin * heads * lora;
+    g.d_type = CUDA_R_16BF;
+    g.ldd = heads * lora;
+    g.stride_d = lora;
+    g.batch = static_cast<int>(heads);
+    FISSION_CHECK(ctx.Gemm(g), "cuBLASLt has no algorithm for the MLA query absorption");
+  }
+}
+
+// out[t, h] = W_UV[h] · o_latent[t, h] (W_UV[h] = kv_b rows h·(nope+v) + nope + [0, v)).
+void ProjectValues(CudaContext& ctx, const __nv_bfloat16* wb, const __nv_bfloat16* ol, const Tensor& out,
+                   std::span<const std::pair<std::int64_t, std::int64_t>> runs, const MlaShape& sh) {
+  const std::int64_t heads = sh.num_heads, lora = sh.kv_lora_rank, nope = sh.qk_nope_head_dim;
+  const std::int64_t vdim = sh.v_head_dim;
+  FISSION_CHECK(out.dtype == DType::kF32 || out.dtype == DType::kBF16, "MLA out must be fp32 or bf16");
+  for (const auto& [begin, end] : runs) {
+    GemmDesc g;
+    g.trans_a = true;
+    g.m = vdim;
+    g.n = end - begin;
+    g.k = lora;
+    g.a = wb + nope * lora;
+    g.a_type = CUDA_R_16BF;
+    g.lda = lora;
+    g.stride_a = (nope + vdim) * lora;
+    g.b = ol + begin * heads * lora;
+    g.b_type = CUDA_R_16BF;
+    g.ldb = heads * lora;
+    g.stride_b = lora;
+    g.d = static_cast<unsigned char*>(out.data) + DTypeBytes(out.dtype, begin * heads * vdim);
+    g.d_type = out.dtype == DType::kF32 ? CUDA_R_32F : CUDA_R_16BF;
+    g.ldd = heads * vdim;
+    g.stride_d = vdim;
+    g.batch = static_cast<int>(heads);
+    FISSION_CHECK(ctx.Gemm(g), "cuBLASLt has no algorithm for the MLA value projection");
+  }
+}
+
+// Keys of a split: at least this many (fewer make the merge cost more than the split saves).
+constexpr int kMinKeysPerSplit = 256;
+// Splits of a pure decode step, chosen without its context lengths: at most this many. The fill
+// rule alone gives a single 16-row block (batch 1, 16 heads) 119 splits on H200's 132
+// multiprocessors, so a long context spreads over the chip as the host rule spreads it; the cap
+// bounds the partial results on larger chips. A short context's unused splits are blocks that
+// return at once.
+constexpr std::int64_t kMaxDecodeSplits = std::min<std::int64_t>(128, mla::kMaxSplits);
+
+// The fewest splits (at most max_splits) that fill at least 90% of the last wave of blocks: one
+// block per multiprocessor, since both decode variants use more than half of its shared memory.
+int PickSplits(std::int64_t base_blocks, std::int64_t max_splits, std::int64_t slots) {
+  int splits = 1;
+  double best = 0.0;
+  for (std::int64_t sp = 1; sp <= max_splits; ++sp) {
+    const std::int64_t blocks = base_blocks * sp, waves = (blocks + slots - 1) / slots;
+    const double fill = static_cast<double>(blocks) / static_cast<double>(waves * slots);
+    if (fill > best + 1e-9) {
+      best = fill;
+      splits = static_cast<int>(sp);
+    }
+    if (fill >= 0.9) break;
+  }
+  return splits;
+}
+
+// Pure decode's work list (PlanDecodeOnDevice): item (sequence i, row block rb, split sp) at
+// (i·row_blocks + rb)·splits + sp, the order the host lists use. Sequence i's keys are [0, position
+// + 1), cut into chunks of ⌈kv_len / splits⌉ keys rounded up to whole tiles and at least
+// kMinKeysPerSplit, so a short context leaves its later splits empty. A position outside the block
+// table's reach is clamped: whatever the values, nothing outside the table is read.
+__global__ void DecodeWorkKernel(const std::int32_t* positions, int n, int table_width, int page_size, int row_blocks,
+                                 int rows_per_block, int splits, SeqInfo* seqs, WorkItem* items) {
+  const std::int64_t item = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
+  const int per_seq = row_blocks * splits;
+  if (item >= static_cast<std::int64_t>(n) * per_seq) return;
+  const int i = static_cast<int>(item / per_seq), in_seq = static_cast<int>(item % per_seq);
+  const int rb = in_seq / splits, sp = in_seq % splits;
+  const int reach = table_width * page_size, position = positions[i];
+  const int kv_len = position < 0 ? 1 : min(position, reach - 1) + 1;
+  const int chunk = max(kMinKeysPerSplit, ((kv_len + splits - 1) / splits + mla::kKeys - 1) / mla::kKeys * mla::kKeys);
+  items[item] = WorkItem{i, rb * rows_per_block, min(kv_len, sp * chunk), min(kv_len, (sp + 1) * chunk), sp};
+  if (in_seq == 0) seqs[i] = SeqInfo{i, 1, kv_len, 0, i * table_width, i};
+}
+
+// The absorbed form's work on the device: sequences, work items (blocks of the flash kernel), block
+// tables, query positions, and the merge_count rows the split merge writes (merge_rows, or rows
+// 0 .. merge_count - 1 when it holds none).
+struct AbsorbedWork {
+  DeviceMeta seqs, items, tables, positions, merge_rows;
+  int item_count = 0, splits = 1;
+  std::int64_t merge_count = 0;
+};
+
+// Any batch: lists built on the host, the splits from the longest context.
+AbsorbedWork PlanOnHost(CudaContext& ctx, std::span<const SeqAttention> seqs, std::int64_t heads, int rows_per_block) {
+  std::vector<SeqInfo> infos;
+  std::vector<std::int32_t> tables, positions;
+  std::int64_t base_blocks = 0, max_kv = 0;
+  for (const SeqAttention& s : seqs) {
+    infos.push_back({s.query_start, s.query_len, s.kv_len, 0, static_cast<int>(tables.size()),
+                     static_cast<int>(positions.size())});
+    tables.insert(tables.end(), s.block_table.begin(), s.block_table.end());
+    positions.insert(positions.end(), s.query_positions.begin(), s.query_positions.end());
+    base_blocks += (s.query_len * heads + rows_per_block - 1) / rows_per_block;
+    max_kv = std::max<std::int64_t>(max_kv, s.kv_len);
+  }
+  AbsorbedWork work;
+  work.splits = PickSplits(
+      base_blocks, std::clamp<std::int64_t>((max_kv + kMinKeysPerSplit - 1) / kMinKeysPerSplit, 1, mla::kMaxSplits),
+      ctx.sm_count());
+  const int splits = work.splits;
+  std::vector<WorkItem> items;
+  std::vector<std::int64_t> rows;  // flattened (token, head) rows that the merge writes
+  for (std::size_t i = 0; i < seqs.size(); ++i) {
+    const SeqAttention& s = seqs[i];
+    const int kv_len = s.kv_len;
+    const int chunk = ((kv_len + splits - 1) / splits + mla::kKeys - 1) / mla::kKeys * mla::kKeys;
+    for (int r = 0; r < s.query_len * heads; r += rows_per_block)
+      for (int sp = 0; sp < splits; ++sp)
+        items.push_back({static_cast<int>(i), r, std::min(kv_len, sp * chunk), std::min(kv_len, (sp + 1) * chunk), sp});
+    if (splits > 1)
+      for (std::int64_t r = 0; r < s.query_len * heads; ++r) rows.push_back(s.query_start * heads + r);
+  }
+  work.item_count = static_cast<int>(items.size());
+  work.seqs = ctx.Upload(std::span<const SeqInfo>(infos));
+  work.items = ctx.Upload(std::span<const WorkItem>(items));
+  work.tables = ctx.Upload(std::span<const std::int32_t>(tables));
+  work.positions = ctx.Upload(std::span<const std::int32_t>(positions));
+  if (splits > 1) work.merge_rows = ctx.Upload(std::span<const std::int64_t>(rows));
+  work.merge_count = static_cast<std::int64_t>(rows.size());
+  return work;
+}
+
+// A pure decode step: sequence i has one query, at row i, and that token is its last key.
+bool PureDecode(std::span<const SeqAttention> seqs, std::int64_t n) {
+  if (seqs.empty() || static_cast<std::int64_t>(seqs.size()) != n) return false;
+  for (std::size_t i = 0; i < seqs.size(); ++i) {
+    const SeqAttention& s = seqs[i];
+    if (s.query_len != 1 || s.query_start != static_cast<std::int32_t>(i) || s.query_positions[0] != s.kv_len - 1)
+      return false;
+  }
+  return true;
+}
+
+// One span holding each sequence's `part`, sequence i's at i·width. When sequence i's part already
+// lies i·width values after sequence 0's, that span is uploaded as it is (inside a graph's input
+// block it resolves to the device copy, no copy); otherwise the parts are concatenated, each padded
+// to the widest with zeros (an upload of step data: eager only).
+template <typename Part>
+DeviceMeta UploadPerSequence(CudaContext& ctx, std::span<const SeqAttention> seqs, Part part, std::int64_t* width) {
+  const std::span<const std::int32_t> first = part(seqs[0]);
+  const auto base = reinterpret_cast<std::uintptr_t>(first.data());
+  std::size_t widest = 0;
+  bool strided = true;
+  for (std::size_t i = 0; i < seqs.size(); ++i) {
+    const std::span<const std::int32_t> mine = part(seqs[i]);
+    widest = std::max(widest, mine.size());
+    strided = strided && mine.size() == first.size() &&
+              reinterpret_cast<std::uintptr_t>(mine.data()) == base + i * first.size() * sizeof(std::int32_t);
+  }
+  if (strided) {
+    *width = static_cast<std::int64_t>(first.size());
+    return ctx.Upload(std::span<const std::int32_t>(first.data(), seqs.size() * first.size()));
+  }
+  std::vector<std::int32_t> flat(seqs.size() * widest, 0);
+  for (std::size_t i = 0; i < seqs.size(); ++i) std::ranges::copy(part(seqs[i]), flat.begin() + i * widest);
+  *width = static_cast<std::int64_t>(widest);
+  return ctx.Upload(std::span<const std::int32_t>(flat));
+}
+
+// Pure decode: the splits follow from the batch size and heads alone, and a kernel reads each
+// sequence's position (kv_len = position + 1) on the device to cut its keys. Nothing here depends on
+// this step's values, so a captured step replays with new positions and tables.
+AbsorbedWork PlanDecodeOnDevice(CudaContext& ctx, std::span<const SeqAttention> seqs, std::int64_t heads,
+                                std::int64_t page_size, int rows_per_block) {
+  AbsorbedWork work;
+  std::int64_t position_width = 0, table_width = 0;
+  work.positions = UploadPerSequence(ctx, seqs, [](const SeqAttention& s) { return s.query_positions; },
+                                     &position_width);
+  work.tables = UploadPerSequence(ctx, seqs, [](const SeqAttention& s) { return s.block_table; }, &table_width);
+  FISSION_CHECK(position_width == 1, "a decode sequence has one query position");
+  const std::int64_t n = static_cast<std::int64_t>(seqs.size());
+  const int row_blocks = static_cast<int>((heads + rows_per_block - 1) / rows_per_block);
+  work.splits = PickSplits(n * row_blocks, kMaxDecodeSplits, ctx.sm_count());
+  const std::int64_t items = n * row_blocks * work.splits;
+  FISSION_CHECK(items < (std::int64_t{1} << 31) && n * table_width < (std::int64_t{1} << 31),
+                "decode work list too large: ", n, " sequences");
+  work.item_count = static_cast<int>(items);
+  work.merge_count = n * heads;
+  work.seqs = DeviceMeta(Buffer(DType::kU8, Shape{n * static_cast<std::int64_t>(sizeof(SeqInfo))}, ctx.allocator()));
+  work.items = DeviceMeta(Buffer(DType::kU8, Shape{items * static_cast<std::int64_t>(sizeof(WorkItem))}, ctx.allocator()));
+  DecodeWorkKernel<<<Blocks(items, 256), 256, 0, ctx.stream()>>>(
+      work.positions.ptr<std::int32_t>(), static_cast<int>(n), static_cast<int>(table_width),
+      static_cast<int>(page_size), row_blocks, rows_per_block, work.splits, work.seqs.ptr<SeqInfo>(),
+      work.items.ptr<WorkItem>());
+  FISSION_LAUNCHED();
+  return work;
 }
 
 }  // namespace
@@ -191,7 +411,7 @@ void MlaAttentionAbsorbed(CudaContext& ctx, const Tensor& q, const Tensor& cache
   // The tuned kernel is built for 512 + 64 latent rows; other shapes take the reference.
   if (!MlaTunedShape(sh, /*absorbed=*/true)) return MlaAttentionReference(ctx, q, cache, kv_b, seqs, sh, out);
   const std::int64_t heads = sh.num_heads, lora = sh.kv_lora_rank, row_w = cache.shape[1];
-  const std::int64_t nope = sh.qk_nope_head_dim, vdim = sh.v_head_dim, qk = nope + sh.qk_rope_head_dim;
+  const std::int64_t nope = sh.qk_nope_head_dim, qk = nope + sh.qk_rope_head_dim;
   const std::int64_t n = q.numel() / (heads * qk);
   const auto runs = QueryRuns(seqs);
   if (runs.empty()) return;
@@ -200,97 +420,33 @@ void MlaAttentionAbsorbed(CudaContext& ctx, const Tensor& q, const Tensor& cache
   const Tensor q16 = AsBf16(ctx, q, q_holder);
   const auto* wb = static_cast<const __nv_bfloat16*>(kv_b16.data);
   const auto* qb = static_cast<const __nv_bfloat16*>(q16.data);
-
-  // q_latent[t, h] = q_nope[t, h] · W_UK[h] (W_UK[h] = kv_b rows h·(nope+v) + [0, nope)), per run of rows.
   Buffer q_lat(DType::kBF16, Shape{n, heads, lora}, ctx.allocator());
   Buffer o_lat(DType::kBF16, Shape{n, heads, lora}, ctx.allocator());
-  auto* ql = static_cast<__nv_bfloat16*>(q_lat.tensor().data);
-  for (const auto& [begin, end] : runs) {
-    GemmDesc g;
-    g.m = lora;
-    g.n = end - begin;
-    g.k = nope;
-    g.a = wb;
-    g.a_type = CUDA_R_16BF;
-    g.lda = lora;
-    g.stride_a = (nope + vdim) * lora;
-    g.b = qb + begin * heads * qk;
-    g.b_type = CUDA_R_16BF;
-    g.ldb = heads * qk;
-    g.stride_b = qk;
-    g.d = ql + begin * heads * lora;
-    g.d_type = CUDA_R_16BF;
-    g.ldd = heads * lora;
-    g.stride_d = lora;
-    g.batch = static_cast<int>(heads);
-    FISSION_CHECK(ctx.Gemm(g), "cuBLASLt has no algorithm for the MLA query absorption");
-  }
+  AbsorbQueries(ctx, wb, qb, q_lat.ptr<__nv_bfloat16>(), runs, sh);
 
   // Work: 16 or 64 (token, head) rows of one sequence per block (16 when no sequence has more, so
-  // no tensor work goes to empty rows), the keys split so that the grid fills the chip.
+  // no tensor work goes to empty rows), the keys split so that the grid fills the chip. A pure
+  // decode step builds its list on the device (capturable); any other batch on the host.
   std::int64_t max_rows = 0;
   for (const SeqAttention& s : seqs) max_rows = std::max<std::int64_t>(max_rows, s.query_len * heads);
   const int rows_per_block = max_rows <= 16 ? 16 : mla::kMaxRows;
-  std::vector<SeqInfo> infos;
-  std::vector<std::int32_t> tables, positions;
-  std::int64_t base_blocks = 0, max_kv = 0;
-  for (const SeqAttention& s : seqs) {
-    infos.push_back({s.query_start, s.query_len, s.kv_len, 0, static_cast<int>(tables.size()),
-                     static_cast<int>(positions.size())});
-    tables.insert(tables.end(), s.block_table.begin(), s.block_table.end());
-    positions.insert(positions.end(), s.query_positions.begin(), s.query_positions.end());
-    base_blocks += (s.query_len * heads + rows_per_block - 1) / rows_per_block;
-    max_kv = std::max<std::int64_t>(max_kv, s.kv_len);
-  }
-  // Splits: the fewest that fill at least 90% of the last wave of blocks (one block per
-  // multiprocessor: both decode variants use more than half of its shared memory), at least 256
-  // keys each.
-  constexpr std::int64_t kMinKeysPerSplit = 256;
-  const std::int64_t slots = ctx.sm_count();
-  const std::int64_t max_splits =
-      std::clamp<std::int64_t>((max_kv + kMinKeysPerSplit - 1) / kMinKeysPerSplit, 1, mla::kMaxSplits);
-  int splits = 1;
-  double best = 0.0;
-  for (std::int64_t sp = 1; sp <= max_splits; ++sp) {
-    const std::int64_t blocks = base_blocks * sp, waves = (blocks + slots - 1) / slots;
-    const double fill = static_cast<double>(blocks) / static_cast<double>(waves * slots);
-    if (fill > best + 1e-9) {
-      best = fill;
-      splits = static_cast<int>(sp);
-    }
-    if (fill >= 0.9) break;
-  }
-  std::vector<WorkItem> items;
-  std::vector<std::int64_t> rows;  // flattened (token, head) rows that the merge writes
-  for (std::size_t i = 0; i < seqs.size(); ++i) {
-    const SeqAttention& s = seqs[i];
-    const int kv_len = s.kv_len;
-    const int chunk = ((kv_len + splits - 1) / splits + mla::kKeys - 1) / mla::kKeys * mla::kKeys;
-    for (int r = 0; r < s.query_len * heads; r += rows_per_block)
-      for (int sp = 0; sp < splits; ++sp)
-        items.push_back({static_cast<int>(i), r, std::min(kv_len, sp * chunk), std::min(kv_len, (sp + 1) * chunk), sp});
-    if (splits > 1)
-      for (std::int64_t r = 0; r < s.query_len * heads; ++r) rows.push_back(s.query_start * heads + r);
-  }
-  if (items.empty()) return;
-  DeviceMeta info_dev = ctx.Upload(std::span<const SeqInfo>(infos));
-  DeviceMeta items_dev = ctx.Upload(std::span<const WorkItem>(items));
-  DeviceMeta tables_dev = ctx.Upload(std::span<const std::int32_t>(tables));
-  DeviceMeta positions_dev = ctx.Upload(std::span<const std::int32_t>(positions));
+  const AbsorbedWork work = PureDecode(seqs, n) ? PlanDecodeOnDevice(ctx, seqs, heads, sh.page_size, rows_per_block)
+                                                : PlanOnHost(ctx, seqs, heads, rows_per_block);
+  const int splits = work.splits;
   Buffer part_o, part_lse;
   if (splits > 1) {
     part_o = Buffer(DType::kF32, Shape{splits, n * heads, lora}, ctx.allocator());
     part_lse = Buffer(DType::kF32, Shape{splits, n * heads}, ctx.allocator());
   }
   Params p{};
-  p.qa = {ql, Elem::kBF16, heads * lora, lora, static_cast<int>(lora)};
+  p.qa = {q_lat.tensor().data, Elem::kBF16, heads * lora, lora, static_cast<int>(lora)};
   p.qb = {qb + nope, Elem::kBF16, heads * qk, qk, static_cast<int>(sh.qk_rope_head_dim)};
   p.ka = {cache.data, ElemOf(cache), row_w, 0, static_cast<int>(row_w)};
   p.kb = {cache.data, ElemOf(cache), 0, 0, 0};
-  p.seqs = reinterpret_cast<const SeqInfo*>(info_dev.tensor().data);
-  p.items = reinterpret_cast<const WorkItem*>(items_dev.tensor().data);
-  p.block_tables = tables_dev.ptr<std::int32_t>();
-  p.positions = positions_dev.ptr<std::int32_t>();
+  p.seqs = work.seqs.ptr<const SeqInfo>();
+  p.items = work.items.ptr<const WorkItem>();
+  p.block_tables = work.tables.ptr<const std::int32_t>();
+  p.positions = work.positions.ptr<const std::int32_t>();
   p.page_size = static_cast<int>(sh.page_size);
   p.heads = static_cast<int>(heads);
   p.rows_heads = static_cast<int>(heads);
@@ -304,43 +460,16 @@ void MlaAttentionAbsorbed(CudaContext& ctx, const Tensor& q, const Tensor& cache
   p.part_lse = splits > 1 ? part_lse.ptr<float>() : nullptr;
   p.total_rows = n * heads;
   if (rows_per_block == 16)
-    Launch<576, 512, true, 1>(ctx, p, static_cast<int>(items.size()), 1);
+    Launch<576, 512, true, 1>(ctx, p, work.item_count, 1);
   else
-    Launch<576, 512, true, 4>(ctx, p, static_cast<int>(items.size()), 1);
-  if (splits > 1) {
-    DeviceMeta rows_dev = ctx.Upload(std::span<const std::int64_t>(rows));
-    mla::MergeKernel<<<static_cast<unsigned>(rows.size()), 256, 0, ctx.stream()>>>(
+    Launch<576, 512, true, 4>(ctx, p, work.item_count, 1);
+  if (splits > 1 && work.merge_count > 0) {
+    mla::MergeKernel<<<static_cast<unsigned>(work.merge_count), 256, 0, ctx.stream()>>>(
         part_o.ptr<float>(), part_lse.ptr<float>(), splits, n * heads, static_cast<int>(lora),
-        rows_dev.ptr<std::int64_t>(), o_lat.tensor().data, Elem::kBF16);
+        work.merge_rows.ptr<const std::int64_t>(), o_lat.tensor().data, Elem::kBF16);
     FISSION_LAUNCHED();
   }
-
-  // out[t, h] = W_UV[h] · o_latent[t, h] (W_UV[h] = kv_b rows h·(nope+v) + nope + [0, v)), per run.
-  const auto* ol = static_cast<const __nv_bfloat16*>(o_lat.tensor().data);
-  Buffer out_tmp;
-  const bool direct = out.dtype == DType::kF32 || out.dtype == DType::kBF16;
-  FISSION_CHECK(direct, "MLA out must be fp32 or bf16");
-  for (const auto& [begin, end] : runs) {
-    GemmDesc g;
-    g.trans_a = true;
-    g.m = vdim;
-    g.n = end - begin;
-    g.k = lora;
-    g.a = wb + nope * lora;
-    g.a_type = CUDA_R_16BF;
-    g.lda = lora;
-    g.stride_a = (nope + vdim) * lora;
-    g.b = ol + begin * heads * lora;
-    g.b_type = CUDA_R_16BF;
-    g.ldb = heads * lora;
-    g.stride_b = lora;
-    g.d = static_cast<unsigned char*>(out.data) + DTypeBytes(out.dtype, begin * heads * vdim);
-    g.d_type = out.dtype == DType::kF32 ? CUDA_R_32F : CUDA_R_16BF;
-    g.ldd = heads * vdim;
-    g.stride_d = vdim;
-    g.batch = static_cast<int>(heads);
-    FISSION_CHECK(ctx.Gemm(g), "cuBLASLt has no algorithm for the MLA value projection");
-  }
+  ProjectValues(ctx, wb, o_lat.ptr<__nv_bfloat16>(), out, runs, sh);
 }
 
 }  // namespace fission::kernels::cuda

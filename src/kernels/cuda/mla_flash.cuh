@@ -218,6 +218,18 @@ __global__ void __launch_bounds__(kThreads, (RB == 1 || DQK <= 192) ? 2 : 1) Fla
   const int rows_total = seq.query_len * p.rows_heads;
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, tq = lane & 3;
 
+  // An empty split (a short context's later keys) adds nothing: its rows' log-sum-exp is -inf, which
+  // the merge skips together with their part_o rows, so nothing is loaded and nothing else written.
+  if (p.num_splits > 1 && item.key_begin >= item.key_end) {
+    const int f = item.row_begin + tid;
+    if (tid < kRows && f < rows_total) {
+      const int head = p.rows_heads == 1 ? static_cast<int>(blockIdx.y) : f % p.rows_heads;
+      const std::int64_t token = seq.query_start + f / p.rows_heads;
+      p.part_lse[static_cast<std::int64_t>(item.split) * p.total_rows + token * p.heads + head] = -INFINITY;
+    }
+    return;
+  }
+
   if (tid < kMaxRows) {
     const int f = item.row_begin + tid;
     const bool valid = f < rows_total && tid < kRows;
@@ -414,26 +426,31 @@ __global__ void __launch_bounds__(kThreads, (RB == 1 || DQK <= 192) ? 2 : 1) Fla
         StoreF(p.out, base + j * 8 + 1, p.out_elem, o[j][2 * hr + 1] * inv);
       }
     } else {
+      // A row that saw no key of this split gets lse = -inf and no part_o row: the merge reads
+      // part_o only for splits of nonzero weight.
       const std::int64_t row = static_cast<std::int64_t>(item.split) * p.total_rows + token * p.heads + head;
+      if (cg == 0 && tq == 0) p.part_lse[row] = l > 0.0f ? row_m[r] + log2f(l) : -INFINITY;
+      if (l == 0.0f) continue;
       float* dst = p.part_o + row * DV + cg * kColsPerWarp + 2 * tq;
 #pragma unroll
       for (int j = 0; j < kNt; ++j) {
         dst[j * 8] = o[j][2 * hr] * inv;
         dst[j * 8 + 1] = o[j][2 * hr + 1] * inv;
       }
-      if (cg == 0 && tq == 0) p.part_lse[row] = l > 0.0f ? row_m[r] + log2f(l) : -INFINITY;
     }
   }
 }
 
 // Merges the splits of row (token, head) by their log-sum-exp (log2 units). The split weights are
-// computed once per row into shared memory; the column sums then issue independent loads.
+// computed once per row into shared memory; the column sums then issue independent loads. Block b
+// merges row rows[b], or row b when rows is null (every row: a pure decode step). A split of
+// weight 0 (lse -inf: no key seen) is not read.
 constexpr int kMaxSplits = 1024;
 __global__ void MergeKernel(const float* part_o, const float* part_lse, int num_splits, std::int64_t total_rows,
                             int dv, const std::int64_t* rows, void* out, Elem oe) {
   __shared__ float weight[kMaxSplits];
   __shared__ float reduce[32];
-  const std::int64_t row = rows[blockIdx.x];
+  const std::int64_t row = rows != nullptr ? rows[blockIdx.x] : static_cast<std::int64_t>(blockIdx.x);
   float mx = -INFINITY;
   for (int s = threadIdx.x; s < num_splits; s += blockDim.x) {
     weight[s] = part_lse[s * total_rows + row];

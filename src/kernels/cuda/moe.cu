@@ -1,6 +1,10 @@
 // DeepSeekMoE on the GPU: routing (sigmoid, bias for selection, group-limited top-k) and the routed
 // experts (token permutation by expert, one GEMM per active expert over its contiguous rows,
-// SiLU-and-multiply over all rows at once, weighted un-permutation in a fixed k order).
+// SiLU-and-multiply over all rows at once, weighted un-permutation in a fixed k order). The bf16
+// MoeExperts reads the per-expert counts back to plan its GEMMs, so a step using it cannot be
+// captured as a CUDA graph; the FP8 experts' decode path plans on the device instead.
+#include <algorithm>
+#include <cub/block/block_scan.cuh>
 #include <vector>
 
 #include "kernels/cuda/cuda_common.cuh"
@@ -119,14 +123,57 @@ __global__ void CountKernel(const std::int32_t* ids, std::int64_t pairs, int exp
   atomicAdd(&counts[e], 1);
 }
 
-// Each (token, k) pair takes the next free row of its expert's block.
-__global__ void PermuteKernel(const std::int32_t* ids, std::int64_t pairs, int top_k, int* cursor,
+// Each (token, k) pair takes the next free row of its expert's block; a pair with an id outside
+// [0, experts) gets none (-1).
+__global__ void PermuteKernel(const std::int32_t* ids, std::int64_t pairs, int top_k, int experts, int* cursor,
                               std::int32_t* row_of_pair, std::int32_t* token_of_row) {
   const std::int64_t p = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
   if (p >= pairs) return;
-  const int row = atomicAdd(&cursor[ids[p]], 1);
+  const int e = ids[p];
+  if (e < 0 || e >= experts) {
+    row_of_pair[p] = -1;
+    return;
+  }
+  const int row = atomicAdd(&cursor[e], 1);
   row_of_pair[p] = row;
   token_of_row[row] = static_cast<std::int32_t>(p / top_k);
+}
+
+// One block: exclusive sums of the per-expert rows (the permutation's cursors) and of their runs
+// of at most kGemvRunRows rows, then each expert writes its runs. Passes of kPlanThreads experts,
+// carrying the sums over.
+constexpr int kPlanThreads = 1024;
+__global__ void __launch_bounds__(kPlanThreads) PlanRunsKernel(const int* counts, int experts, int* cursor,
+                                                              ExpertRun* runs, std::int64_t max_runs,
+                                                              std::int32_t* run_count) {
+  using Scan = cub::BlockScan<int, kPlanThreads>;
+  __shared__ typename Scan::TempStorage scan;
+  __shared__ int carry_rows, carry_runs;
+  if (threadIdx.x == 0) carry_rows = carry_runs = 0;
+  __syncthreads();
+  for (int base = 0; base < experts; base += kPlanThreads) {
+    const int e = base + static_cast<int>(threadIdx.x);
+    const int rows = e < experts ? counts[e] : 0;
+    const int n_runs = (rows + kGemvRunRows - 1) / kGemvRunRows;
+    int row0, run0, pass_rows, pass_runs;
+    Scan(scan).ExclusiveSum(rows, row0, pass_rows);
+    __syncthreads();  // the temporary storage is reused
+    Scan(scan).ExclusiveSum(n_runs, run0, pass_runs);
+    row0 += carry_rows;
+    run0 += carry_runs;
+    if (e < experts) {
+      cursor[e] = row0;
+      for (int r = 0; r < n_runs && run0 + r < max_runs; ++r)
+        runs[run0 + r] = ExpertRun{e, row0 + r * kGemvRunRows, min(kGemvRunRows, rows - r * kGemvRunRows)};
+    }
+    __syncthreads();  // every thread has read the carries
+    if (threadIdx.x == 0) {
+      carry_rows += pass_rows;
+      carry_runs += pass_runs;
+    }
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) *run_count = carry_runs < max_runs ? carry_runs : static_cast<std::int32_t>(max_runs);
 }
 
 __global__ void CombineKernel(const float* y, const std::int32_t* row_of_pair, const float* weights, int top_k,
@@ -136,7 +183,8 @@ __global__ void CombineKernel(const float* y, const std::int32_t* row_of_pair, c
     float acc = 0.0f;
     for (int k = 0; k < top_k; ++k) {
       const std::int64_t p = t * top_k + k;
-      acc += y[static_cast<std::int64_t>(row_of_pair[p]) * hidden + j] * weights[p];
+      const std::int32_t row = row_of_pair[p];
+      if (row >= 0) acc += y[static_cast<std::int64_t>(row) * hidden + j] * weights[p];
     }
     StoreF(out, t * hidden + j, oe, acc);
   }
@@ -182,7 +230,42 @@ ExpertRows PermuteByExpert(CudaContext& ctx, const Tensor& topk_ids, int experts
   rows.row_of_pair = Buffer(DType::kI32, Shape{rows.pairs}, ctx.allocator());
   rows.token_of_row = Buffer(DType::kI32, Shape{rows.pairs}, ctx.allocator());
   PermuteKernel<<<Blocks(rows.pairs, 256), 256, 0, ctx.stream()>>>(
-      topk_ids.ptr<std::int32_t>(), rows.pairs, static_cast<int>(top_k), cursor.ptr<int>(),
+      topk_ids.ptr<std::int32_t>(), rows.pairs, static_cast<int>(top_k), experts, cursor.ptr<int>(),
+      rows.row_of_pair.ptr<std::int32_t>(), rows.token_of_row.ptr<std::int32_t>());
+  FISSION_LAUNCHED();
+  return rows;
+}
+
+std::int64_t MaxExpertRuns(std::int64_t pairs, std::int64_t experts) {
+  return (pairs + (kGemvRunRows - 1) * std::min(experts, pairs)) / kGemvRunRows;
+}
+
+ExpertRows PermuteByExpertOnDevice(CudaContext& ctx, const Tensor& topk_ids, int experts) {
+  const std::int64_t n = topk_ids.shape[0], top_k = topk_ids.shape[1];
+  FISSION_CHECK(topk_ids.dtype == DType::kI32, "expert ids must be int32");
+  ExpertRows rows;
+  rows.pairs = n * top_k;
+  rows.max_runs = MaxExpertRuns(rows.pairs, experts);
+  // counts[experts] flags bad ids; nothing reads it (routing produces none, and bad pairs are
+  // skipped memory-safely instead).
+  Buffer counts(DType::kI32, Shape{experts + 1}, ctx.allocator()), cursor(DType::kI32, Shape{experts}, ctx.allocator());
+  FISSION_CUDA(cudaMemsetAsync(counts.tensor().data, 0, (experts + 1) * sizeof(int), ctx.stream()));
+  CountKernel<<<Blocks(rows.pairs, 256), 256, 0, ctx.stream()>>>(topk_ids.ptr<std::int32_t>(), rows.pairs, experts,
+                                                                 counts.ptr<int>(), counts.ptr<int>() + experts);
+  FISSION_LAUNCHED();
+  static_assert(sizeof(ExpertRun) == 3 * sizeof(std::int32_t));
+  rows.runs = Buffer(DType::kI32, Shape{std::max<std::int64_t>(rows.max_runs, 1) * 3}, ctx.allocator());
+  rows.run_count = Buffer(DType::kI32, Shape{1}, ctx.allocator());
+  PlanRunsKernel<<<1, kPlanThreads, 0, ctx.stream()>>>(counts.ptr<int>(), experts, cursor.ptr<int>(),
+                                                       rows.runs.ptr<ExpertRun>(), rows.max_runs,
+                                                       rows.run_count.ptr<std::int32_t>());
+  FISSION_LAUNCHED();
+  rows.row_of_pair = Buffer(DType::kI32, Shape{rows.pairs}, ctx.allocator());
+  rows.token_of_row = Buffer(DType::kI32, Shape{rows.pairs}, ctx.allocator());
+  // Rows past the valid ones (a bad id leaves some) then gather token 0 instead of garbage.
+  FISSION_CUDA(cudaMemsetAsync(rows.token_of_row.tensor().data, 0, rows.pairs * sizeof(std::int32_t), ctx.stream()));
+  PermuteKernel<<<Blocks(rows.pairs, 256), 256, 0, ctx.stream()>>>(
+      topk_ids.ptr<std::int32_t>(), rows.pairs, static_cast<int>(top_k), experts, cursor.ptr<int>(),
       rows.row_of_pair.ptr<std::int32_t>(), rows.token_of_row.ptr<std::int32_t>());
   FISSION_LAUNCHED();
   return rows;

@@ -1,7 +1,9 @@
 // FP8 routed experts: the token permutation of moe.cu, then each active expert's rows through its
-// e4m3 gate_up and down weights with fp8.cu's GEMM paths. Experts with a few rows (decode) share
-// one grouped GEMV launch over all of them; experts with more rows run LinearFp8 on their rows
-// (cuBLASLt block scaling). Both quantize every row per token and 128-group, as the CPU does.
+// e4m3 gate_up and down weights with fp8.cu's GEMM paths. Decode-sized calls (kDeviceRoutedTokens)
+// plan on the device and run every expert on the grouped GEMV, so they can be captured as a CUDA
+// graph. Larger calls plan on the host: experts with a few rows share one grouped GEMV launch,
+// experts with more rows run LinearFp8 on their rows (cuBLASLt block scaling). All paths quantize
+// every row per token and 128-group, as the CPU does.
 #include <optional>
 #include <vector>
 
@@ -53,6 +55,44 @@ void CheckWeights(std::span<const Tensor> w, std::span<const Tensor> w_scale, st
                   " fp32 scales");
 }
 
+// The experts' weight and scale pointers on the device, one table per weight set, kept by the
+// context (built by an eager call; a capture finds it there).
+Fp8ExpertTable ExpertTable(CudaContext& ctx, std::span<const Tensor> w, std::span<const Tensor> w_scale,
+                           const char* what) {
+  std::vector<const void*> pointers;
+  pointers.reserve(2 * w.size());
+  for (const Tensor& t : w) pointers.push_back(t.data);
+  for (const Tensor& t : w_scale) pointers.push_back(t.data);
+  const void* const* table = ctx.PointerTable(pointers, what);
+  return {reinterpret_cast<const std::uint8_t* const*>(table),
+          reinterpret_cast<const float* const*>(table + w.size())};
+}
+
+// Decode: the permutation and the run lists are built on the device and every expert's rows run on
+// the grouped GEMV; nothing waits for the device or uploads step data.
+void DeviceRoutedExperts(CudaContext& ctx, const Tensor& x, const Tensor& topk_ids, const Tensor& topk_weights,
+                         std::span<const Tensor> gate_up, std::span<const Tensor> gate_up_scale,
+                         std::span<const Tensor> down, std::span<const Tensor> down_scale, const Tensor& out) {
+  const std::int64_t hidden = x.shape[1], inter = down[0].shape[1];
+  const int experts = static_cast<int>(gate_up.size());
+  const Fp8ExpertTable gu_table = ExpertTable(ctx, gate_up, gate_up_scale, "MoeExpertsFp8 (gate_up)");
+  const Fp8ExpertTable down_table = ExpertTable(ctx, down, down_scale, "MoeExpertsFp8 (down)");
+  std::optional<OpTimer> timer(std::in_place, ctx, ".moe_fp8 device plan", x.shape[0]);
+  const ExpertRows rows = PermuteByExpertOnDevice(ctx, topk_ids, experts);
+  const auto* runs = rows.runs.ptr<ExpertRun>();
+  const auto* run_count = rows.run_count.ptr<std::int32_t>();
+  timer.emplace(ctx, ".moe_fp8 device runs GEMV", rows.max_runs);
+  Buffer xp(x.dtype, Shape{rows.pairs, hidden}, ctx.allocator()),
+      gu(DType::kF32, Shape{rows.pairs, 2 * inter}, ctx.allocator()),
+      act(DType::kF32, Shape{rows.pairs, inter}, ctx.allocator()),
+      y(DType::kF32, Shape{rows.pairs, hidden}, ctx.allocator());
+  GatherRowsDevice(ctx, x, rows.token_of_row.ptr<std::int32_t>(), rows.pairs, xp);
+  Fp8GemvRuns(ctx, QuantizeForGemv(ctx, xp), runs, run_count, rows.max_runs, gu_table, 2 * inter, hidden, gu);
+  SiluMul(ctx, gu, act);
+  Fp8GemvRuns(ctx, QuantizeForGemv(ctx, act), runs, run_count, rows.max_runs, down_table, hidden, inter, y);
+  CombineExperts(ctx, rows, y, topk_weights, out);
+}
+
 }  // namespace
 
 void MoeExpertsFp8(CudaContext& ctx, const Tensor& x, const Tensor& topk_ids, const Tensor& topk_weights,
@@ -61,12 +101,15 @@ void MoeExpertsFp8(CudaContext& ctx, const Tensor& x, const Tensor& topk_ids, co
   const std::int64_t n = x.shape[0], hidden = x.shape[1];
   const int experts = static_cast<int>(gate_up.size());
   FISSION_CHECK(experts > 0 && down.size() == gate_up.size() && topk_weights.dtype == DType::kF32 &&
-                    out.numel() == n * hidden,
+                    topk_ids.dtype == DType::kI32 && topk_ids.rank() == 2 && topk_ids.shape[0] == n &&
+                    topk_weights.shape == topk_ids.shape && out.numel() == n * hidden,
                 "MoeExpertsFp8 arguments");
   const std::int64_t inter = down[0].shape[1];
   CheckWeights(gate_up, gate_up_scale, 2 * inter, hidden, "gate_up");
   CheckWeights(down, down_scale, hidden, inter, "down");
   if (n == 0) return;
+  if (n <= kDeviceRoutedTokens && Fp8GemvTakes(hidden) && Fp8GemvTakes(inter))
+    return DeviceRoutedExperts(ctx, x, topk_ids, topk_weights, gate_up, gate_up_scale, down, down_scale, out);
   std::optional<OpTimer> permute_timer(std::in_place, ctx, ".moe_fp8 permute", n);
   const ExpertRows rows = PermuteByExpert(ctx, topk_ids, experts);
   permute_timer.reset();
