@@ -35,7 +35,9 @@ __global__ void MoeRouteKernel(const void* logits, Elem le, const void* bias, El
   for (int e = lane; e < experts; e += 32) {
     const float s = 1.0f / (1.0f + expf(-LoadF(logits, t * experts + e, le)));
     scores[e] = s;
-    masked[e] = s + LoadF(bias, e, be);  // the correction bias steers selection only
+    // The correction bias steers selection only. A NaN score (a padding row of a captured decode
+    // step reading uninitialised cache) ranks below every number, so the ids stay in range.
+    masked[e] = isnan(s) ? -INFINITY : s + LoadF(bias, e, be);
     taken[e] = 0;
   }
   __syncwarp();
