@@ -36,14 +36,14 @@ std::vector<int> CudaGraphSizes(const CudaGraphOptions& options) {
   return sizes;
 }
 
-DecodeGraphs::Layout DecodeGraphs::MakeLayout(std::size_t g, std::size_t max_pages) {
+DecodeGraphs::Layout DecodeGraphs::MakeLayout(std::size_t g, std::size_t sizes, std::size_t max_pages) {
   Layout l;
   l.token_ids = 0;
   l.positions = AlignUp(l.token_ids + g * sizeof(std::int32_t));
   l.kv_slots = AlignUp(l.positions + g * sizeof(std::int32_t));
   l.logits_rows = AlignUp(l.kv_slots + g * sizeof(std::int64_t));
   l.shape_metadata = AlignUp(l.logits_rows + g * sizeof(std::int32_t));
-  l.tables = AlignUp(l.shape_metadata + kShapeMetadataInts * sizeof(std::int32_t));
+  l.tables = AlignUp(l.shape_metadata + sizes * kShapeMetadataInts * sizeof(std::int32_t));
   l.bytes = l.tables + g * max_pages * sizeof(std::int32_t);
   return l;
 }
@@ -69,7 +69,7 @@ DecodeGraphs::DecodeGraphs(kernels::Backend& backend, std::vector<int> sizes, co
   // A sequence never holds more pages than its longest context needs, nor than the cache has.
   max_pages_ = std::min(cache_pages_, (max_positions + page_size_ - 1) / page_size_);
   const std::size_t g = static_cast<std::size_t>(sizes_.back());
-  layout_ = MakeLayout(g, static_cast<std::size_t>(max_pages_));
+  layout_ = MakeLayout(g, sizes_.size(), static_cast<std::size_t>(max_pages_));
   inputs_ = backend_.MakeGraphInputs(layout_.bytes);
 }
 
@@ -110,6 +110,12 @@ bool DecodeGraphs::Takes(const ForwardBatch& batch) const {
       return false;
   }
   return true;
+}
+
+std::size_t DecodeGraphs::ShapeSlot(int size) const {
+  // Slots follow the configured sizes (sizes_ only ever loses its largest entries).
+  const std::size_t index = static_cast<std::size_t>(std::lower_bound(sizes_.begin(), sizes_.end(), size) - sizes_.begin());
+  return layout_.shape_metadata + index * kShapeMetadataInts * sizeof(std::int32_t);
 }
 
 int DecodeGraphs::SizeFor(int batch_size) const {
@@ -159,7 +165,7 @@ void DecodeGraphs::Capture(int size, const StepFn& step) {
   views.kv_slots = Array<const std::int64_t>(layout_.kv_slots, g);
   views.logits_indices = Array<const std::int32_t>(layout_.logits_rows, g);
   views.seqs = c->seqs;
-  views.shape_metadata = Array<std::int32_t>(layout_.shape_metadata, kShapeMetadataInts);
+  views.shape_metadata = Array<std::int32_t>(ShapeSlot(size), kShapeMetadataInts);
   views.logits_out = logits_.tensor().Rows(0, size);
   c->step = step;
   Captured* captured = c.get();
@@ -202,7 +208,8 @@ std::optional<StepLogits> DecodeGraphs::Run(const ForwardBatch& batch, const Ste
   Captured& c = *graphs_.at(size);
   for (int i = 0; i < size; ++i) c.seqs[i].kv_len = positions[i] + 1;
   const std::vector<kernels::GraphInputCopy> copies = {
-      {0, layout_.tables, 1, 0},
+      {0, layout_.shape_metadata, 1, 0},
+      {ShapeSlot(size), kShapeMetadataInts * sizeof(std::int32_t), 1, 0},
       {layout_.tables, used_pages * sizeof(std::int32_t), static_cast<std::size_t>(size), w * sizeof(std::int32_t)},
   };
   c.graph->Replay(copies);

@@ -5,8 +5,9 @@
 //
 // Every graph reads its step from one input block (kernels/step_graph.h), laid out as
 //   token ids | positions | KV slots | logits rows | shape metadata | block tables
-// for the largest size, block tables at a fixed width of `max_pages` pages per sequence. A replay
-// copies the first four arrays and the used columns of the tables.
+// for the largest size, block tables at a fixed width of `max_pages` pages per sequence, and one
+// shape-metadata slot per size (each graph's own constants). A replay copies the first four
+// arrays, its slot and the used columns of the tables.
 //
 // Graphs hold the KV cache's addresses: they belong to one cache and are dropped when the model
 // is given another.
@@ -81,11 +82,12 @@ class DecodeGraphs {
     StepFn step;
     std::unique_ptr<kernels::StepGraph> graph;
   };
-  static constexpr std::size_t kShapeMetadataInts = 4096;
+  static constexpr std::size_t kShapeMetadataInts = 2048;  // per size: TP 8 at batch 256
 
   DecodeGraphs(kernels::Backend& backend, std::vector<int> sizes, const KvCache& cache, std::int64_t max_positions,
                std::int64_t vocab_size);
-  static Layout MakeLayout(std::size_t largest, std::size_t max_pages);
+  static Layout MakeLayout(std::size_t largest, std::size_t sizes, std::size_t max_pages);
+  std::size_t ShapeSlot(int size) const;  // offset of a size's shape-metadata slot
   void Prepare();  // fills the constant parts of the block and allocates the logits
   int SizeFor(int batch_size) const;
   void Capture(int size, const StepFn& step);

@@ -38,6 +38,7 @@ class DeepseekV3Model final : public CausalLM {
   // On a device the logits stay in its memory.
   StepLogits ForwardKeepLogits(const ForwardBatch& batch, KvCache& cache) override;
   const io::ModelConfig& config() const { return config_; }
+  void ReleaseGraphs() override { graphs_.reset(); }
 
  private:
   struct Layer {

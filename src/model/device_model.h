@@ -34,6 +34,10 @@ class DeviceCausalLM final : public CausalLM {
     return model_->ForwardKeepLogits(batch, cache);
   }
   Allocator* kv_allocator() override { return backend_->allocator(); }
+  void ReleaseGraphs() override {
+    make_current_();
+    model_->ReleaseGraphs();
+  }
   std::optional<kernels::DeviceMemory> device_memory() override {
     make_current_();
     return backend_->Memory();

@@ -20,6 +20,8 @@ ParallelCausalLM::ParallelCausalLM(std::unique_ptr<comm::World> world, std::vect
 }
 
 ParallelCausalLM::~ParallelCausalLM() {
+  // Captured graphs hold NCCL work of the communicators, which go before the ranks' models.
+  for (auto& rank : ranks_) rank->ReleaseGraphs();
   if (!link_ || !link_->leader()) return;
   // Destroyed while an exception unwinds: node 0 is failing, and followers must not exit 0.
   const std::string reason =

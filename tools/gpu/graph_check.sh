@@ -17,7 +17,7 @@ note() { echo "$*" | tee -a "$SUMMARY"; }
 STATUS=0
 GPUS=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
 
-timeout 300 "$BIN/tests/fission_model_cuda_tests" --gtest_filter='CudaGraphs.*' > "$OUT/graph_tests.log" 2>&1
+timeout 200 "$BIN/tests/fission_model_cuda_tests" --gtest_filter='CudaGraphs.*' > "$OUT/graph_tests.log" 2>&1
 rc=$?
 note "CudaGraphs tests: rc $rc"
 grep -E "^\[  (FAILED|PASSED|  OK|SKIPPED)|cuda graphs vs eager|Failure|Expected|Which is|row " "$OUT/graph_tests.log" | head -40 \
