@@ -142,6 +142,11 @@ void ProjectValues(CudaContext& ctx, const __nv_bfloat16* wb, const __nv_bfloat1
 
 // Keys of a split: at least this many (fewer make the merge cost more than the split saves).
 constexpr int kMinKeysPerSplit = 256;
+// A pure decode step's splits may be as short as one tile: with 128 heads the absorbed form does
+// about 240 FLOP per cache byte, so a short context is compute-bound and is best spread over
+// many multiprocessors (the profile of 2026-11-30 at 4 layers: 256-key splits left 10 of 132
+// busy for a 1100-token context); the merge reads only the splits that saw keys.
+constexpr int kMinDecodeKeysPerSplit = mla::kKeys;
 // Splits of a pure decode step, chosen without its context lengths: at most this many. The fill
 // rule alone gives a single 16-row block (batch 1, 16 heads) 119 splits on H200's 132
 // multiprocessors, so a long context spreads over the chip as the host rule spreads it; the cap
@@ -168,9 +173,9 @@ int PickSplits(std::int64_t base_blocks, std::int64_t max_splits, std::int64_t s
 
 // Pure decode's work list (PlanDecodeOnDevice): item (sequence i, row block rb, split sp) at
 // (i·row_blocks + rb)·splits + sp, the order the host lists use. Sequence i's keys are [0, position
-// + 1), cut into chunks of ⌈kv_len / splits⌉ keys rounded up to whole tiles and at least
-// kMinKeysPerSplit, so a short context leaves its later splits empty. A position outside the block
-// table's reach is clamped: whatever the values, nothing outside the table is read.
+// + 1), cut into chunks of ⌈kv_len / splits⌉ keys rounded up to whole tiles, so a short context
+// leaves its later splits empty. A position outside the block table's reach is clamped: whatever
+// the values, nothing outside the table is read.
 __global__ void DecodeWorkKernel(const std::int32_t* positions, int n, int table_width, int page_size, int row_blocks,
                                  int rows_per_block, int splits, SeqInfo* seqs, WorkItem* items) {
   const std::int64_t item = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
@@ -180,7 +185,8 @@ __global__ void DecodeWorkKernel(const std::int32_t* positions, int n, int table
   const int rb = in_seq / splits, sp = in_seq % splits;
   const int reach = table_width * page_size, position = positions[i];
   const int kv_len = position < 0 ? 1 : min(position, reach - 1) + 1;
-  const int chunk = max(kMinKeysPerSplit, ((kv_len + splits - 1) / splits + mla::kKeys - 1) / mla::kKeys * mla::kKeys);
+  const int chunk =
+      max(kMinDecodeKeysPerSplit, ((kv_len + splits - 1) / splits + mla::kKeys - 1) / mla::kKeys * mla::kKeys);
   items[item] = WorkItem{i, rb * rows_per_block, min(kv_len, sp * chunk), min(kv_len, (sp + 1) * chunk), sp};
   if (in_seq == 0) seqs[i] = SeqInfo{i, 1, kv_len, 0, i * table_width, i};
 }
