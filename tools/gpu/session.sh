@@ -13,6 +13,7 @@
 #           graphs  tools/gpu/graph_check.sh (CUDA graph replays against eager steps)
 #           kernels tools/gpu/check.sh --prebuilt (kernel tests, kernel benchmarks, torch reference)
 #           kernel-tests  the kernel tests alone
+#           bench-lite    fission_cuda_bench gemm fp8 decode moe_fp8 (no torch reference)
 #           comm    fission_comm_bench: collective time per layer, TP2 and TP2 x CP2
 #           pcp     tools/gpu/pcp_bench.sh (TTFT, TP2 against TP2 x CP2)
 #           multinode tools/gpu/multinode_check.sh (two processes, one GPU each)
@@ -47,6 +48,7 @@ for stage in "$@"; do
     graphs) timeout 420 bash tools/gpu/graph_check.sh "$BIN" > "$OUT/stage_graphs.txt" 2>&1 ;;
     e2e-bf16) timeout 420 bash tools/gpu/serve_bench.sh "$BIN" "$TOK" 4 bf16 > "$OUT/stage_e2e_bf16.txt" 2>&1 ;;
     kernels) bash tools/gpu/check.sh --prebuilt "$BIN" --no-build > "$OUT/stage_kernels.txt" 2>&1 ;;
+    bench-lite) timeout 300 "$BIN/fission_cuda_bench" gemm fp8 decode moe_fp8 > "$OUT/bench_lite.log" 2>&1 ;;
     kernel-tests) bash tools/gpu/check.sh --prebuilt "$BIN" --no-build --no-bench > "$OUT/stage_kernel_tests.txt" 2>&1 ;;
     comm) timeout 180 "$BIN/fission_comm_bench" 2 1 > "$OUT/comm_bench.log" 2>&1
           timeout 180 "$BIN/fission_comm_bench" 2 2 >> "$OUT/comm_bench.log" 2>&1 ;;

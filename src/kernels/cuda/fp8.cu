@@ -133,7 +133,7 @@ __global__ void Fp8GemmKernel(const std::uint8_t* xq, const float* xs, std::int6
 // token's group scale (the per-group promotion keeps the tensor core's accumulation short). The
 // block's warps split the groups and their sums are added in warp order. k % 16 == 0; a partial
 // last group is zero-padded by the loads. Output row t of a pass is out row out_row0 + t.
-constexpr int kGemvTokens = 8, kMmaRows = 16, kMmaWarps = 4;
+constexpr int kGemvTokens = 8, kMmaRows = 16, kMmaWarps = 4, kNarrowWarps = 16;
 constexpr std::int64_t kGemvMaxTokens = 8, kPadTokens = 32, kPadMultiple = 16;
 // cuBLASLt's block-scaled GEMM is used only for k of at least this many values: on H200 / CUDA
 // 13.0 it gave relative errors of 0.44-0.48 for expert GEMMs with k = 128-384 (tests of
@@ -153,6 +153,7 @@ __device__ __forceinline__ uint4 Load16(const std::uint8_t* p, bool ok) {
   return ok ? __ldg(reinterpret_cast<const uint4*>(p)) : make_uint4(0, 0, 0, 0);
 }
 
+template <int kWarps>
 __device__ void Fp8MmaTile(const std::uint8_t* xq, const float* xs, std::int64_t n, const std::uint8_t* w,
                            const float* ws, std::int64_t m, std::int64_t k, std::int64_t row0, void* out,
                            std::int64_t out_row0, Elem oe) {
@@ -163,7 +164,7 @@ __device__ void Fp8MmaTile(const std::uint8_t* xq, const float* xs, std::int64_t
   const float* wsr = ws + (row0 / kGroup) * kb;
   float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll 2
-  for (std::int64_t g = warp; g < kb; g += kMmaWarps) {
+  for (std::int64_t g = warp; g < kb; g += kWarps) {
     const std::int64_t at = g * kGroup + 32 * t;
     const bool lo = at < k, hi = at + 16 < k;
     const uint4 a0 = Load16(w + ra * k + at, has_a && lo), a1 = Load16(w + ra * k + at + 16, has_a && hi);
@@ -181,7 +182,7 @@ __device__ void Fp8MmaTile(const std::uint8_t* xq, const float* xs, std::int64_t
     acc[2] += d[2] * s0;
     acc[3] += d[3] * s1;
   }
-  __shared__ float partial[kMmaWarps][32][4];
+  __shared__ float partial[kWarps][32][4];
 #pragma unroll
   for (int i = 0; i < 4; ++i) partial[warp][lane][i] = acc[i];
   __syncthreads();
@@ -190,7 +191,7 @@ __device__ void Fp8MmaTile(const std::uint8_t* xq, const float* xs, std::int64_t
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
     sum[i] = partial[0][lane][i];
-    for (int v = 1; v < kMmaWarps; ++v) sum[i] += partial[v][lane][i];
+    for (int v = 1; v < kWarps; ++v) sum[i] += partial[v][lane][i];
   }
   // Accumulator layout: c0, c1 are row gid for tokens 2t, 2t + 1; c2, c3 row gid + 8.
   if (has_a && t0 < n) StoreF(out, (out_row0 + t0) * m + ra, oe, sum[0]);
@@ -200,10 +201,11 @@ __device__ void Fp8MmaTile(const std::uint8_t* xq, const float* xs, std::int64_t
 }
 
 // xq: activation codes [n][k] (n <= kGemvTokens), xs: their scales [n][kb].
-__global__ void Fp8GemvKernel(const std::uint8_t* xq, const float* xs, std::int64_t n, const std::uint8_t* w,
+template <int kWarps>
+__global__ void __launch_bounds__(kWarps * 32) Fp8GemvKernel(const std::uint8_t* xq, const float* xs, std::int64_t n, const std::uint8_t* w,
                               const float* ws, std::int64_t m, std::int64_t k, void* out, std::int64_t out_row0,
                               Elem oe) {
-  Fp8MmaTile(xq, xs, n, w, ws, m, k, blockIdx.x * static_cast<std::int64_t>(kMmaRows), out, out_row0, oe);
+  Fp8MmaTile<kWarps>(xq, xs, n, w, ws, m, k, blockIdx.x * static_cast<std::int64_t>(kMmaRows), out, out_row0, oe);
 }
 
 // Many weights in one launch (the routed experts): blockIdx.y picks the item, a run of at most
@@ -212,7 +214,7 @@ __global__ void Fp8GemvGroupedKernel(const std::uint8_t* xq, const float* xs, co
                                      std::int64_t m, std::int64_t k, void* out, Elem oe) {
   const Fp8GemvItem it = items[blockIdx.y];
   const std::int64_t kb = (k + kGroup - 1) / kGroup;
-  Fp8MmaTile(xq + it.row0 * k, xs + it.row0 * kb, it.rows, it.w, it.w_scale, m, k,
+  Fp8MmaTile<kMmaWarps>(xq + it.row0 * k, xs + it.row0 * kb, it.rows, it.w, it.w_scale, m, k,
              blockIdx.x * static_cast<std::int64_t>(kMmaRows), out, it.row0, oe);
 }
 
@@ -225,7 +227,7 @@ __global__ void Fp8GemvRunsKernel(const std::uint8_t* xq, const float* xs, const
   if (static_cast<std::int32_t>(blockIdx.y) >= *run_count) return;
   const ExpertRun run = runs[blockIdx.y];
   const std::int64_t kb = (k + kGroup - 1) / kGroup;
-  Fp8MmaTile(xq + run.row0 * k, xs + run.row0 * kb, run.rows, w[run.expert], w_scale[run.expert], m, k,
+  Fp8MmaTile<kMmaWarps>(xq + run.row0 * k, xs + run.row0 * kb, run.rows, w[run.expert], w_scale[run.expert], m, k,
              blockIdx.x * static_cast<std::int64_t>(kMmaRows), out, run.row0, oe);
 }
 
@@ -417,11 +419,21 @@ void LinearFp8(CudaContext& ctx, const Tensor& x, const Tensor& w, const Tensor&
   const bool whole_groups = k % kGroup == 0;
   if ((n <= kGemvMaxTokens || !whole_groups) && Fp8GemvTakes(k)) {
     const Fp8GemvInput in = QuantizeForGemv(ctx, x.View(Shape{n, k}));
+    // Few row tiles (q_a, kv_a, the shared expert) would leave most multiprocessors idle and each
+    // warp a long serial walk over k: split k over 16 warps a block instead of 4.
+    const bool narrow = Ceil(m, kMmaRows) < 2 * ctx.sm_count();
     for (std::int64_t t0 = 0; t0 < n; t0 += kGemvTokens) {
       const std::int64_t nt = std::min<std::int64_t>(kGemvTokens, n - t0);
-      Fp8GemvKernel<<<static_cast<unsigned>(Ceil(m, kMmaRows)), kMmaWarps * 32, 0, ctx.stream()>>>(
-          in.codes.ptr<std::uint8_t>() + t0 * k, in.scales.ptr<float>() + t0 * Ceil(k, kGroup), nt,
-          w.ptr<std::uint8_t>(), w_scale.ptr<float>(), m, k, out.data, t0, ElemOf(out));
+      const unsigned blocks = static_cast<unsigned>(Ceil(m, kMmaRows));
+      const std::uint8_t* xq = in.codes.ptr<std::uint8_t>() + t0 * k;
+      const float* xs = in.scales.ptr<float>() + t0 * Ceil(k, kGroup);
+      if (narrow) {
+        Fp8GemvKernel<kNarrowWarps><<<blocks, kNarrowWarps * 32, 0, ctx.stream()>>>(
+            xq, xs, nt, w.ptr<std::uint8_t>(), w_scale.ptr<float>(), m, k, out.data, t0, ElemOf(out));
+      } else {
+        Fp8GemvKernel<kMmaWarps><<<blocks, kMmaWarps * 32, 0, ctx.stream()>>>(
+            xq, xs, nt, w.ptr<std::uint8_t>(), w_scale.ptr<float>(), m, k, out.data, t0, ElemOf(out));
+      }
       FISSION_LAUNCHED();
     }
     return;

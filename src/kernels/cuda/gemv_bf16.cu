@@ -17,7 +17,10 @@
 namespace fission::kernels::cuda {
 namespace {
 
-constexpr int kTokens = 8, kRows = 16, kWarps = 4, kChunk = 64;
+constexpr int kTokens = 8, kRows = 16, kChunk = 64;
+// Warps per block: 4, or 16 when the rows are few (a narrow weight would leave multiprocessors idle
+// and each warp a long serial walk over k).
+constexpr int kWideWarps = 4, kNarrowWarps = 16;
 
 __device__ __forceinline__ void MmaBf16(float (&d)[4], std::uint32_t a0, std::uint32_t a1, std::uint32_t a2,
                                         std::uint32_t a3, std::uint32_t b0, std::uint32_t b1) {
@@ -52,8 +55,8 @@ __device__ __forceinline__ uint4 LoadX(const void* x, std::int64_t i, bool ok) {
   }
 }
 
-template <bool kF32>
-__global__ void __launch_bounds__(kWarps * 32, 4) Bf16GemvKernel(const void* x, std::int64_t n,
+template <bool kF32, int kWarps>
+__global__ void __launch_bounds__(kWarps * 32, 16 / kWarps) Bf16GemvKernel(const void* x, std::int64_t n,
                                                               const __nv_bfloat16* w, std::int64_t m,
                                                               std::int64_t k, void* out, Elem oe) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, gid = lane >> 2, t = lane & 3;
@@ -109,10 +112,16 @@ void Bf16Gemv(CudaContext& ctx, const Tensor& x, const Tensor& w, const Tensor& 
   const std::int64_t m = w.shape[0], k = w.shape[1], n = x.numel() / k;
   const unsigned blocks = static_cast<unsigned>((m + kRows - 1) / kRows);
   const auto* wp = static_cast<const __nv_bfloat16*>(w.data);
-  if (x.dtype == DType::kF32) {
-    Bf16GemvKernel<true><<<blocks, kWarps * 32, 0, ctx.stream()>>>(x.data, n, wp, m, k, out.data, ElemOf(out));
+  const bool narrow = blocks < 2u * static_cast<unsigned>(ctx.sm_count());
+  const Elem oe = ElemOf(out);
+  if (x.dtype == DType::kF32 && narrow) {
+    Bf16GemvKernel<true, kNarrowWarps><<<blocks, kNarrowWarps * 32, 0, ctx.stream()>>>(x.data, n, wp, m, k, out.data, oe);
+  } else if (x.dtype == DType::kF32) {
+    Bf16GemvKernel<true, kWideWarps><<<blocks, kWideWarps * 32, 0, ctx.stream()>>>(x.data, n, wp, m, k, out.data, oe);
+  } else if (narrow) {
+    Bf16GemvKernel<false, kNarrowWarps><<<blocks, kNarrowWarps * 32, 0, ctx.stream()>>>(x.data, n, wp, m, k, out.data, oe);
   } else {
-    Bf16GemvKernel<false><<<blocks, kWarps * 32, 0, ctx.stream()>>>(x.data, n, wp, m, k, out.data, ElemOf(out));
+    Bf16GemvKernel<false, kWideWarps><<<blocks, kWideWarps * 32, 0, ctx.stream()>>>(x.data, n, wp, m, k, out.data, oe);
   }
   FISSION_LAUNCHED();
 }
