@@ -3,6 +3,7 @@
 #include <cuda_runtime.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 namespace fission::kernels::cuda::testing {
@@ -75,5 +76,31 @@ double RelErr(const std::vector<float>& got, const std::vector<float>& ref) {
   }
   return den == 0 ? std::sqrt(num) : std::sqrt(num / den);
 }
+
+bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+CapturedGraph::CapturedGraph(CudaContext& ctx, const std::function<void()>& run) : ctx_(ctx) {
+  ctx.BeginCapture();
+  try {
+    run();
+  } catch (...) {
+    ctx.AbortCapture();
+    throw;
+  }
+  cudaGraph_t graph = ctx.EndCapture(&pinned_);
+  const cudaError_t err = cudaGraphInstantiate(&exec_, graph, 0);
+  (void)cudaGraphDestroy(graph);
+  FISSION_CHECK(err == cudaSuccess, "cudaGraphInstantiate: ", cudaGetErrorString(err));
+}
+
+CapturedGraph::~CapturedGraph() {
+  (void)cudaStreamSynchronize(ctx_.stream());
+  if (exec_ != nullptr) (void)cudaGraphExecDestroy(exec_);
+  for (void* p : pinned_) (void)cudaFreeHost(p);
+}
+
+void CapturedGraph::Launch() { FISSION_CHECK(cudaGraphLaunch(exec_, ctx_.stream()) == cudaSuccess, "cudaGraphLaunch"); }
 
 }  // namespace fission::kernels::cuda::testing

@@ -14,11 +14,13 @@
 
 #include <cstdint>
 #include <memory>
+#include <functional>
 #include <random>
 #include <vector>
 
 #include "kernels/backend.h"
 #include "kernels/cuda/cuda_backend.h"
+#include "kernels/cuda/cuda_context.h"
 
 namespace fission::kernels::cuda::testing {
 
@@ -46,6 +48,26 @@ std::vector<float> ToHost(const Tensor& t);
 Tensor HostView(std::vector<float>& values, Shape shape);
 
 double RelErr(const std::vector<float>& got, const std::vector<float>& ref);
+// Whether two results are equal to the bit (a graph replay against the eager call).
+bool SameBits(const std::vector<float>& a, const std::vector<float>& b);
+
+// `run` captured on the device's stream as a CUDA graph (the capture aborted if it throws),
+// launched by Launch, destroyed with the pinned constants the capture kept.
+class CapturedGraph {
+ public:
+  CapturedGraph(CudaContext& ctx, const std::function<void()>& run);
+  ~CapturedGraph();
+  CapturedGraph(const CapturedGraph&) = delete;
+  CapturedGraph& operator=(const CapturedGraph&) = delete;
+  void Launch();
+  // Whether the capture uploaded constants (a decode path must not).
+  bool uploaded_constants() const { return !pinned_.empty(); }
+
+ private:
+  CudaContext& ctx_;
+  cudaGraphExec_t exec_ = nullptr;
+  std::vector<void*> pinned_;
+};
 
 }  // namespace fission::kernels::cuda::testing
 

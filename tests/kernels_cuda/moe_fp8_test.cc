@@ -143,9 +143,6 @@ void RunGpu(Experts& ex, DeviceInputs& d) {
   Gpu().MoeExpertsFp8(d.x, d.ids, d.weights, ex.dgu, ex.dgus, ex.ddown, ex.ddowns, d.out);
 }
 
-bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
 
 std::string Describe(const Case& c) {
   return StrCat("n=", c.n, " experts=", c.experts, " top_k=", c.top_k, " ", c.hidden, "x", c.inter,
@@ -217,29 +214,15 @@ TEST(CudaMoeFp8, DevicePlanCapturedReplaysNewRouting) {
   DeviceInputs d(c, first);
   RunGpu(ex, d);  // eager: builds the experts' pointer tables
 
-  ctx.BeginCapture();
-  try {
-    RunGpu(ex, d);
-  } catch (...) {
-    ctx.AbortCapture();
-    throw;
-  }
-  std::vector<void*> pinned;
-  cudaGraph_t graph = ctx.EndCapture(&pinned);
-  EXPECT_TRUE(pinned.empty()) << "the decode path uploaded constants";
-  cudaGraphExec_t exec = nullptr;
-  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  CapturedGraph graph(ctx, [&] { RunGpu(ex, d); });
+  EXPECT_FALSE(graph.uploaded_constants()) << "the decode path uploaded constants";
 
   d.Load(second);
-  ASSERT_EQ(cudaGraphLaunch(exec, ctx.stream()), cudaSuccess);
+  graph.Launch();
   const std::vector<float> replayed = ToHost(d.out);
   EXPECT_LT(RelErr(replayed, Reference(c, ex, second)), kFp8);
   RunGpu(ex, d);
   EXPECT_TRUE(SameBits(ToHost(d.out), replayed)) << "replay and eager call differ";
-
-  (void)cudaGraphExecDestroy(exec);
-  (void)cudaGraphDestroy(graph);
-  for (void* p : pinned) (void)cudaFreeHost(p);
 }
 
 // A weight set first met during a capture has no pointer table yet: a clear Error, not a copy of

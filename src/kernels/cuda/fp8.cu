@@ -9,6 +9,7 @@
 
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/mma_gemv.cuh"
 #include "kernels/cuda/op_timer.h"
 
 namespace fission::kernels::cuda {
@@ -182,22 +183,7 @@ __device__ void Fp8MmaTile(const std::uint8_t* xq, const float* xs, std::int64_t
     acc[2] += d[2] * s0;
     acc[3] += d[3] * s1;
   }
-  __shared__ float partial[kWarps][32][4];
-#pragma unroll
-  for (int i = 0; i < 4; ++i) partial[warp][lane][i] = acc[i];
-  __syncthreads();
-  if (warp != 0) return;
-  float sum[4];
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    sum[i] = partial[0][lane][i];
-    for (int v = 1; v < kWarps; ++v) sum[i] += partial[v][lane][i];
-  }
-  // Accumulator layout: c0, c1 are row gid for tokens 2t, 2t + 1; c2, c3 row gid + 8.
-  if (has_a && t0 < n) StoreF(out, (out_row0 + t0) * m + ra, oe, sum[0]);
-  if (has_a && t1 < n) StoreF(out, (out_row0 + t1) * m + ra, oe, sum[1]);
-  if (has_b && t0 < n) StoreF(out, (out_row0 + t0) * m + rb, oe, sum[2]);
-  if (has_b && t1 < n) StoreF(out, (out_row0 + t1) * m + rb, oe, sum[3]);
+  StoreMmaTile<kWarps>(acc, n, m, row0, out, out_row0, oe);
 }
 
 // xq: activation codes [n][k] (n <= kGemvTokens), xs: their scales [n][kb].

@@ -13,6 +13,7 @@
 
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/mma_gemv.cuh"
 
 namespace fission::kernels::cuda {
 namespace {
@@ -78,23 +79,7 @@ __global__ void __launch_bounds__(kWarps * 32, 16 / kWarps) Bf16GemvKernel(const
     MmaBf16(d, a1.x, b1.x, a1.y, b1.y, x1.x, x1.y);
     MmaBf16(d, a1.z, b1.z, a1.w, b1.w, x1.z, x1.w);
   }
-  __shared__ float partial[kWarps][32][4];
-#pragma unroll
-  for (int i = 0; i < 4; ++i) partial[warp][lane][i] = d[i];
-  __syncthreads();
-  if (warp != 0) return;
-  float sum[4];
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    sum[i] = partial[0][lane][i];
-    for (int v = 1; v < kWarps; ++v) sum[i] += partial[v][lane][i];
-  }
-  // Accumulator layout: c0, c1 are row gid for tokens 2t, 2t + 1; c2, c3 row gid + 8.
-  const std::int64_t t0 = 2 * t, t1 = 2 * t + 1;
-  if (has_a && t0 < n) StoreF(out, t0 * m + ra, oe, sum[0]);
-  if (has_a && t1 < n) StoreF(out, t1 * m + ra, oe, sum[1]);
-  if (has_b && t0 < n) StoreF(out, t0 * m + rb, oe, sum[2]);
-  if (has_b && t1 < n) StoreF(out, t1 * m + rb, oe, sum[3]);
+  StoreMmaTile<kWarps>(d, n, m, blockIdx.x * static_cast<std::int64_t>(kRows), out, 0, oe);
 }
 
 bool Aligned16(const void* p) { return (reinterpret_cast<std::uintptr_t>(p) & 15u) == 0; }
