@@ -117,6 +117,8 @@ int RunGenerate(const std::vector<std::string>& args) {
     i += 2;
   }
   if (model_path.empty()) Fail("--model-path is required");
+  // As SGLang: no graph larger than the batch the engine can run.
+  if (load.cuda_graphs.max_batch_size == 0) load.cuda_graphs.max_batch_size = config.max_running_requests;
   if (load.nodes.node_rank > 0) {
     // A follower node: no prompts, no engine; it runs node 0's steps on its ranks.
     model::ValidateLoadOptions(load);

@@ -69,7 +69,9 @@ int RunServe(const std::vector<std::string>& args) {
   if (flags.model_path.empty()) flags.model_path = DefaultModelPath();
   flags.load.device = flags.device;
   flags.load.dtype = flags.dtype;
-  flags.load.cuda_graphs = {flags.disable_cuda_graph, flags.cuda_graph_bs, flags.cuda_graph_max_bs};
+  // As SGLang: no graph larger than the batch the engine can run.
+  flags.load.cuda_graphs = {flags.disable_cuda_graph, flags.cuda_graph_bs,
+                            flags.cuda_graph_max_bs > 0 ? flags.cuda_graph_max_bs : flags.engine.max_running_requests};
   SetLogLevel(ParseLogLevel(flags.log_level));
   if (!flags.ignored_flags.empty()) Log(LogLevel::kWarning, flags.IgnoredFlagsLine());
   if (flags.load.nodes.node_rank > 0) {

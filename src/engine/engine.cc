@@ -69,6 +69,7 @@ Engine::Engine(model::CausalLM* model, const EngineConfig& config, const Detoken
   scheduler_ = std::make_unique<Scheduler>(MakeSchedulerConfig(config_), pool_.get(), prefix_cache_.get());
   runner_ = std::make_unique<ModelRunner>(model, kv_cache_.get());
   published_stats_.free_pages = pool_->num_free();
+  model->CaptureDecodeGraphs(*kv_cache_);  // before any request, as SGLang does
 }
 
 Engine::~Engine() {

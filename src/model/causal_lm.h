@@ -54,6 +54,9 @@ class CausalLM {
   // The memory left on the model's device after its weights (the smallest free and total over
   // its ranks); nullopt when the model runs in host memory.
   virtual std::optional<kernels::DeviceMemory> device_memory() { return std::nullopt; }
+  // Captures the decode graphs of every configured batch size for `cache` now, as SGLang does at
+  // start-up, so that no request waits for a capture; a model without graphs does nothing.
+  virtual void CaptureDecodeGraphs(KvCache& /*cache*/) {}
   // Drops captured decode graphs (they reference the communicators, which a parallel model
   // destroys before its ranks' models).
   virtual void ReleaseGraphs() {}

@@ -173,20 +173,30 @@ void DecodeGraphs::Capture(int size, const StepFn& step) {
   graphs_[size] = std::move(c);
 }
 
+bool DecodeGraphs::EnsureCaptured(int size, const StepFn& step) {
+  if (graphs_.count(size) != 0) return true;
+  try {
+    Capture(size, step);
+    return true;
+  } catch (const Error& e) {
+    Log(LogLevel::kWarning, "CUDA graphs for batch sizes >= ", size, " are off (the step runs eagerly): ", e.what());
+    graphs_.erase(size);
+    std::erase_if(sizes_, [&](int s) { return s >= size; });
+    return false;
+  }
+}
+
+int DecodeGraphs::CaptureAll(const StepFn& step) {
+  const std::vector<int> sizes = sizes_;
+  for (auto it = sizes.rbegin(); it != sizes.rend(); ++it)
+    if (std::find(sizes_.begin(), sizes_.end(), *it) != sizes_.end()) EnsureCaptured(*it, step);
+  return static_cast<int>(graphs_.size());
+}
+
 std::optional<StepLogits> DecodeGraphs::Run(const ForwardBatch& batch, const StepFn& step) {
   const int n = static_cast<int>(batch.sequences.size());
   const int size = SizeFor(n);
-  if (graphs_.count(size) == 0) {
-    try {
-      Capture(size, step);
-    } catch (const Error& e) {
-      Log(LogLevel::kWarning, "CUDA graphs for batch sizes >= ", size, " are off (the step runs eagerly): ",
-          e.what());
-      graphs_.erase(size);
-      std::erase_if(sizes_, [&](int s) { return s >= size; });
-      return std::nullopt;
-    }
-  }
+  if (!EnsureCaptured(size, step)) return std::nullopt;
   const std::size_t w = static_cast<std::size_t>(max_pages_);
   host_ = inputs_->host();  // waits until the last replay has copied the block
   auto ids = Array<std::int32_t>(layout_.token_ids, size);

@@ -1,7 +1,8 @@
 // Captured decode steps (CUDA graphs) for one model shard: a decode-only step of n sequences runs
 // as the replay of a graph captured for the smallest batch size >= n in the configured list, its
 // rows past n padding (token 0 at position 0, KV slot -1: nothing is written; their logits are
-// dropped). A graph is captured the first time its size is needed.
+// dropped). The engine captures every size at start-up (CaptureAll); a size not captured yet is
+// captured the first time a batch needs it.
 //
 // Every graph reads its step from one input block (kernels/step_graph.h), laid out as
 //   token ids | positions | KV slots | logits rows | shape metadata | block tables
@@ -69,6 +70,9 @@ class DecodeGraphs {
   // turns off this size and every larger one (the step then runs eagerly: returns nullopt) and is
   // logged once.
   std::optional<StepLogits> Run(const ForwardBatch& batch, const StepFn& step);
+  // Captures every size not captured yet, largest first (smaller graphs then reuse the larger
+  // ones' scratch in the graph pool); returns how many sizes have a graph.
+  int CaptureAll(const StepFn& step);
 
  private:
   struct Layout {
@@ -90,6 +94,9 @@ class DecodeGraphs {
   std::size_t ShapeSlot(int size) const;  // offset of a size's shape-metadata slot
   void Prepare();  // fills the constant parts of the block and allocates the logits
   int SizeFor(int batch_size) const;
+  // Whether `size` has a graph, capturing it if needed; false (logged, that size and larger ones
+  // off) when the capture fails.
+  bool EnsureCaptured(int size, const StepFn& step);
   void Capture(int size, const StepFn& step);
   void FillPadding(int first_row, int size);
   template <typename T>

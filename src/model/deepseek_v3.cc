@@ -1,6 +1,9 @@
 #include "model/deepseek_v3.h"
 
+#include <chrono>
 #include <cstring>
+
+#include "base/log.h"
 
 namespace fission::model {
 
@@ -129,22 +132,35 @@ StepLogits DeepseekV3Model::ForwardKeepLogits(const ForwardBatch& batch, KvCache
   for (std::int32_t id : batch.token_ids)
     FISSION_CHECK(id >= 0 && id < config_.vocab_size, "token id ", id, " outside vocabulary ", config_.vocab_size);
   if (DecodeGraphs* graphs = GraphsFor(cache); graphs != nullptr && graphs->Takes(batch)) {
-    auto captured_step = [this, &cache](const ForwardBatch& padded, const GraphStepViews& views) {
-      const PcpPlan plan = MakePlan(padded);
-      StepContext step = MakeStep(plan, padded, cache);
-      step.token_ids = views.token_ids;
-      step.positions = views.positions;
-      step.seqs = views.seqs;
-      step.kv_slots = views.kv_slots;
-      step.logits_indices = views.logits_indices;
-      step.shape_metadata = views.shape_metadata;
-      step.logits_out = views.logits_out;
-      RunStep(step, cache);
-    };
-    if (std::optional<StepLogits> logits = graphs->Run(batch, captured_step)) return std::move(*logits);
+    if (std::optional<StepLogits> logits = graphs->Run(batch, CapturedStep(cache))) return std::move(*logits);
   }
   const PcpPlan plan = MakePlan(batch);
   return RunStep(MakeStep(plan, batch, cache), cache);
+}
+
+DecodeGraphs::StepFn DeepseekV3Model::CapturedStep(KvCache& cache) {
+  return [this, &cache](const ForwardBatch& padded, const GraphStepViews& views) {
+    const PcpPlan plan = MakePlan(padded);
+    StepContext step = MakeStep(plan, padded, cache);
+    step.token_ids = views.token_ids;
+    step.positions = views.positions;
+    step.seqs = views.seqs;
+    step.kv_slots = views.kv_slots;
+    step.logits_indices = views.logits_indices;
+    step.shape_metadata = views.shape_metadata;
+    step.logits_out = views.logits_out;
+    RunStep(step, cache);
+  };
+}
+
+void DeepseekV3Model::CaptureDecodeGraphs(KvCache& cache) {
+  DecodeGraphs* graphs = GraphsFor(cache);
+  if (graphs == nullptr) return;
+  const auto start = std::chrono::steady_clock::now();
+  const int captured = graphs->CaptureAll(CapturedStep(cache));
+  if (options_.rank.world_rank() == 0)
+    Log(LogLevel::kInfo, "CUDA graphs: captured ", captured, " decode batch sizes in ",
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), " s");
 }
 
 PcpPlan DeepseekV3Model::MakePlan(const ForwardBatch& batch) const {

@@ -38,6 +38,7 @@ class DeepseekV3Model final : public CausalLM {
   // On a device the logits stay in its memory.
   StepLogits ForwardKeepLogits(const ForwardBatch& batch, KvCache& cache) override;
   const io::ModelConfig& config() const { return config_; }
+  void CaptureDecodeGraphs(KvCache& cache) override;
   void ReleaseGraphs() override { graphs_.reset(); }
 
  private:
@@ -62,6 +63,8 @@ class DeepseekV3Model final : public CausalLM {
   StepLogits RunStep(const StepContext& step, KvCache& cache);
   // The decode graphs for `cache` (made anew for a new cache); null when graphs are off.
   DecodeGraphs* GraphsFor(const KvCache& cache);
+  // A captured step: the padded batch's plan, with every span in the graph's input block.
+  DecodeGraphs::StepFn CapturedStep(KvCache& cache);
 
   io::ModelConfig config_;
   kernels::Backend& backend_;

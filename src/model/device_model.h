@@ -34,6 +34,10 @@ class DeviceCausalLM final : public CausalLM {
     return model_->ForwardKeepLogits(batch, cache);
   }
   Allocator* kv_allocator() override { return backend_->allocator(); }
+  void CaptureDecodeGraphs(KvCache& cache) override {
+    make_current_();
+    model_->CaptureDecodeGraphs(cache);
+  }
   void ReleaseGraphs() override {
     make_current_();
     model_->ReleaseGraphs();

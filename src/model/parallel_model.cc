@@ -84,6 +84,12 @@ Buffer ParallelCausalLM::Forward(const ForwardBatch& batch, KvCache& cache) {
 
 StepLogits ParallelCausalLM::ForwardKeepLogits(const ForwardBatch& batch, KvCache& cache) {
   FISSION_CHECK(world_->first_local_rank() == 0, "Forward runs on the node of rank 0; followers run RunFollower");
+  std::vector<KvCache*> all = LocalCaches(cache);
+  if (link_) SendPlan(batch, cache);
+  return RunLocalRanks(batch, all);
+}
+
+std::vector<KvCache*> ParallelCausalLM::LocalCaches(KvCache& cache) {
   auto& caches = rank_caches_[&cache];
   if (caches.size() + 1 != ranks_.size() ||
       (!caches.empty() && (caches[0]->num_pages() != cache.num_pages() || caches[0]->page_size() != cache.page_size()))) {
@@ -92,10 +98,19 @@ StepLogits ParallelCausalLM::ForwardKeepLogits(const ForwardBatch& batch, KvCach
       caches.push_back(
           std::make_unique<KvCache>(KvLayout(), cache.num_pages(), cache.page_size(), ranks_[r]->kv_allocator()));
   }
-  if (link_) SendPlan(batch, cache);
   std::vector<KvCache*> all = {&cache};
   for (auto& c : caches) all.push_back(c.get());
-  return RunLocalRanks(batch, all);
+  return all;
+}
+
+void ParallelCausalLM::CaptureDecodeGraphs(KvCache& cache) {
+  if (link_) return;
+  const std::vector<KvCache*> caches = LocalCaches(cache);
+  std::vector<std::thread> workers;
+  for (std::size_t r = 1; r < ranks_.size(); ++r)
+    workers.emplace_back([&, r] { ranks_[r]->CaptureDecodeGraphs(*caches[r]); });
+  ranks_[0]->CaptureDecodeGraphs(*caches[0]);
+  for (std::thread& t : workers) t.join();
 }
 
 std::vector<KvCache*> ParallelCausalLM::FollowerCaches(std::uint32_t cache_id, std::int64_t num_pages,

@@ -40,6 +40,9 @@ class ParallelCausalLM final : public CausalLM {
   // the host also waits for their device before the step returns.
   StepLogits ForwardKeepLogits(const ForwardBatch& batch, KvCache& cache) override;
   Allocator* kv_allocator() override { return ranks_[0]->kv_allocator(); }
+  // Every local rank captures at once (their NCCL collectives meet); with several nodes the
+  // followers cannot join a capture outside a step plan, so graphs are captured at first use.
+  void CaptureDecodeGraphs(KvCache& cache) override;
   std::optional<kernels::DeviceMemory> device_memory() override;
 
   int world_size() const { return world_->size(); }
@@ -55,6 +58,8 @@ class ParallelCausalLM final : public CausalLM {
  private:
   // Runs every local rank on `batch` (local rank i on caches[i]); returns local rank 0's logits.
   StepLogits RunLocalRanks(const ForwardBatch& batch, const std::vector<KvCache*>& caches);
+  // Local rank 0's `cache` and the other ranks' caches paired with it (made on first use).
+  std::vector<KvCache*> LocalCaches(KvCache& cache);
   // Caches of this node's ranks for a follower's cache id, rebuilt when the geometry changes.
   std::vector<KvCache*> FollowerCaches(std::uint32_t cache_id, std::int64_t num_pages, std::int64_t page_size);
   void SendPlan(const ForwardBatch& batch, const KvCache& cache);

@@ -125,9 +125,14 @@ class DecodeGraphsTest : public ::testing::Test {
 
   // Prefills `lengths`, then runs `batches` (sequence indices) `rounds` times in both models,
   // feeding both the eager model's greedy tokens; every row must be bit-identical.
+  // With `capture_first`, every graph is captured before the first step (the engine's start-up).
   void DecodeBoth(const std::vector<int>& lengths, const std::vector<std::vector<int>>& batches, int rounds,
-                  std::int64_t pages = 96) {
+                  std::int64_t pages = 96, bool capture_first = false) {
     StepRunner a(*graphs_, 4, pages, 5), b(*eager_, 4, pages, 5);
+    if (capture_first) {
+      graphs_->CaptureDecodeGraphs(a.cache());
+      EXPECT_EQ(backend_.captures, 2);  // sizes 4 and 2, before any step
+    }
     std::vector<std::int32_t> next;
     for (std::size_t i = 0; i < lengths.size(); ++i) {
       const auto prompt = Tokens(lengths[i], 40 + i, eager_->vocab_size());
@@ -183,6 +188,12 @@ TEST_F(DecodeGraphsTest, ANewCacheGetsNewGraphs) {
   EXPECT_EQ(backend_.captures, 1);
   DecodeBoth({4, 1}, {{0, 1}}, 2, 80);  // another cache
   EXPECT_EQ(backend_.captures, 2);
+}
+
+TEST_F(DecodeGraphsTest, CaptureAtStartUpCoversEverySize) {
+  DecodeBoth({3, 9, 14}, {{0, 1, 2}, {1}}, 2, 96, /*capture_first=*/true);
+  EXPECT_EQ(backend_.captures, 2);  // no capture once steps run
+  EXPECT_EQ(backend_.replays, 4);
 }
 
 TEST(DecodeGraphSizes, DefaultsAndFlags) {
