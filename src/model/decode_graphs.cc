@@ -125,11 +125,14 @@ int DecodeGraphs::SizeFor(int batch_size) const {
 // Rows [first_row, size) become padding: token 0 at position 0 in page 0, KV slot -1.
 void DecodeGraphs::FillPadding(int first_row, int size) {
   const std::size_t w = static_cast<std::size_t>(max_pages_);
+  const auto ids = Array<std::int32_t>(layout_.token_ids, size), positions = Array<std::int32_t>(layout_.positions, size);
+  const auto slots = Array<std::int64_t>(layout_.kv_slots, size);
+  const auto tables = Array<std::int32_t>(layout_.tables, size * w);
   for (int r = first_row; r < size; ++r) {
-    Array<std::int32_t>(layout_.token_ids, size)[r] = 0;
-    Array<std::int32_t>(layout_.positions, size)[r] = 0;
-    Array<std::int64_t>(layout_.kv_slots, size)[r] = -1;
-    Array<std::int32_t>(layout_.tables, size * w)[r * w] = 0;
+    ids[r] = 0;
+    positions[r] = 0;
+    slots[r] = -1;
+    tables[r * w] = 0;
   }
 }
 

@@ -53,7 +53,6 @@ void MakeLayout(LayoutHolder& h, int type, std::int64_t rows, std::int64_t cols,
   }
 }
 
-bool Aligned16(const void* p) { return (reinterpret_cast<std::uintptr_t>(p) & 15u) == 0; }
 }  // namespace
 
 CudaContext::CudaContext(int device) : device_(device), allocator_(device) {

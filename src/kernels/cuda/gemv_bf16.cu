@@ -82,7 +82,6 @@ __global__ void __launch_bounds__(kWarps * 32, 16 / kWarps) Bf16GemvKernel(const
   StoreMmaTile<kWarps>(d, n, m, blockIdx.x * static_cast<std::int64_t>(kRows), out, 0, oe);
 }
 
-bool Aligned16(const void* p) { return (reinterpret_cast<std::uintptr_t>(p) & 15u) == 0; }
 
 }  // namespace
 
