@@ -23,10 +23,10 @@
 #include <vector>
 
 #include "base/json.h"
-#include "bench/metrics.h"
-#include "bench/mock_openai_server.h"
-#include "bench/runner.h"
-#include "bench/stats.h"
+#include "serving_bench/metrics.h"
+#include "testing/mock_openai_server.h"
+#include "serving_bench/runner.h"
+#include "serving_bench/stats.h"
 #include "http/client.h"
 #include "http/sse.h"
 
@@ -68,7 +68,7 @@ Flags ParseFlags(int argc, char** argv) {
 double CpuSeconds() { return static_cast<double>(std::clock()) / CLOCKS_PER_SEC; }
 
 void Throughput(const Flags& f) {
-  using namespace fission::bench;
+  using namespace fission::serving_bench;
   MockOpenAiServer mock([&f](const Json&, ApiKind, int) {
     MockReply r;
     for (int i = 0; i < f.chunks; ++i) r.chunks.push_back({0, "tok"});
@@ -168,7 +168,7 @@ void Lag(const Flags& f) {
               f.streams, f.stream_chunks, f.interval_ms, f.streams * 1000.0 / f.interval_ms, f.client_threads);
   std::printf("  sends that took over 100 us from stamp to return (sender-side delay): %d\n", slow_sends);
   for (const auto& [name, values] : {std::pair{"first chunks", &first_lags_us}, std::pair{"later chunks", &lags_us}}) {
-    fission::bench::Summary s(*values);
+    fission::serving_bench::Summary s(*values);
     std::printf("  %s (%zu): lag mean %.1f us, p50 %.1f us, p90 %.1f us, p99 %.1f us, max %.1f us\n", name, s.size(),
                 s.mean(), s.median(), s.Percentile(90), s.Percentile(99), s.max());
   }

@@ -1,14 +1,19 @@
-# fission_layer(<folder under src> [NAME <name>] DEPS <targets...>)
-# Builds every .cc file of the folder into the static library fission_<name>. A folder with no
+# fission_layer(<folder under src> [NAME <name>] [SUBDIRS <folders...>] DEPS <targets...>)
+# Builds every .cc file of the folder (and of the listed subfolders) into the static library
+# fission_<name>. A folder with no
 # sources yet becomes an INTERFACE library, so layers can be filled in without touching this file.
 set(FISSION_ALL_LAYERS "")
 function(fission_layer dir)
-  cmake_parse_arguments(L "" "NAME" "DEPS" ${ARGN})
+  cmake_parse_arguments(L "" "NAME" "DEPS;SUBDIRS" ${ARGN})
   if(NOT L_NAME)
     set(L_NAME ${dir})
   endif()
   set(target fission_${L_NAME})
   file(GLOB sources CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/${dir}/*.cc)
+  foreach(sub ${L_SUBDIRS})
+    file(GLOB sub_sources CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/${dir}/${sub}/*.cc)
+    list(APPEND sources ${sub_sources})
+  endforeach()
   if(sources)
     add_library(${target} STATIC ${sources})
     target_include_directories(${target} PUBLIC ${PROJECT_SOURCE_DIR}/src)

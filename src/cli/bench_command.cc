@@ -1,7 +1,7 @@
 // `fission bench`: the serving benchmark (src/bench), with tokenizers loaded from HF folders.
 #include <iostream>
 
-#include "bench/command.h"
+#include "serving_bench/command.h"
 #include "cli/commands.h"
 #include "tokenizer/tokenizer.h"
 
@@ -10,7 +10,7 @@ namespace fission::cli {
 namespace {
 
 int RunBench(const std::vector<std::string>& args) {
-  return bench::RunBenchCommand(args, std::cout, std::cerr,
+  return serving_bench::RunBenchCommand(args, std::cout, std::cerr,
                                 [](const std::string& dir) { return tokenizer::Tokenizer::Load(dir); });
 }
 

@@ -18,10 +18,12 @@
 #include "base/mapped_file.h"
 #include "cli/commands.h"
 #include "engine/engine.h"
-#include "model/load_flags.h"
+#include "model/runtime/load_flags.h"
 #include "engine/offline.h"
-#include "model/parallel_model.h"
-#include "model/registry.h"
+#include "io/generation_config.h"
+#include "server/generate_io.h"
+#include "model/runtime/parallel_model.h"
+#include "model/runtime/model_loader.h"
 #include "server/tokenizer_detokenizer.h"
 #include "tokenizer/tokenizer.h"
 
@@ -133,7 +135,7 @@ int RunGenerate(const std::vector<std::string>& args) {
   if (tokenizer_path.empty() && std::filesystem::exists(model_path + "/tokenizer.json")) tokenizer_path = model_path;
   std::unique_ptr<tokenizer::Tokenizer> tokenizer;
   std::unique_ptr<server::TokenizerDetokenizer> detokenizer;
-  engine::TextEncoder encode;
+  server::TextEncoder encode;
   if (!tokenizer_path.empty()) {
     tokenizer = tokenizer::Tokenizer::Load(tokenizer_path);
     detokenizer = std::make_unique<server::TokenizerDetokenizer>(*tokenizer);
@@ -142,14 +144,14 @@ int RunGenerate(const std::vector<std::string>& args) {
 
   std::vector<engine::OfflinePrompt> prompts;
   if (!prompt_ids.empty()) {
-    prompts.push_back({engine::ParseIdList(prompt_ids, "--prompt-ids"), defaults});
+    prompts.push_back({server::ParseIdList(prompt_ids, "--prompt-ids"), defaults});
   } else {
-    prompts = engine::ParsePromptsJsonl(ReadFile(input), input, defaults, encode);
+    prompts = server::ParsePromptsJsonl(ReadFile(input), input, defaults, encode);
     if (prompts.empty()) Fail(input, ": no prompts");
   }
 
   std::unique_ptr<model::CausalLM> model = model::LoadCausalLM(model_path, load);
-  config.eos_token_ids = engine::ReadEosTokenIds(model_path);
+  config.eos_token_ids = io::ReadEosTokenIds(model_path);
   engine::Engine engine(model.get(), config, detokenizer.get());
   const engine::OfflineReport report = engine::RunOffline(engine, prompts);
 
@@ -162,7 +164,7 @@ int RunGenerate(const std::vector<std::string>& args) {
   } else {
     for (std::size_t i = 0; i < report.outputs.size(); ++i)
       for (std::size_t j = 0; j < report.outputs[i].size(); ++j)
-        std::printf("%s\n", engine::CompletionJson(i, j, report.outputs[i][j], /*with_text=*/detokenizer != nullptr).c_str());
+        std::printf("%s\n", server::CompletionJson(i, j, report.outputs[i][j], /*with_text=*/detokenizer != nullptr).c_str());
   }
   std::fflush(stdout);
   std::fprintf(stderr, "%s", engine::ThroughputSummary(report).c_str());

@@ -16,11 +16,11 @@
 #include "base/log.h"
 #include "cli/commands.h"
 #include "engine/engine.h"
-#include "engine/offline.h"
+#include "io/generation_config.h"
 #include "http/server.h"
-#include "model/load_flags.h"
-#include "model/parallel_model.h"
-#include "model/registry.h"
+#include "model/runtime/load_flags.h"
+#include "model/runtime/parallel_model.h"
+#include "model/runtime/model_loader.h"
 #include "server/server_args.h"
 #include "server/service.h"
 #include "server/tokenizer_detokenizer.h"
@@ -93,7 +93,7 @@ int RunServe(const std::vector<std::string>& args) {
   auto tokenizer = tokenizer::Tokenizer::Load(flags.TokenizerPath());
   auto model = model::LoadCausalLM(flags.model_path, flags.load);
   engine::EngineConfig engine_config = flags.engine;
-  engine_config.eos_token_ids = engine::ReadEosTokenIds(flags.model_path);
+  engine_config.eos_token_ids = io::ReadEosTokenIds(flags.model_path);
   server::TokenizerDetokenizer detokenizer(*tokenizer);
   engine::Engine engine(model.get(), engine_config, &detokenizer);
   const double load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count();

@@ -1,7 +1,7 @@
 // Multi-node bootstrap (SGLang's --nnodes, --node-rank, --dist-init-addr, --dist-timeout): the world
 // of `tp_size` ranks is split evenly over `nnodes` processes; node 0 (the leader) listens on the
 // init address, the followers connect to it and send a handshake that must match the leader's.
-// Afterwards the connections carry control frames (step plans, NCCL ids, shutdown).
+// Afterwards the connections carry control frames (follower steps, NCCL ids, shutdown).
 #pragma once
 
 #include <cstdint>
@@ -50,7 +50,7 @@ enum class ControlMessage : std::uint8_t {
   kDataAddress,  // follower -> leader: the port of its data listener (CPU communicator)
   kDataTable,    // leader -> followers: every node's data address
   kNcclIds,      // leader -> followers: the NCCL unique id of every group
-  kStepPlan,     // leader -> followers: one step's ForwardBatch (model/step_plan.h)
+  kFollowerStep,  // leader -> followers: one step's ForwardBatch (model/runtime/follower_step.h)
   kShutdown,     // leader -> followers: exit 0
 };
 

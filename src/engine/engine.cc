@@ -6,6 +6,7 @@
 
 #include "base/error.h"
 #include "base/log.h"
+#include "engine/memory_planner.h"
 
 namespace fission::engine {
 
@@ -13,30 +14,17 @@ namespace {
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
-// The KV pool's pages (the policy is written at kDefaultMaxTotalTokens).
-std::int32_t PoolPages(const EngineConfig& config, model::CausalLM& model) {
-  if (config.kv_cache_bytes > 0) return PagesForByteBudget(config.kv_cache_bytes, model.KvLayout(), config.page_size);
-  const std::optional<kernels::DeviceMemory> memory = model.device_memory();
-  if (!memory) {
-    const std::int64_t tokens = config.max_total_tokens > 0 ? config.max_total_tokens : kDefaultMaxTotalTokens;
-    return PagesForTokenBudget(tokens, config.page_size);
-  }
-  const double fraction = config.mem_fraction_static > 0 ? config.mem_fraction_static : kDefaultMemFractionStatic;
-  const std::int64_t reserved = static_cast<std::int64_t>(static_cast<double>(memory->total_bytes) * (1.0 - fraction));
-  const std::int64_t bytes = memory->free_bytes - reserved;
-  if (bytes <= 0)
-    Fail("no device memory is left for the KV cache: after the weights ", memory->free_bytes / kGiB, " GiB of ",
-         memory->total_bytes / kGiB, " GiB are free and --mem-fraction-static ", fraction, " keeps ",
-         reserved / kGiB, " GiB for activations; raise --mem-fraction-static or load fewer weights per device");
-  std::int32_t pages = PagesForByteBudget(bytes, model.KvLayout(), config.page_size);
-  if (config.max_total_tokens > 0)
-    pages = std::min(pages, PagesForTokenBudget(config.max_total_tokens, config.page_size));
-  Log(LogLevel::kInfo,
-      StrCat("KV cache: ", pages, " pages of ", config.page_size, " tokens (",
-             static_cast<double>(pages) * config.page_size * model::KvBytesPerToken(model.KvLayout()) / kGiB,
-             " GiB per device); after the weights ", memory->free_bytes / kGiB, " of ", memory->total_bytes / kGiB,
-             " GiB were free, --mem-fraction-static ", fraction));
-  return pages;
+model::MemoryPlan PlanModelMemory(const EngineConfig& config, model::CausalLM& model) {
+  const model::MemorySpec spec = model.Memory();
+  const std::optional<kernels::DeviceMemory> device = model.device_memory();
+  const model::MemoryPlan plan = PlanMemory(spec, config, device);
+  if (device)
+    Log(LogLevel::kInfo, "model memory: ", DescribeMemoryPlan(spec, plan), "; after the weights ",
+        device->free_bytes / kGiB, " of ", device->total_bytes / kGiB, " GiB were free, --mem-fraction-static ",
+        config.mem_fraction_static > 0 ? config.mem_fraction_static : kDefaultMemFractionStatic);
+  else if (plan.num_state_slots > 0)
+    Log(LogLevel::kInfo, "model memory: ", DescribeMemoryPlan(spec, plan));
+  return plan;
 }
 
 SchedulerConfig MakeSchedulerConfig(const EngineConfig& config) {
@@ -62,14 +50,24 @@ Engine::Engine(model::CausalLM* model, const EngineConfig& config, const Detoken
       context_length_(ContextLength(config, *model)),
       sampler_(config.eos_token_ids),
       outputs_(detokenizer, config.eos_token_ids, context_length_) {
-  const std::int32_t pages = PoolPages(config_, *model);
-  kv_cache_ = std::make_unique<model::KvCache>(model->KvLayout(), pages, config_.page_size, model->kv_allocator());
-  pool_ = std::make_unique<PagePool>(pages);
-  if (!config_.disable_radix_cache) prefix_cache_ = std::make_unique<PrefixCache>(pool_.get(), config_.page_size);
-  scheduler_ = std::make_unique<Scheduler>(MakeSchedulerConfig(config_), pool_.get(), prefix_cache_.get());
-  runner_ = std::make_unique<ModelRunner>(model, kv_cache_.get());
+  memory_plan_ = PlanModelMemory(config_, *model);
+  model->AllocateMemory(memory_plan_);
+  pool_ = std::make_unique<PagePool>(static_cast<std::int32_t>(memory_plan_.num_pages));
+  if (memory_plan_.num_state_slots > 0)
+    states_ = std::make_unique<StatePool>(static_cast<std::int32_t>(memory_plan_.num_state_slots));
+  if (!config_.disable_radix_cache) {
+    if (states_ != nullptr) {
+      // A prefix hit would need the state after the prefix, which nothing keeps yet.
+      Log(LogLevel::kInfo, "prefix cache off: the model keeps per-request state, which prefix hits cannot restore");
+    } else {
+      prefix_cache_ = std::make_unique<PrefixCache>(pool_.get(), config_.page_size);
+    }
+  }
+  scheduler_ = std::make_unique<Scheduler>(MakeSchedulerConfig(config_), pool_.get(), prefix_cache_.get(), states_.get());
+  runner_ = std::make_unique<ModelRunner>(model, config_.page_size);
   published_stats_.free_pages = pool_->num_free();
-  model->CaptureDecodeGraphs(*kv_cache_);  // before any request, as SGLang does
+  published_stats_.free_state_slots = num_state_slots();
+  model->CaptureDecodeGraphs();  // before any request, as SGLang does
 }
 
 Engine::~Engine() {
@@ -86,7 +84,7 @@ std::int64_t Engine::Submit(Request request) {
   for (std::size_t i = 0; i < prompt.size(); ++i)
     if (prompt[i] < 0 || prompt[i] >= vocab_size_)
       Fail("prompt_ids[", i, "] must be in [0, ", vocab_size_, "), got ", prompt[i]);
-  const std::int64_t capacity = static_cast<std::int64_t>(pool_->num_pages()) * config_.page_size;
+  const std::int64_t capacity = memory_plan_.num_pages * config_.page_size;
   if (static_cast<std::int64_t>(prompt.size()) >= context_length_)
     Fail("the prompt has ", prompt.size(), " tokens; it must be shorter than the context length ", context_length_);
   if (static_cast<std::int64_t>(prompt.size()) > capacity)
@@ -297,6 +295,7 @@ void Engine::Report() {
   local_stats_.waiting = static_cast<std::int32_t>(scheduler_->num_waiting());
   local_stats_.free_pages = pool_->num_free();
   local_stats_.cached_pages = prefix_cache_ ? prefix_cache_->num_pages() : 0;
+  local_stats_.free_state_slots = states_ ? states_->num_free() : 0;
   std::lock_guard<std::mutex> lock(mutex_);
   live_requests_ -= finished_requests;
   published_stats_ = local_stats_;
@@ -347,14 +346,23 @@ EngineStats Engine::stats() const {
 
 std::string Engine::CheckPageAccounting() const {
   std::vector<std::int32_t> expected(pool_->num_pages(), 0);
+  std::vector<int> slot_holders(num_state_slots(), 0);
   for (const auto& [id, state] : requests_) {
     for (const auto& seq : state.sequences) {
       if (seq->finished() && !seq->pages.empty()) return StrCat("finished sequence ", id, " still holds pages");
       if (seq->status == SequenceStatus::kWaiting && !seq->pages.empty())
         return StrCat("waiting sequence ", id, " holds pages");
       for (std::int32_t page : seq->pages) ++expected[page];
+      const bool running = seq->status == SequenceStatus::kRunning;
+      if (states_ != nullptr && running != (seq->state_slot >= 0))
+        return StrCat(running ? "running" : "not running", " sequence ", id, " holds state slot ", seq->state_slot);
+      if (seq->state_slot >= 0) ++slot_holders.at(seq->state_slot);
     }
   }
+  for (std::int32_t slot = 0; slot < num_state_slots(); ++slot)
+    if (slot_holders[slot] != (states_->used(slot) ? 1 : 0))
+      return StrCat("state slot ", slot, " is ", states_->used(slot) ? "used" : "free", " but has ",
+                    slot_holders[slot], " holders");
   if (prefix_cache_) prefix_cache_->ForEachPage([&](std::int32_t page) { ++expected[page]; });
   std::int32_t free = 0;
   for (std::int32_t page = 0; page < pool_->num_pages(); ++page) {

@@ -1,5 +1,6 @@
-// The engine: owns the KV cache, the page pool, the prefix cache, the scheduler, the model runner
-// and the sampler, and runs steps.
+// The engine: sizes the model's memory (the model owns its storage; the engine hands out its page
+// ids and state-slot ids), owns the page pool, the state pool, the prefix cache, the scheduler, the
+// model runner and the sampler, and runs steps.
 //
 // Threads: Submit, Abort, HasWork and stats may be called from any thread. Step (or the loop
 // Start runs) runs on one engine thread; output callbacks are invoked there, after each step, with
@@ -26,8 +27,8 @@
 #include "engine/request.h"
 #include "engine/sampler.h"
 #include "engine/scheduler.h"
+#include "engine/state_pool.h"
 #include "model/causal_lm.h"
-#include "model/kv_cache.h"
 
 namespace fission::engine {
 
@@ -45,6 +46,7 @@ struct EngineStats {
   std::int32_t waiting = 0;
   std::int32_t free_pages = 0;
   std::int32_t cached_pages = 0;
+  std::int32_t free_state_slots = 0;  // a model with per-request memory
 };
 
 class Engine {
@@ -76,11 +78,15 @@ class Engine {
 
   EngineStats stats() const;
   std::int32_t num_pages() const { return pool_->num_pages(); }
+  // State slots of a model with per-request memory (0 otherwise).
+  std::int32_t num_state_slots() const { return states_ ? states_->num_slots() : 0; }
+  const model::MemoryPlan& memory_plan() const { return memory_plan_; }
   std::int32_t page_size() const { return config_.page_size; }
   std::int64_t vocab_size() const { return vocab_size_; }
   std::int32_t context_length() const { return context_length_; }
   // Checks that every page is free or held exactly by the sequences and the prefix cache that
-  // claim it; returns "" or a description of the first discrepancy. Engine thread only.
+  // claim it, and every state slot by exactly the running sequence that claims it; returns "" or
+  // a description of the first discrepancy. Engine thread only.
   std::string CheckPageAccounting() const;
   // The last step's batch (tests).
   const model::ForwardBatch& last_batch() const { return runner_->last_batch(); }
@@ -112,8 +118,9 @@ class Engine {
   model::CausalLM* model_;
   std::int64_t vocab_size_;
   std::int32_t context_length_;
-  std::unique_ptr<model::KvCache> kv_cache_;
+  model::MemoryPlan memory_plan_;
   std::unique_ptr<PagePool> pool_;
+  std::unique_ptr<StatePool> states_;
   std::unique_ptr<PrefixCache> prefix_cache_;
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<ModelRunner> runner_;

@@ -29,6 +29,7 @@ void BuildForwardBatch(const StepPlan& plan, std::int32_t page_size, model::Forw
     slice.query_len = item.num_new_tokens;
     slice.context_len = item.context_len;
     slice.block_table.assign(seq.pages.begin(), seq.pages.begin() + (end_pos + page_size - 1) / page_size);
+    slice.state_slot = seq.state_slot;
 
     LogitsRows& r = (*rows)[k];
     r.prompt_logprobs_begin = static_cast<std::int32_t>(batch->logits_indices.size());
@@ -41,11 +42,11 @@ void BuildForwardBatch(const StepPlan& plan, std::int32_t page_size, model::Forw
   }
 }
 
-ModelRunner::ModelRunner(model::CausalLM* model, model::KvCache* cache) : model_(model), cache_(cache) {}
+ModelRunner::ModelRunner(model::CausalLM* model, std::int32_t page_size) : model_(model), page_size_(page_size) {}
 
 model::StepLogits ModelRunner::Run(const StepPlan& plan, std::vector<LogitsRows>* rows) {
-  BuildForwardBatch(plan, static_cast<std::int32_t>(cache_->page_size()), &batch_, rows);
-  model::StepLogits logits = model_->ForwardKeepLogits(batch_, *cache_);
+  BuildForwardBatch(plan, page_size_, &batch_, rows);
+  model::StepLogits logits = model_->Forward(batch_);
   const Tensor& t = logits.logits;
   FISSION_CHECK(t.dtype == DType::kF32 && t.rank() == 2 &&
                     t.dim(0) == static_cast<std::int64_t>(batch_.logits_indices.size()) &&

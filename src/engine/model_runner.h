@@ -8,7 +8,6 @@
 #include "engine/scheduler.h"
 #include "model/causal_lm.h"
 #include "model/forward_batch.h"
-#include "model/kv_cache.h"
 #include "tensor/tensor.h"
 
 namespace fission::engine {
@@ -25,10 +24,10 @@ void BuildForwardBatch(const StepPlan& plan, std::int32_t page_size, model::Forw
 
 class ModelRunner {
  public:
-  ModelRunner(model::CausalLM* model, model::KvCache* cache);
+  ModelRunner(model::CausalLM* model, std::int32_t page_size);
 
   // Builds the batch and runs the model: logits [rows, vocab] in fp32, on the host or left on the
-  // model's device (CausalLM::ForwardKeepLogits).
+  // model's device.
   model::StepLogits Run(const StepPlan& plan, std::vector<LogitsRows>* rows);
 
   model::CausalLM* model() const { return model_; }
@@ -36,7 +35,7 @@ class ModelRunner {
 
  private:
   model::CausalLM* model_;
-  model::KvCache* cache_;
+  std::int32_t page_size_;
   model::ForwardBatch batch_;
 };
 

@@ -36,24 +36,4 @@ void PagePool::Unref(std::int32_t page) {
   if (--ref_counts_[page] == 0) free_.push_back(page);
 }
 
-std::int32_t PagesForTokenBudget(std::int64_t max_total_tokens, std::int32_t page_size) {
-  if (page_size < 1) Fail("--page-size must be >= 1, got ", page_size);
-  if (max_total_tokens < page_size)
-    Fail("--max-total-tokens must be at least one page (--page-size ", page_size, "), got ", max_total_tokens);
-  const std::int64_t pages = max_total_tokens / page_size;
-  if (pages > std::numeric_limits<std::int32_t>::max() / page_size)
-    Fail("--max-total-tokens is too large: ", max_total_tokens);
-  return static_cast<std::int32_t>(pages);
-}
-
-std::int32_t PagesForByteBudget(std::int64_t bytes, const std::vector<model::KvLayerLayout>& layout,
-                                std::int32_t page_size) {
-  FISSION_CHECK(page_size >= 1);
-  const std::int64_t per_page = model::KvBytesPerToken(layout) * page_size;
-  FISSION_CHECK(per_page > 0, "the model declares no KV rows");
-  const std::int64_t pages = bytes / per_page;
-  if (pages < 1) Fail("KV cache memory budget of ", bytes, " bytes is below one page (", per_page, " bytes)");
-  return static_cast<std::int32_t>(std::min<std::int64_t>(pages, std::numeric_limits<std::int32_t>::max() / page_size));
-}
-
 }  // namespace fission::engine

@@ -1,7 +1,7 @@
 // The pool of KV cache pages: which pages are free and how many holders each used page has.
 //
-// A page holds `page_size` consecutive token positions of one sequence in every layer of the
-// KvCache. Holders are sequences (one reference per page of their block table) and the prefix
+// A page holds `page_size` consecutive token positions of one sequence in every paged cache class
+// and layer of the model's memory (model/memory_spec.h). Holders are sequences (one reference per page of their block table) and the prefix
 // cache (one reference per page it keeps). A page returns to the free list when its last holder
 // lets it go.
 #pragma once
@@ -9,7 +9,6 @@
 #include <cstdint>
 #include <vector>
 
-#include "model/kv_cache.h"
 
 namespace fission::engine {
 
@@ -34,11 +33,5 @@ class PagePool {
   // Free pages, used as a stack: the most recently freed page is handed out first.
   std::vector<std::int32_t> free_;
 };
-
-// Pages for a CPU pool from --max-total-tokens (rounded down to whole pages; at least one).
-std::int32_t PagesForTokenBudget(std::int64_t max_total_tokens, std::int32_t page_size);
-// Pages that fit in `bytes` of KV memory for a model's per-layer row layout.
-std::int32_t PagesForByteBudget(std::int64_t bytes, const std::vector<model::KvLayerLayout>& layout,
-                                std::int32_t page_size);
 
 }  // namespace fission::engine

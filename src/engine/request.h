@@ -88,6 +88,8 @@ struct Sequence {
   // `tree_node` (a PrefixCache::Node*).
   void* tree_node = nullptr;
   std::int32_t num_tree_pages = 0;
+  // The state slot of a model with per-request memory, held while running (-1: none).
+  std::int32_t state_slot = -1;
 
   SequenceStatus status = SequenceStatus::kWaiting;
   FinishReason finish_reason = FinishReason::kNone;

@@ -7,8 +7,8 @@
 
 namespace fission::engine {
 
-Scheduler::Scheduler(const SchedulerConfig& config, PagePool* pool, PrefixCache* cache)
-    : config_(config), pool_(pool), cache_(cache) {
+Scheduler::Scheduler(const SchedulerConfig& config, PagePool* pool, PrefixCache* cache, StatePool* states)
+    : config_(config), pool_(pool), cache_(cache), states_(states) {
   FISSION_CHECK(config.page_size >= 1 && config.max_running_requests >= 1 && config.max_prefill_tokens >= 1);
 }
 
@@ -40,6 +40,10 @@ void Scheduler::ReleasePages(Sequence* seq) {
   }
   for (std::int32_t page : seq->pages) pool_->Unref(page);
   seq->pages.clear();
+  if (seq->state_slot >= 0) {
+    states_->Free(seq->state_slot);
+    seq->state_slot = -1;
+  }
   seq->tree_node = nullptr;
   seq->num_tree_pages = 0;
   seq->num_computed = 0;
@@ -77,7 +81,8 @@ void Scheduler::Plan(Sequence* seq, std::int32_t num_new, StepPlan* plan) {
 }
 
 bool Scheduler::Admit(Sequence* seq, std::int32_t* budget, bool chunking, StepPlan* plan) {
-  FISSION_CHECK(seq->pages.empty() && seq->num_computed == 0);
+  FISSION_CHECK(seq->pages.empty() && seq->num_computed == 0 && seq->state_slot < 0);
+  if (states_ != nullptr && states_->num_free() == 0) return false;  // every state slot is running
   // Reuse cached whole pages, leaving at least one token to compute (its logits are needed).
   // Prompt logprobs need the logits of every prompt position, so such sequences reuse nothing
   // until those are collected.
@@ -112,6 +117,7 @@ bool Scheduler::Admit(Sequence* seq, std::int32_t* budget, bool chunking, StepPl
     seq->num_computed = 0;
     return false;
   }
+  if (states_ != nullptr) seq->state_slot = states_->Reserve();
   seq->tree_node = hit_node;
   seq->num_tree_pages = hit_tokens / config_.page_size;
   if (seq->cached_tokens < 0) seq->cached_tokens = hit_tokens;

@@ -5,8 +5,10 @@
 //      needs a page and finds none evicts unused prefix-cache pages, then preempts the youngest
 //      running sequences (their KV is dropped and recomputed later); if none is younger it
 //      preempts itself (or, holding the whole pool alone, fails: it cannot fit).
-//   2. Waiting sequences, oldest first, are admitted while the running limit, the prefill budget
-//      and the free pages allow; the first that does not fit stops admission (no overtaking).
+//   2. Waiting sequences, oldest first, are admitted while the running limit, the prefill budget,
+//      the free pages and (for a model with per-request memory) the free state slots allow; the
+//      first that does not fit stops admission (no overtaking). A running sequence holds one state
+//      slot, freed when it finishes or is preempted (its state is recomputed with its KV).
 #pragma once
 
 #include <cstdint>
@@ -16,6 +18,7 @@
 #include "engine/page_pool.h"
 #include "engine/prefix_cache.h"
 #include "engine/request.h"
+#include "engine/state_pool.h"
 
 namespace fission::engine {
 
@@ -61,8 +64,9 @@ struct SchedulerCounters {
 
 class Scheduler {
  public:
-  // `cache` may be null (--disable-radix-cache).
-  Scheduler(const SchedulerConfig& config, PagePool* pool, PrefixCache* cache);
+  // `cache` may be null (--disable-radix-cache), and `states` too (a model without per-request
+  // memory).
+  Scheduler(const SchedulerConfig& config, PagePool* pool, PrefixCache* cache, StatePool* states = nullptr);
 
   // Queues a new sequence (status kWaiting, no pages).
   void Add(Sequence* seq);
@@ -84,6 +88,7 @@ class Scheduler {
   bool Reserve(Sequence* seq, std::int32_t tokens);
   // Free pages plus pages the prefix cache could give up.
   std::int32_t AvailablePages() const;
+  // Lets go of the sequence's pages (keeping full computed ones in the prefix cache) and state slot.
   void ReleasePages(Sequence* seq);
   void Preempt(Sequence* seq);
   // Moves the head of the waiting queue into the plan if it fits; false stops admission.
@@ -93,6 +98,7 @@ class Scheduler {
   SchedulerConfig config_;
   PagePool* pool_;
   PrefixCache* cache_;
+  StatePool* states_;
   std::map<std::uint64_t, Sequence*> waiting_;  // by arrival
   std::vector<Sequence*> running_;              // by arrival
   SchedulerCounters counters_;

@@ -8,12 +8,8 @@
 
 #include "kernels/backend.h"
 #include "model/forward_batch.h"
-#include "model/kv_cache.h"
+#include "model/memory_spec.h"
 #include "tensor/tensor.h"
-
-namespace fission::kernels {
-class Backend;
-}
 
 namespace fission::model {
 
@@ -39,27 +35,28 @@ class CausalLM {
   virtual std::string architecture() const = 0;
   virtual std::int64_t vocab_size() const = 0;
   virtual std::int64_t max_position_embeddings() const = 0;
-  // The per-token KV row of every layer.
-  virtual std::vector<KvLayerLayout> KvLayout() const = 0;
-  // Runs one step: writes the new tokens' KV rows into `cache` and returns fp32 logits
-  // [batch.logits_indices.size(), vocab_size] on the host.
-  virtual Buffer Forward(const ForwardBatch& batch, KvCache& cache) = 0;
-  // The same step, but a model running on a device may leave the logits there, with the backend
-  // that owns them (the engine then samples on the device). By default: Forward's host logits.
-  virtual StepLogits ForwardKeepLogits(const ForwardBatch& batch, KvCache& cache) {
-    return StepLogits(Forward(batch, cache));
-  }
-  // Where the caller's KvCache must live: the memory of the device the model runs on (rank 0's).
-  virtual Allocator* kv_allocator() { return CpuAllocator(); }
+  // What the model keeps per sequence between steps (its cache classes), per rank.
+  virtual MemorySpec Memory() const = 0;
+  // Makes (again) the storage of every rank for `plan`; the engine then hands out its pages and
+  // state slots. Earlier contents and captured graphs are dropped.
+  virtual void AllocateMemory(const MemoryPlan& plan) = 0;
+  // Runs one step: writes the new tokens' entries into the model's memory and returns fp32 logits
+  // [batch.logits_indices.size(), vocab_size], in host memory or left in the memory of the
+  // device the model runs on (the engine then samples there). AllocateMemory must have run.
+  virtual StepLogits Forward(const ForwardBatch& batch) = 0;
   // The memory left on the model's device after its weights (the smallest free and total over
   // its ranks); nullopt when the model runs in host memory.
   virtual std::optional<kernels::DeviceMemory> device_memory() { return std::nullopt; }
-  // Captures the decode graphs of every configured batch size for `cache` now, as SGLang does at
-  // start-up, so that no request waits for a capture; a model without graphs does nothing.
-  virtual void CaptureDecodeGraphs(KvCache& /*cache*/) {}
+  // Captures the decode graphs of every configured batch size for the allocated memory now, as
+  // SGLang does at start-up, so that no request waits for a capture; a model without graphs does
+  // nothing.
+  virtual void CaptureDecodeGraphs() {}
   // Drops captured decode graphs (they reference the communicators, which a parallel model
   // destroys before its ranks' models).
   virtual void ReleaseGraphs() {}
 };
+
+// One step's logits in host memory (tests and tools).
+inline Buffer ForwardToHost(CausalLM& model, const ForwardBatch& batch) { return HostLogits(model.Forward(batch)); }
 
 }  // namespace fission::model

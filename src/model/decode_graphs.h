@@ -4,27 +4,27 @@
 // dropped). The engine captures every size at start-up (CaptureAll); a size not captured yet is
 // captured the first time a batch needs it.
 //
-// Every graph reads its step from one input block (kernels/step_graph.h), laid out as
-//   token ids | positions | KV slots | logits rows | shape metadata | block tables
-// for the largest size, block tables at a fixed width of `max_pages` pages per sequence, and one
-// shape-metadata slot per size (each graph's own constants). A replay copies the first four
-// arrays, its slot and the used columns of the tables.
+// Every graph reads its step from one fixed step-input block (model/step_inputs.h), written the
+// same way as an eager step's, with block tables at a fixed width of `max_pages` pages per
+// sequence. A replay writes the padded batch into the block and copies everything before the
+// tables plus the tables' used columns.
 //
-// Graphs hold the KV cache's addresses: they belong to one cache and are dropped when the model
-// is given another.
+// Graphs hold the model memory's addresses: they belong to one allocation and are dropped when the
+// model allocates its memory again.
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
-#include <span>
+#include <optional>
 #include <vector>
 
 #include "kernels/backend.h"
 #include "model/causal_lm.h"
 #include "model/forward_batch.h"
-#include "model/kv_cache.h"
+#include "model/model_memory.h"
+#include "model/step_inputs.h"
 
 namespace fission::model {
 
@@ -40,28 +40,20 @@ std::vector<int> DefaultCudaGraphSizes(int max_batch_size);
 // The sorted, de-duplicated sizes `options` asks for; empty when graphs are off.
 std::vector<int> CudaGraphSizes(const CudaGraphOptions& options);
 
-// The host spans a captured step's operations read, all inside the input block.
-struct GraphStepViews {
-  std::span<const std::int32_t> token_ids, positions, logits_indices;
-  std::span<const std::int64_t> kv_slots;
-  std::span<const kernels::SeqAttention> seqs;
-  std::span<std::int32_t> shape_metadata;  // room for metadata derived from shapes alone
-  Tensor logits_out;                       // [size, vocab] fp32: where the step leaves its logits
-};
-
 class DecodeGraphs {
  public:
-  // Runs one step of `padded` (the all-padding batch of the graph's size, for the plan) with the
-  // views' spans, leaving its logits in views.logits_out.
-  using StepFn = std::function<void(const ForwardBatch& padded, const GraphStepViews& views)>;
+  // Runs one step of `view` (a padded batch in the graph's input block), leaving its logits in
+  // `logits_out` [size, vocab].
+  using StepFn = std::function<void(const StepView& view, const Tensor& logits_out)>;
 
-  // Graphs of `sizes` for `cache` on `backend`; null when the backend does not capture graphs.
-  static std::unique_ptr<DecodeGraphs> Create(kernels::Backend& backend, std::vector<int> sizes, const KvCache& cache,
-                                              std::int64_t max_positions, std::int64_t vocab_size);
+  // Graphs of `sizes` for `memory` on `backend`; null when the backend does not capture graphs.
+  static std::unique_ptr<DecodeGraphs> Create(kernels::Backend& backend, std::vector<int> sizes,
+                                              const ModelMemory& memory, int vocab_ranks, std::int64_t max_positions,
+                                              std::int64_t vocab_size);
   ~DecodeGraphs();
 
-  // Whether these graphs were made for `cache` (the same memory and geometry).
-  bool For(const KvCache& cache) const;
+  // Whether these graphs were made for `memory` (the same storage and geometry).
+  bool For(const ModelMemory& memory) const;
   // Whether `batch` is a step a graph runs: decode only (one new token per sequence, rows in
   // sequence order, every row's logits in order), at most the largest size, tables that fit.
   bool Takes(const ForwardBatch& batch) const;
@@ -75,42 +67,25 @@ class DecodeGraphs {
   int CaptureAll(const StepFn& step);
 
  private:
-  struct Layout {
-    std::size_t token_ids, positions, kv_slots, logits_rows, shape_metadata, tables, bytes;
-  };
-  // A captured size: the padded batch and views it was captured with, kept for the graph's life.
-  struct Captured {
-    ForwardBatch padded;
-    std::vector<kernels::SeqAttention> seqs;
-    GraphStepViews views;
-    StepFn step;
-    std::unique_ptr<kernels::StepGraph> graph;
-  };
-  static constexpr std::size_t kShapeMetadataInts = 2048;  // per size: TP 8 at batch 256
-
-  DecodeGraphs(kernels::Backend& backend, std::vector<int> sizes, const KvCache& cache, std::int64_t max_positions,
-               std::int64_t vocab_size);
-  static Layout MakeLayout(std::size_t largest, std::size_t sizes, std::size_t max_pages);
-  std::size_t ShapeSlot(int size) const;  // offset of a size's shape-metadata slot
-  void Prepare();  // fills the constant parts of the block and allocates the logits
+  DecodeGraphs(kernels::Backend& backend, std::vector<int> sizes, const ModelMemory& memory, int vocab_ranks,
+               std::int64_t max_positions, std::int64_t vocab_size);
   int SizeFor(int batch_size) const;
   // Whether `size` has a graph, capturing it if needed; false (logged, that size and larger ones
   // off) when the capture fails.
   bool EnsureCaptured(int size, const StepFn& step);
   void Capture(int size, const StepFn& step);
-  void FillPadding(int first_row, int size);
-  template <typename T>
-  std::span<T> Array(std::size_t offset, std::size_t count);
+  // Writes `batch`'s sequences and padding rows up to `size` into the block.
+  void WritePadded(const ForwardBatch& batch, int size);
 
   kernels::Backend& backend_;
   std::vector<int> sizes_;  // ascending; sizes from a failed capture on are removed
-  std::vector<const void*> cache_layers_;
-  std::int64_t cache_pages_ = 0, page_size_ = 0, max_pages_ = 0, vocab_size_ = 0;
-  Layout layout_{};
-  std::unique_ptr<kernels::GraphInputs> inputs_;
-  std::span<std::byte> host_;
-  Buffer logits_;  // [largest size, vocab]: every graph's output rows
-  std::map<int, std::unique_ptr<Captured>> graphs_;
+  std::vector<const void*> memory_addresses_;
+  MemoryPlan memory_plan_;
+  std::int64_t max_pages_ = 0, vocab_size_ = 0;
+  std::unique_ptr<StepInputs> inputs_;
+  ForwardBatch padded_;  // the last padded batch (scratch)
+  Buffer logits_;        // [largest size, vocab]: every graph's output rows
+  std::map<int, std::unique_ptr<kernels::StepGraph>> graphs_;
 };
 
 }  // namespace fission::model

@@ -2,9 +2,12 @@
 //
 // The engine flattens all scheduled sequences of a step (prefill chunks and decode tokens alike)
 // into one token stream. Each sequence says where its new tokens sit in that stream, how many of its
-// tokens are already in the KV cache, and which pages hold them. The model writes the KV row of
-// every new token to `kv_slots[i]`, attends each new token causally to all of its sequence's tokens
-// (cached and new), and returns logits only for the rows listed in `logits_indices`.
+// tokens are already in the model's memory, which pages hold them and which state slot holds its
+// per-request state (model/memory_spec.h). The model writes the entries of every new token
+// (`kv_slots[i]` is its slot in a paged class of one token per entry), attends each new token
+// causally to all of its sequence's tokens (cached and new), and returns logits only for the rows
+// listed in `logits_indices`. A sequence whose context_len is 0 starts afresh: its state slot
+// holds nothing of it yet.
 #pragma once
 
 #include <cstdint>
@@ -19,6 +22,8 @@ struct SequenceSlice {
   // Pages holding token positions [0, context_len + query_len): position p lives in
   // page block_table[p / page_size] at row p % page_size.
   std::vector<std::int32_t> block_table;
+  // The sequence's slot in the per-request classes; -1 for a model without per-request state.
+  std::int32_t state_slot = -1;
 
   std::int32_t kv_len() const { return context_len + query_len; }
 };

@@ -1,197 +1,32 @@
 #include "model/registry.h"
 
-#include "base/log.h"
-#include "base/mapped_file.h"
-#include "comm/tcp_world.h"
-#include "io/checkpoint.h"
-#include "io/model_config.h"
-#include "model/deepseek_v3.h"
-#include "model/device_model.h"
-#include "model/load_flags.h"
-#include "model/parallel_model.h"
-#include "model/step_plan.h"
+#include <map>
+#include <string>
 
-#ifdef FISSION_HAVE_CUDA
-#include <cuda_runtime.h>
-
-#include "kernels/cuda/cuda_backend.h"
-#include "kernels/cuda/cuda_context.h"
-#endif
-#ifdef FISSION_HAVE_NCCL
-#include "comm/nccl/nccl_communicator.h"
-#endif
+#include "base/error.h"
+#include "model/arch/deepseek_v3.h"
 
 namespace fission::model {
 namespace {
 
-MlaForm ParseMlaForm(const std::string& form) {
-  if (form == "auto") return MlaForm::kAuto;
-  if (form == "expanded") return MlaForm::kExpanded;
-  if (form == "absorbed") return MlaForm::kAbsorbed;
-  Fail("unknown MLA form '", form, "' (expected auto, expanded or absorbed)");
-}
-
-// The CPU backend lives as long as the process: models hold a reference to it.
-kernels::Backend& CpuBackendInstance() {
-  static std::unique_ptr<kernels::Backend> backend = kernels::MakeCpuBackend();
-  return *backend;
-}
-
-int CudaDeviceCount() {
-#ifdef FISSION_HAVE_CUDA
-  int count = 0;
-  if (cudaGetDeviceCount(&count) != cudaSuccess) return 0;
-  return count;
-#else
-  return 0;
-#endif
-}
-
-// "auto" becomes cuda when this build and host have one, else cpu.
-DeviceSpec ResolveDevice(const std::string& device) {
-  DeviceSpec spec = ParseDevice(device);
-  if (spec.automatic) {
-    spec.automatic = false;
-    spec.cuda = CudaDeviceCount() > 0;
-  }
-  return spec;
-}
-
-std::unique_ptr<CausalLM> LoadOnCpu(const io::ModelConfig& config, const io::Checkpoint* checkpoint,
-                                    const ShardOptions& shard, const LoadOptions& options,
-                                    std::unique_ptr<comm::NodeLink> link) {
-  kernels::Backend& backend = CpuBackendInstance();
-  auto load_rank = [&](const comm::ProcessGroups* groups) {
-    ShardOptions rank_options = shard;
-    rank_options.rank.groups = groups;
-    WeightLoader loader(checkpoint, backend, options.dummy_seed);
-    return std::make_unique<DeepseekV3Model>(config, loader, rank_options);
-  };
-  if (options.tp_size == 1) return load_rank(nullptr);
-  std::unique_ptr<comm::World> world;
-  if (link) {
-    world = std::make_unique<comm::TcpWorld>(options.tp_size, options.attn_cp_size, *link, options.nodes.timeout_s);
-  } else {
-    world = std::make_unique<comm::LocalWorld>(options.tp_size, options.attn_cp_size);
-  }
-  std::vector<std::unique_ptr<CausalLM>> ranks;
-  for (int i = 0; i < world->num_local_ranks(); ++i)
-    ranks.push_back(load_rank(&world->Groups(world->first_local_rank() + i)));
-  return std::make_unique<ParallelCausalLM>(std::move(world), std::move(ranks), std::move(link));
-}
-
-// 64-bit FNV-1a: a fingerprint of the config the nodes load, compared in the handshake.
-std::string Fingerprint(const std::string& text) {
-  std::uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : text) h = (h ^ c) * 1099511628211ull;
-  char out[17];
-  std::snprintf(out, sizeof(out), "%016llx", static_cast<unsigned long long>(h));
-  return out;
-}
-
-std::string GraphSizesText(const CudaGraphOptions& options) {
-  std::string text = "none";
-  for (int s : CudaGraphSizes(options)) text = text == "none" ? std::to_string(s) : text + "," + std::to_string(s);
-  return text;
-}
-
-// What every node must agree on before any of them loads weights.
-comm::Handshake MakeHandshake(const std::string& dir, const LoadOptions& options, const DeviceSpec& device) {
-  const std::string config_text = ReadFile(dir + "/config.json");
-  return {
-      {"the step-plan version", std::to_string(kStepPlanVersion)},
-      {"--nnodes", std::to_string(options.nodes.nnodes)},
-      {"--tp-size", std::to_string(options.tp_size)},
-      {"--attn-cp-size", std::to_string(options.attn_cp_size)},
-      {"--nsa-prefill-cp-mode", options.cp_mode},
-      {"--pcp-min-tokens", std::to_string(options.pcp_min_tokens)},
-      // Graph replays pad batches, so every node must pad alike for the collectives to match.
-      {"the CUDA graph batch sizes", GraphSizesText(options.cuda_graphs)},
-      {"the model config (fingerprint of config.json and --json-model-override-args)",
-       Fingerprint(config_text + '\0' + options.json_model_override_args)},
-      {"--load-format", options.load_format},
-      {"the dummy-weight seed", std::to_string(options.dummy_seed)},
-      {"the MLA form", options.mla_form},
-      {"--dtype", options.dtype},
-      {"the device kind", device.cuda ? "cuda" : "cpu"},
-      {"--model-path", dir, /*compared=*/false},
+template <typename Family>
+ModelFactory Make() {
+  return [](const io::ModelConfig& config, WeightLoader& loader, const ShardOptions& options) {
+    return std::make_unique<Family>(config, loader, options);
   };
 }
 
-#ifdef FISSION_HAVE_CUDA
-// FP8 block-quantized weights stay FP8 on a device unless --dtype float32 asks for the exact
-// (dequantized) weights. LinearFp8 takes 128×128 blocks only.
-bool KeepsFp8(const io::ModelConfig& config, const LoadOptions& options) {
-  const io::QuantizationConfig& q = config.quantization;
-  if (q.method != "fp8" || options.dtype == "float32") return false;
-  if (q.block_rows == 128 && q.block_cols == 128) return true;
-  Log(LogLevel::kWarning, config.source, ": FP8 blocks of ", q.block_rows, "x", q.block_cols,
-      " are dequantized at load (the device FP8 GEMM takes 128x128 blocks)");
-  return false;
+const std::map<std::string, ModelFactory>& Families() {
+  static const auto* families = new std::map<std::string, ModelFactory>{
+      {"deepseek_v3", Make<DeepseekV3Model>()},
+      {"kimi_k2", Make<DeepseekV3Model>()},
+  };
+  return *families;
 }
-
-// One backend per local rank, local rank i on device first + i; ranks meet over NCCL (across nodes
-// too: the leader makes every group's unique id and sends them over `link`).
-std::unique_ptr<CausalLM> LoadOnCuda(const io::ModelConfig& config, const io::Checkpoint* checkpoint,
-                                     const ShardOptions& shard, const LoadOptions& options, int first,
-                                     std::unique_ptr<comm::NodeLink> link) {
-  const comm::NodeSpan span =
-      comm::SpanOfNode(options.tp_size, options.nodes.nnodes, link ? link->node_rank() : 0);
-  const int count = CudaDeviceCount();
-  if (first + span.count > count)
-    Fail("--device cuda:", first, " with ", span.count, " ranks on this node needs CUDA devices ", first, "..",
-         first + span.count - 1, ", but ", count, " answer");
-  std::vector<std::unique_ptr<kernels::Backend>> backends;
-  for (int i = 0; i < span.count; ++i) backends.push_back(kernels::MakeCudaBackend(first + i));
-  std::unique_ptr<comm::World> world;
-  if (options.tp_size > 1) {
-#ifdef FISSION_HAVE_NCCL
-    std::vector<int> devices;
-    std::vector<cudaStream_t> streams;
-    for (int i = 0; i < span.count; ++i) {
-      devices.push_back(first + i);
-      streams.push_back(static_cast<kernels::cuda::CudaBackend&>(*backends[i]).context().stream());
-    }
-    if (link) {
-      world = std::make_unique<comm::NcclWorld>(options.tp_size, options.attn_cp_size, span.first, devices, streams,
-                                                comm::NcclWorld::ShareUniqueIds(*link, options.tp_size,
-                                                                                options.attn_cp_size));
-    } else {
-      world = std::make_unique<comm::NcclWorld>(options.tp_size, options.attn_cp_size, devices, streams);
-    }
-#else
-    Fail("--tp-size ", options.tp_size, " on cuda needs NCCL, which this build does not have");
-#endif
-  }
-  std::vector<std::unique_ptr<CausalLM>> ranks;
-  for (int i = 0; i < span.count; ++i) {
-    const int r = span.first + i;
-    const int device = first + i;
-    ShardOptions rank_options = shard;
-    rank_options.rank.groups = world ? &world->Groups(r) : nullptr;
-    FISSION_CHECK(cudaSetDevice(device) == cudaSuccess);
-    const bool bf16 = options.dtype == "bfloat16";
-    rank_options.kv_dtype = bf16 ? DType::kBF16 : DType::kF32;
-    WeightLoader loader(checkpoint, *backends[i], options.dummy_seed, bf16 ? DType::kBF16 : DType::kF32);
-    if (KeepsFp8(config, options)) loader.KeepFp8();
-    auto& cuda_backend = static_cast<kernels::cuda::CudaBackend&>(*backends[i]);
-    loader.SetDeviceFill([&cuda_backend](const Tensor& t, float bound, std::uint64_t seed) {
-      cuda_backend.FillUniform(t, bound, seed);
-    });
-    auto model = std::make_unique<DeepseekV3Model>(config, loader, rank_options);
-    // Every operation of a rank's thread goes to its device.
-    ranks.push_back(std::make_unique<DeviceCausalLM>(std::move(backends[i]), std::move(model),
-                                                     [device] { FISSION_CHECK(cudaSetDevice(device) == cudaSuccess); }));
-  }
-  if (!world) return std::move(ranks[0]);
-  return std::make_unique<ParallelCausalLM>(std::move(world), std::move(ranks), std::move(link));
-}
-#endif
 
 }  // namespace
 
-std::unique_ptr<CausalLM> LoadCausalLM(const std::string& dir, const LoadOptions& options) {
-  io::ModelConfig config = io::LoadModelConfig(dir, options.json_model_override_args);
+const ModelFactory& FactoryFor(const io::ModelConfig& config) {
   if (config.model_type == "deepseek_v32" || config.model_type == "glm_moe_dsa")
     Fail(config.source, ": model_type '", config.model_type,
          "' (DeepSeek Sparse Attention) is not supported yet; its config was read (indexer: ",
@@ -199,27 +34,9 @@ std::unique_ptr<CausalLM> LoadCausalLM(const std::string& dir, const LoadOptions
   if (config.model_type == "deepseek_v4")
     Fail(config.source, ": model_type 'deepseek_v4' is not supported yet; its config was read (sliding window ",
          config.v4->sliding_window, ", ", config.v4->layer_types.size(), " layer types)");
-  ValidateLoadOptions(options);
-  const DeviceSpec device = ResolveDevice(options.device);
-  ShardOptions shard;
-  shard.mla_form = ParseMlaForm(options.mla_form);
-  shard.pcp_min_tokens = options.pcp_min_tokens;
-  shard.cuda_graphs = options.cuda_graphs;
-  // Several nodes: agree on the layout and the model before anyone loads weights.
-  std::unique_ptr<comm::NodeLink> link;
-  if (options.nodes.nnodes > 1) link = comm::NodeLink::Bootstrap(options.nodes, MakeHandshake(dir, options, device));
-  std::unique_ptr<io::Checkpoint> checkpoint;
-  if (options.load_format != "dummy") checkpoint = std::make_unique<io::Checkpoint>(dir);
-  if (!device.cuda) {
-    // Recipes pass --dtype bfloat16 whatever the device; the reference backend stays fp32.
-    if (options.dtype == "bfloat16") Log(LogLevel::kWarning, "--dtype bfloat16: the CPU backend computes in fp32");
-    return LoadOnCpu(config, checkpoint.get(), shard, options, std::move(link));
-  }
-#ifdef FISSION_HAVE_CUDA
-  return LoadOnCuda(config, checkpoint.get(), shard, options, device.index, std::move(link));
-#else
-  Fail("--device ", options.device, ": this build has no CUDA backend (built without nvcc); use --device cpu");
-#endif
+  const auto it = Families().find(config.model_type);
+  if (it == Families().end()) Fail(config.source, ": model_type '", config.model_type, "' is not supported");
+  return it->second;
 }
 
 }  // namespace fission::model

@@ -136,24 +136,26 @@ WeightLoader::HostFp8 WeightLoader::ReadFp8(const std::string& name, const Shape
   return host;
 }
 
-LinearWeight WeightLoader::UploadFp8(const HostFp8& host) {
-  LinearWeight w;
-  w.weight = Buffer(DType::kF8E4M3, host.codes.tensor().shape, backend_.allocator());
-  backend_.CopyBytesFromHost(host.codes.ptr<std::uint8_t>(), w.weight);
-  w.scale = Buffer(DType::kF32, host.scales.tensor().shape, backend_.allocator());
-  backend_.CopyFromHost(host.scales.ptr<float>(), w.scale);
+Weight WeightLoader::UploadFp8(const HostFp8& host) {
+  Weight w;
+  w.format = WeightFormat::Fp8Block128();
+  w.values = Buffer(DType::kF8E4M3, host.codes.tensor().shape, backend_.allocator());
+  backend_.CopyBytesFromHost(host.codes.ptr<std::uint8_t>(), w.values);
+  w.scales = Buffer(DType::kF32, host.scales.tensor().shape, backend_.allocator());
+  backend_.CopyFromHost(host.scales.ptr<float>(), w.scales);
   return w;
 }
 
-LinearWeight WeightLoader::RandomFp8(const Shape& shape, float scale) {
+Weight WeightLoader::RandomFp8(const Shape& shape, float scale) {
   // Codes of uniform values over ±448 times bound/448 are uniform over ±bound (up to e4m3
   // rounding): the standard deviation of the other dummy matrices.
   const float bound = scale * std::sqrt(3.0f);
   const std::uint64_t seed = rng_();
-  LinearWeight w;
-  w.weight = Buffer(DType::kF8E4M3, shape, backend_.allocator());
+  Weight w;
+  w.format = WeightFormat::Fp8Block128();
+  w.values = Buffer(DType::kF8E4M3, shape, backend_.allocator());
   if (device_fill_) {
-    device_fill_(w.weight, 448.0f, seed);
+    device_fill_(w.values, 448.0f, seed);
   } else {
     std::mt19937_64 rng(seed);
     std::uniform_real_distribution<float> uniform(-448.0f, 448.0f);
@@ -161,42 +163,42 @@ LinearWeight WeightLoader::RandomFp8(const Shape& shape, float scale) {
     for (float& v : values) v = uniform(rng);
     std::vector<std::uint8_t> codes(values.size());
     ConvertFromF32(DType::kF8E4M3, values.data(), codes.data(), shape.numel());
-    backend_.CopyBytesFromHost(codes.data(), w.weight);
+    backend_.CopyBytesFromHost(codes.data(), w.values);
   }
   const Shape scale_shape{CeilDiv(shape[0], kFp8Block), CeilDiv(shape[1], kFp8Block)};
   const std::vector<float> scales(scale_shape.numel(), bound / 448.0f);
-  w.scale = Buffer(DType::kF32, scale_shape, backend_.allocator());
-  backend_.CopyFromHost(scales.data(), w.scale);
+  w.scales = Buffer(DType::kF32, scale_shape, backend_.allocator());
+  backend_.CopyFromHost(scales.data(), w.scales);
   return w;
 }
 
-LinearWeight WeightLoader::Dequantized(const std::string& name, Buffer weight, const std::string& why) {
+Weight WeightLoader::Dequantized(const std::string& name, Buffer weight, const std::string& why) {
   static std::atomic<bool> said{false};
   if (!said.exchange(true))
     Log(LogLevel::kWarning, "FP8 weights: ", name, " ", why, " do not align with the 128x128 scale blocks; loaded ",
         "dequantized as ", DTypeName(weight.tensor().dtype), " (said once: other such slices are loaded the same way)");
-  return {std::move(weight), {}};
+  return Weight::Plain(std::move(weight));
 }
 
-LinearWeight WeightLoader::LoadLinear(const std::string& name, const Shape& shape, Range rows) {
-  if (!KeptFp8(name)) return {Load(name, shape, rows), {}};
+Weight WeightLoader::LoadLinear(const std::string& name, const Shape& shape, Range rows) {
+  if (!KeptFp8(name)) return Weight::Plain(Load(name, shape, rows));
   if (!BlockAligned(rows, shape[0]))
     return Dequantized(name, Load(name, shape, rows), StrCat("rows ", rows.begin, "..", rows.stop(shape[0])));
   if (dummy()) return RandomFp8(Shape{rows.size(shape[0]), shape[1]}, 1.0f / std::sqrt(static_cast<float>(shape[1])));
   return UploadFp8(ReadFp8(name, shape, rows, {}));
 }
 
-LinearWeight WeightLoader::LoadLinearCols(const std::string& name, const Shape& shape, Range cols, bool allow_fp8) {
-  if (!allow_fp8 || !KeptFp8(name)) return {LoadCols(name, shape, cols), {}};
+Weight WeightLoader::LoadLinearCols(const std::string& name, const Shape& shape, Range cols, bool allow_fp8) {
+  if (!allow_fp8 || !KeptFp8(name)) return Weight::Plain(LoadCols(name, shape, cols));
   if (!BlockAligned(cols, shape[1]))
     return Dequantized(name, LoadCols(name, shape, cols), StrCat("columns ", cols.begin, "..", cols.stop(shape[1])));
   if (dummy()) return RandomFp8(Shape{shape[0], cols.size(shape[1])}, 1.0f / std::sqrt(static_cast<float>(shape[1])));
   return UploadFp8(ReadFp8(name, shape, {}, cols));
 }
 
-LinearWeight WeightLoader::LoadLinearStacked(const std::string& first, const std::string& second, const Shape& each,
+Weight WeightLoader::LoadLinearStacked(const std::string& first, const std::string& second, const Shape& each,
                                              Range rows) {
-  if (!KeptFp8(first) || !KeptFp8(second)) return {LoadStacked(first, second, each, rows), {}};
+  if (!KeptFp8(first) || !KeptFp8(second)) return Weight::Plain(LoadStacked(first, second, each, rows));
   // The second half must start on a block boundary of the stacked matrix too.
   const std::int64_t part = rows.size(each[0]);
   if (rows.begin % kFp8Block != 0 || part % kFp8Block != 0)

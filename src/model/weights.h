@@ -13,7 +13,7 @@
 
 #include "io/checkpoint.h"
 #include "kernels/backend.h"
-#include "model/linear_weight.h"
+#include "model/weight.h"
 
 namespace fission::model {
 
@@ -51,12 +51,12 @@ class WeightLoader {
   // such matrix when dummy) stays e4m3 with its block scales, provided the slice starts and ends on
   // 128-row (or 128-column) block boundaries; otherwise it is dequantized like Load does (logged
   // once per process).
-  LinearWeight LoadLinear(const std::string& name, const Shape& shape, Range rows = {});
+  Weight LoadLinear(const std::string& name, const Shape& shape, Range rows = {});
   // `allow_fp8` false dequantizes whatever is stored (the routed experts' down projections follow
   // their gate_up, since the expert operation takes one kind for both).
-  LinearWeight LoadLinearCols(const std::string& name, const Shape& shape, Range cols, bool allow_fp8 = true);
+  Weight LoadLinearCols(const std::string& name, const Shape& shape, Range cols, bool allow_fp8 = true);
   // Gate over up, as LoadStacked; FP8 only when each half is a whole number of blocks.
-  LinearWeight LoadLinearStacked(const std::string& first, const std::string& second, const Shape& each,
+  Weight LoadLinearStacked(const std::string& first, const std::string& second, const Shape& each,
                                  Range rows = {});
   // Keep FP8 weights as stored (a device backend and a checkpoint with 128×128 block scales).
   void KeepFp8() { keep_fp8_ = true; }
@@ -78,11 +78,11 @@ class WeightLoader {
   };
   bool KeptFp8(const std::string& name) const;
   HostFp8 ReadFp8(const std::string& name, const Shape& shape, Range rows, Range cols) const;
-  LinearWeight UploadFp8(const HostFp8& host);
+  Weight UploadFp8(const HostFp8& host);
   // Dummy FP8 weights of standard deviation `scale`: uniform codes over ±448 and one scale for
   // every block.
-  LinearWeight RandomFp8(const Shape& shape, float scale);
-  LinearWeight Dequantized(const std::string& name, Buffer weight, const std::string& why);
+  Weight RandomFp8(const Shape& shape, float scale);
+  Weight Dequantized(const std::string& name, Buffer weight, const std::string& why);
 
   const io::Checkpoint* checkpoint_;
   kernels::Backend& backend_;

@@ -7,7 +7,7 @@
 #include <set>
 
 #include "base/error.h"
-#include "model/load_flags.h"
+#include "model/runtime/load_flags.h"
 #include "server/reasoning_parser.h"
 #include "server/tool_call_parser.h"
 

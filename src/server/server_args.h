@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "engine/engine_config.h"
-#include "model/registry.h"
+#include "model/runtime/model_loader.h"
 
 namespace fission::server {
 

@@ -3,7 +3,7 @@
 #include <chrono>
 
 #include "base/log.h"
-#include "engine/offline.h"
+#include "server/sampling_params_json.h"
 #include "server/api_error.h"
 #include "server/response_format.h"
 
@@ -177,7 +177,7 @@ void Service::Generate(const http::Request& req, const std::shared_ptr<http::Res
   if (!body.is_object()) BadRequest("request body must be a JSON object");
   engine::SamplingParams defaults;
   engine::SamplingParams params = body.contains("sampling_params") && !body["sampling_params"].is_null()
-                                      ? engine::ParseSamplingParamsJson(body["sampling_params"], "sampling_params", defaults)
+                                      ? ParseSamplingParamsJson(body["sampling_params"], "sampling_params", defaults)
                                       : defaults;
   std::vector<std::vector<std::int32_t>> prompts;
   bool batch = false;

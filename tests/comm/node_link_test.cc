@@ -153,16 +153,16 @@ TEST(NodeLink, CarriesFramesBothWays) {
   std::unique_ptr<NodeLink> l = leader.result.get(), a = f1.get(), b = f2.get();
   EXPECT_TRUE(l->leader());
   EXPECT_EQ(b->node_rank(), 2);
-  l->SendToFollowers(ControlMessage::kStepPlan, "plan");
-  EXPECT_EQ(a->ReceiveFromLeader(ControlMessage::kStepPlan), "plan");
-  EXPECT_EQ(b->ReceiveFromLeader(ControlMessage::kStepPlan), "plan");
+  l->SendToFollowers(ControlMessage::kFollowerStep, "plan");
+  EXPECT_EQ(a->ReceiveFromLeader(ControlMessage::kFollowerStep), "plan");
+  EXPECT_EQ(b->ReceiveFromLeader(ControlMessage::kFollowerStep), "plan");
   b->SendToLeader(ControlMessage::kDataAddress, "123");
   EXPECT_EQ(l->ReceiveFromFollower(2, ControlMessage::kDataAddress), "123");
   EXPECT_EQ(l->HostOfNode(1), "127.0.0.1");
   EXPECT_EQ(a->HostOfNode(0), "127.0.0.1");
   // Unexpected message types and a closed leader are Errors / end of stream.
   l->SendToFollowers(ControlMessage::kShutdown, "");
-  EXPECT_THROW(a->ReceiveFromLeader(ControlMessage::kStepPlan), Error);
+  EXPECT_THROW(a->ReceiveFromLeader(ControlMessage::kFollowerStep), Error);
   l.reset();
   EXPECT_EQ(b->ReceiveFromLeader()->type, static_cast<std::uint8_t>(ControlMessage::kShutdown));
   EXPECT_FALSE(b->ReceiveFromLeader().has_value());

@@ -1,5 +1,5 @@
-// The engine's route for logits that stay where the model computed them (CausalLM::
-// ForwardKeepLogits with a backend): every row — samples of every kind and prompt logprobs — goes
+// The engine's route for logits that stay where the model computed them (CausalLM::Forward
+// returning them with a backend): every row — samples of every kind and prompt logprobs — goes
 // through Backend::Sample. With the CPU backend standing in for the device, the outputs must equal
 // the host route's exactly, so any mix-up of rows, parameters or results shows.
 #include <gtest/gtest.h>
@@ -20,9 +20,9 @@ using testing::MakePrompt;
 // FakeCausalLM whose logits are reported as living in a backend's memory.
 class BackendLogitsModel : public FakeCausalLM {
  public:
-  model::StepLogits ForwardKeepLogits(const model::ForwardBatch& batch, model::KvCache& cache) override {
+  model::StepLogits Forward(const model::ForwardBatch& batch) override {
     ++device_steps_;
-    return model::StepLogits(Forward(batch, cache), backend_.get());
+    return model::StepLogits(model::HostLogits(FakeCausalLM::Forward(batch)), backend_.get());
   }
   int device_steps() const { return device_steps_; }
 

@@ -35,11 +35,21 @@ void LogitsFromHash(std::uint64_t h, std::int64_t vocab, float* out) {
 
 }  // namespace
 
-std::vector<model::KvLayerLayout> FakeCausalLM::KvLayout() const {
-  return std::vector<model::KvLayerLayout>(num_layers_, model::KvLayerLayout{kWidth, DType::kF32});
+model::MemorySpec FakeCausalLM::Memory() const {
+  model::CacheClass rows;
+  rows.name = "rows";
+  rows.layers = num_layers_;
+  rows.fields = {{"row", DType::kF32, kWidth}};
+  return {{rows}};
 }
 
-Buffer FakeCausalLM::Forward(const model::ForwardBatch& batch, model::KvCache& cache) {
+void FakeCausalLM::AllocateMemory(const model::MemoryPlan& plan) {
+  memory_ = std::make_unique<model::ModelMemory>(Memory(), plan, CpuAllocator());
+}
+
+model::StepLogits FakeCausalLM::Forward(const model::ForwardBatch& batch) {
+  FISSION_CHECK(memory_ != nullptr, "Forward before AllocateMemory");
+  const model::ModelMemory& memory = *memory_;
   ++forward_calls_;
   if (fail_next_) {
     fail_next_ = false;
@@ -50,17 +60,17 @@ Buffer FakeCausalLM::Forward(const model::ForwardBatch& batch, model::KvCache& c
   for (const model::SequenceSlice& s : batch.sequences) (s.query_len == 1 && s.context_len > 0 ? has_decode : has_prefill) = true;
   mixed_steps_ += has_decode && has_prefill;
 
-  const std::int64_t page_size = cache.page_size();
+  const std::int64_t page_size = memory.plan().page_size;
   // Write the new rows first: a query sees its own step's earlier tokens, as causal attention does.
   for (std::int32_t i = 0; i < batch.num_tokens(); ++i) {
-    FISSION_CHECK(batch.kv_slots[i] >= 0 && batch.kv_slots[i] < cache.num_slots());
+    FISSION_CHECK(batch.kv_slots[i] >= 0 && batch.kv_slots[i] < memory.num_entries(0));
     for (int l = 0; l < num_layers_; ++l)
-      MakeRow(batch.token_ids[i], batch.positions[i], l, cache.layer(l).ptr<float>() + batch.kv_slots[i] * kWidth);
+      MakeRow(batch.token_ids[i], batch.positions[i], l, memory.entries(0, l).ptr<float>() + batch.kv_slots[i] * kWidth);
   }
   Buffer logits(DType::kF32, Shape{static_cast<std::int64_t>(batch.logits_indices.size()), vocab_size_});
   if (zero_logits_) {
     std::fill(logits.ptr<float>(), logits.ptr<float>() + logits.tensor().numel(), 0.0f);
-    return logits;
+    return model::StepLogits(std::move(logits));
   }
   for (std::size_t r = 0; r < batch.logits_indices.size(); ++r) {
     const std::int32_t index = batch.logits_indices[r];
@@ -73,11 +83,11 @@ Buffer FakeCausalLM::Forward(const model::ForwardBatch& batch, model::KvCache& c
     for (std::int32_t j = 0; j <= position; ++j) {
       const std::int64_t page = seq->block_table.at(j / page_size);
       const std::int64_t slot = page * page_size + j % page_size;
-      for (int l = 0; l < num_layers_; ++l) h = MixRow(h, cache.layer(l).ptr<float>() + slot * kWidth);
+      for (int l = 0; l < num_layers_; ++l) h = MixRow(h, memory.entries(0, l).ptr<float>() + slot * kWidth);
     }
     LogitsFromHash(h, vocab_size_, logits.ptr<float>() + r * vocab_size_);
   }
-  return logits;
+  return model::StepLogits(std::move(logits));
 }
 
 std::vector<float> FakeCausalLM::ReferenceLogits(const std::vector<std::int32_t>& tokens) const {

@@ -1,4 +1,4 @@
-// A small deterministic CausalLM for engine tests that genuinely uses the paged KV cache.
+// A small deterministic CausalLM for engine tests that genuinely uses its paged memory.
 //
 // Every layer's KV row of a token holds values derived from (token id, position, layer). The logits
 // of a query are a pseudo-random function of ALL rows of its sequence up to and including it, read
@@ -17,6 +17,7 @@
 #include "engine/detokenizer.h"
 #include "engine/engine.h"
 #include "model/causal_lm.h"
+#include "model/model_memory.h"
 
 namespace fission::engine::testing {
 
@@ -28,8 +29,11 @@ class FakeCausalLM : public model::CausalLM {
   std::string architecture() const override { return "FakeCausalLM"; }
   std::int64_t vocab_size() const override { return vocab_size_; }
   std::int64_t max_position_embeddings() const override { return max_positions_; }
-  std::vector<model::KvLayerLayout> KvLayout() const override;
-  Buffer Forward(const model::ForwardBatch& batch, model::KvCache& cache) override;
+  model::MemorySpec Memory() const override;
+  void AllocateMemory(const model::MemoryPlan& plan) override;
+  model::StepLogits Forward(const model::ForwardBatch& batch) override;
+  // The allocated memory's plan (engine tests check its sizing).
+  const model::MemoryPlan& memory_plan() const { return memory_->plan(); }
 
   // The logits after `tokens` (of the last position), computed without any cache.
   std::vector<float> ReferenceLogits(const std::vector<std::int32_t>& tokens) const;
@@ -57,6 +61,7 @@ class FakeCausalLM : public model::CausalLM {
   bool fail_next_ = false;
   bool zero_logits_ = false;
   std::optional<kernels::DeviceMemory> device_memory_;
+  std::unique_ptr<model::ModelMemory> memory_;
   std::int64_t forward_calls_ = 0;
   std::int64_t max_tokens_in_step_ = 0;
   std::int64_t mixed_steps_ = 0;

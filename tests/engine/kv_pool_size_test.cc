@@ -14,7 +14,7 @@ using testing::FakeCausalLM;
 constexpr std::int64_t kGiB = std::int64_t{1} << 30;
 
 std::int64_t PageBytes(const FakeCausalLM& model, std::int32_t page_size) {
-  return model::KvBytesPerToken(model.KvLayout()) * page_size;
+  return model.Memory().page_bytes(page_size);
 }
 
 TEST(KvPoolSize, HostMemoryUsesMaxTotalTokensOrItsDefault) {

@@ -31,17 +31,6 @@ TEST(PagePoolTest, AllocatesAllOrNothingAndFreesOnLastUnref) {
   EXPECT_TRUE(pool.Allocate(0, &b));
 }
 
-TEST(PagePoolTest, SizingFromBudgets) {
-  EXPECT_EQ(PagesForTokenBudget(100, 16), 6);
-  EXPECT_EQ(PagesForTokenBudget(16, 16), 1);
-  EXPECT_THROW(PagesForTokenBudget(15, 16), Error);
-  EXPECT_THROW(PagesForTokenBudget(100, 0), Error);
-  // Two layers: 576 bf16 values (MLA latent) and 128 fp8 values: 1280 bytes a token.
-  const std::vector<model::KvLayerLayout> layout = {{576, DType::kBF16}, {128, DType::kF8E4M3}};
-  EXPECT_EQ(PagesForByteBudget(1280 * 64 * 10 + 5, layout, 64), 10);
-  EXPECT_THROW(PagesForByteBudget(1000, layout, 64), Error);
-}
-
 TEST(PrefixCacheTest, MatchesWholePagesOnly) {
   PagePool pool(16);
   PrefixCache cache(&pool, 4);

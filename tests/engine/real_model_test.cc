@@ -8,8 +8,9 @@
 #include "engine/engine.h"
 #include "engine/fake_model_testlib.h"
 #include "engine/offline.h"
+#include "io/generation_config.h"
 #include "io/safetensors.h"
-#include "model/registry.h"
+#include "model/runtime/model_loader.h"
 
 namespace fission::engine {
 namespace {
@@ -49,7 +50,7 @@ class RealModelTest : public ::testing::TestWithParam<std::string> {
     EngineConfig c;
     c.page_size = 4;
     c.max_total_tokens = 1024;
-    c.eos_token_ids = ReadEosTokenIds(ModelDir(GetParam()));
+    c.eos_token_ids = io::ReadEosTokenIds(ModelDir(GetParam()));
     return c;
   }
   // Runs all golden prompts in one engine; returns each one's tokens.

@@ -7,7 +7,7 @@
 #include <unordered_map>
 
 #include "base/error.h"
-#include "bench/mock_openai_server.h"
+#include "testing/mock_openai_server.h"
 #include "eval/command.h"
 #include "eval/gsm8k.h"
 #include "eval/runner.h"
@@ -15,9 +15,9 @@
 namespace fission::eval {
 namespace {
 
-using bench::ApiKind;
-using bench::MockOpenAiServer;
-using bench::MockReply;
+using serving_bench::ApiKind;
+using serving_bench::MockOpenAiServer;
+using serving_bench::MockReply;
 
 // gsm8k lives next to the repository, never inside it.
 std::string DataDir() { return std::string(FISSION_SOURCE_DIR) + "/../shared/datasets/gsm8k"; }
@@ -34,7 +34,7 @@ std::string LastQuestion(const Json& body) {
 }
 
 // Answers each test question: `answer(gold, index_in_test)`.
-bench::MockScript Answering(const std::vector<Gsm8kDoc>& test,
+serving_bench::MockScript Answering(const std::vector<Gsm8kDoc>& test,
                             std::function<std::string(const std::string&, int)> answer) {
   auto index = std::make_shared<std::unordered_map<std::string, int>>();
   for (size_t i = 0; i < test.size(); ++i) index->emplace(test[i].question, static_cast<int>(i));

@@ -15,7 +15,7 @@
 
 #include "base/error.h"
 #include "base/json.h"
-#include "bench/command.h"
+#include "serving_bench/command.h"
 #include "eval/command.h"
 #include "tokenizer/tokenizer.h"
 
@@ -107,7 +107,7 @@ TEST(ToolsAgainstServeTest, EvalLimit20AndBench) {
   EXPECT_LE(flexible, 1.0);
 
   std::ostringstream bout, berr;
-  const int brc = bench::RunBenchCommand(
+  const int brc = serving_bench::RunBenchCommand(
       {"--backend", "sglang-oai", "--base-url", serve.url(), "--tokenizer", DemoModel(), "--num-prompts", "16",
        "--random-input-len", "32", "--random-output-len", "8", "--random-range-ratio", "1", "--max-concurrency",
        "4", "--ignore-eos", "--disable-tqdm"},

@@ -1,7 +1,7 @@
 // DecodeGraphs' bookkeeping on the CPU: a backend that "captures" by keeping the step and
 // "replays" by running it again on the CPU backend. The replayed step reads the graph's input
 // block exactly as a CUDA replay's kernels read its device copy, so the layout, padding rows
-// (KV slot -1), size choice, logits rows, cache changes and the fallback after a failed capture
+// (KV slot -1), size choice, logits rows, memory changes and the fallback after a failed capture
 // are all checked here against eager steps, bit for bit.
 #include <gtest/gtest.h>
 
@@ -10,18 +10,20 @@
 
 #include "io/checkpoint.h"
 #include "io/model_config.h"
-#include "model/deepseek_v3.h"
-#include "model/registry.h"
+#include "model/arch/deepseek_v3.h"
+#include "model/runtime/model_loader.h"
 #include "model/step_runner_testlib.h"
 #include "model/weights.h"
 
 namespace fission::model {
 namespace {
 
-class HostInputs final : public kernels::GraphInputs {
+// A host block that starts as garbage, so a step that reads what it did not write shows.
+class GarbageInputBlock final : public kernels::InputBlock {
  public:
-  explicit HostInputs(std::size_t bytes) : bytes_(bytes, std::byte{0x5a}) {}  // garbage until written
+  explicit GarbageInputBlock(std::size_t bytes) : bytes_(bytes, std::byte{0x5a}) {}
   std::span<std::byte> host() override { return bytes_; }
+  void Upload(std::span<const kernels::InputCopy>) override {}
 
  private:
   std::vector<std::byte> bytes_;
@@ -30,7 +32,7 @@ class HostInputs final : public kernels::GraphInputs {
 class ReplayGraph final : public kernels::StepGraph {
  public:
   ReplayGraph(std::function<void()> step, int* replays) : step_(std::move(step)), replays_(replays) {}
-  void Replay(std::span<const kernels::GraphInputCopy>) override {
+  void Replay(std::span<const kernels::InputCopy>) override {
     ++*replays_;
     step_();
   }
@@ -45,10 +47,7 @@ class ReplayingBackend final : public kernels::Backend {
  public:
   Device device() const override { return cpu_->device(); }
   Allocator* allocator() override { return cpu_->allocator(); }
-  void Linear(const Tensor& x, const Tensor& w, const Tensor& out) override { cpu_->Linear(x, w, out); }
-  void LinearFp8(const Tensor& x, const Tensor& w, const Tensor& s, const Tensor& out) override {
-    cpu_->LinearFp8(x, w, s, out);
-  }
+  void Linear(const Tensor& x, const WeightView& w, const Tensor& out) override { cpu_->Linear(x, w, out); }
   void Embedding(const Tensor& t, std::span<const std::int32_t> ids, std::int64_t v0, const Tensor& out) override {
     cpu_->Embedding(t, ids, v0, out);
   }
@@ -67,23 +66,11 @@ class ReplayingBackend final : public kernels::Backend {
                 const Tensor& w) override {
     cpu_->MoeRoute(l, b, r, ids, w);
   }
-  void MoeExperts(const Tensor& x, const Tensor& ids, const Tensor& w, std::span<const Tensor> gu,
-                  std::span<const Tensor> d, const Tensor& out) override {
+  void MoeExperts(const Tensor& x, const Tensor& ids, const Tensor& w, std::span<const WeightView> gu,
+                  std::span<const WeightView> d, const Tensor& out) override {
     cpu_->MoeExperts(x, ids, w, gu, d, out);
   }
-  void MoeExpertsFp8(const Tensor& x, const Tensor& ids, const Tensor& w, std::span<const Tensor> gu,
-                     std::span<const Tensor> gus, std::span<const Tensor> d, std::span<const Tensor> ds,
-                     const Tensor& out) override {
-    cpu_->MoeExpertsFp8(x, ids, w, gu, gus, d, ds, out);
-  }
-  void MlaAttentionExpanded(const Tensor& q, const Tensor& c, const Tensor& kvb, std::span<const kernels::SeqAttention> s,
-                            const kernels::MlaShape& sh, const Tensor& out) override {
-    cpu_->MlaAttentionExpanded(q, c, kvb, s, sh, out);
-  }
-  void MlaAttentionAbsorbed(const Tensor& q, const Tensor& c, const Tensor& kvb, std::span<const kernels::SeqAttention> s,
-                            const kernels::MlaShape& sh, const Tensor& out) override {
-    cpu_->MlaAttentionAbsorbed(q, c, kvb, s, sh, out);
-  }
+  kernels::MlaOps& mla() override { return cpu_->mla(); }
   void GatherRows(const Tensor& x, std::span<const std::int32_t> i, const Tensor& out) override {
     cpu_->GatherRows(x, i, out);
   }
@@ -94,10 +81,11 @@ class ReplayingBackend final : public kernels::Backend {
     cpu_->Sample(l, r, o);
   }
 
-  std::unique_ptr<kernels::GraphInputs> MakeGraphInputs(std::size_t bytes) override {
-    return std::make_unique<HostInputs>(bytes);
+  std::unique_ptr<kernels::InputBlock> MakeInputBlock(std::size_t bytes) override {
+    return std::make_unique<GarbageInputBlock>(bytes);
   }
-  std::unique_ptr<kernels::StepGraph> CaptureGraph(kernels::GraphInputs&, const std::function<void()>& step) override {
+  bool CapturesGraphs() const override { return true; }
+  std::unique_ptr<kernels::StepGraph> CaptureGraph(kernels::InputBlock&, const std::function<void()>& step) override {
     step();  // the eager run before capture
     ++captures;
     if (fail_captures) Fail("this step cannot be captured (test)");
@@ -130,7 +118,7 @@ class DecodeGraphsTest : public ::testing::Test {
                   std::int64_t pages = 96, bool capture_first = false) {
     StepRunner a(*graphs_, 4, pages, 5), b(*eager_, 4, pages, 5);
     if (capture_first) {
-      graphs_->CaptureDecodeGraphs(a.cache());
+      graphs_->CaptureDecodeGraphs();
       EXPECT_EQ(backend_.captures, 2);  // sizes 4 and 2, before any step
     }
     std::vector<std::int32_t> next;
@@ -183,10 +171,10 @@ TEST_F(DecodeGraphsTest, AFailedCaptureFallsBackToEagerSteps) {
   EXPECT_EQ(backend_.replays, 0);
 }
 
-TEST_F(DecodeGraphsTest, ANewCacheGetsNewGraphs) {
+TEST_F(DecodeGraphsTest, NewMemoryGetsNewGraphs) {
   DecodeBoth({3, 9}, {{0, 1}}, 2);
   EXPECT_EQ(backend_.captures, 1);
-  DecodeBoth({4, 1}, {{0, 1}}, 2, 80);  // another cache
+  DecodeBoth({4, 1}, {{0, 1}}, 2, 80);  // the memory allocated again
   EXPECT_EQ(backend_.captures, 2);
 }
 

@@ -4,7 +4,7 @@
 
 #include "io/model_config.h"
 #include "io/safetensors.h"
-#include "model/deepseek_v3.h"
+#include "model/arch/deepseek_v3.h"
 #include "model/step_runner_testlib.h"
 #include "model/weights.h"
 

@@ -1,5 +1,5 @@
 // FP8 weights kept as stored (what a device does with an FP8 checkpoint), run here through the CPU
-// backend's LinearFp8 and MoeExpertsFp8: the loader's block-aligned slices and its dequantized
+// backend's Linear and MoeExperts on FP8 block weights: the loader's block-aligned slices and its dequantized
 // fallback, dummy FP8 statistics, and the whole model against the dequantized reference (the
 // golden logits of tests/fixtures/models/tiny-deepseek-v3-fp8).
 #include <gtest/gtest.h>
@@ -10,7 +10,7 @@
 #include "io/checkpoint.h"
 #include "io/model_config.h"
 #include "io/safetensors.h"
-#include "model/deepseek_v3.h"
+#include "model/arch/deepseek_v3.h"
 #include "model/fp8_testlib.h"
 #include "model/step_runner_testlib.h"
 #include "model/weights.h"
@@ -18,14 +18,14 @@
 namespace fission::model {
 namespace {
 
-std::vector<float> Values(const LinearWeight& w) {
-  const Tensor& t = w.weight.tensor();
+std::vector<float> Values(const Weight& w) {
+  const Tensor& t = w.values.tensor();
   std::vector<float> out(t.numel());
-  if (!w.fp8()) {
+  if (!w.quantized()) {
     std::copy(t.ptr<float>(), t.ptr<float>() + t.numel(), out.begin());
     return out;
   }
-  return DequantizeFp8(t, w.scale.tensor());
+  return DequantizeFp8(t, w.scales.tensor());
 }
 
 std::vector<float> Values(const Buffer& b) { return {b.ptr<float>(), b.ptr<float>() + b.tensor().numel()}; }
@@ -43,23 +43,23 @@ TEST_F(Fp8Loader, AlignedSlicesStayFp8AndDequantizeToTheCheckpointValues) {
   const std::string q_b = "model.layers.0.self_attn.q_b_proj.weight", kv_a = "model.layers.0.self_attn.kv_a_proj_with_mqa.weight";
   const std::string p = "model.layers.0.mlp.";
   // A row slice on block boundaries; a whole matrix with a partial last block (192 rows).
-  LinearWeight rows = loader.LoadLinear(q_b, Shape{256, 128}, {128, 256});
-  ASSERT_TRUE(rows.fp8());
-  EXPECT_EQ(rows.weight.tensor().dtype, DType::kF8E4M3);
-  EXPECT_EQ(rows.scale.tensor().shape, (Shape{1, 1}));
+  Weight rows = loader.LoadLinear(q_b, Shape{256, 128}, {128, 256});
+  ASSERT_TRUE(rows.quantized());
+  EXPECT_EQ(rows.values.tensor().dtype, DType::kF8E4M3);
+  EXPECT_EQ(rows.scales.tensor().shape, (Shape{1, 1}));
   EXPECT_EQ(Values(rows), Values(checkpoint_.LoadF32Rows(q_b, Shape{256, 128}, 128, 256)));
-  LinearWeight whole = loader.LoadLinear(kv_a, Shape{192, 256});
-  ASSERT_TRUE(whole.fp8());
-  EXPECT_EQ(whole.scale.tensor().shape, (Shape{2, 2}));
+  Weight whole = loader.LoadLinear(kv_a, Shape{192, 256});
+  ASSERT_TRUE(whole.quantized());
+  EXPECT_EQ(whole.scales.tensor().shape, (Shape{2, 2}));
   EXPECT_EQ(Values(whole), Values(checkpoint_.LoadF32(kv_a, Shape{192, 256})));
   // A column slice, and gate over up stacked (scales stacked with them).
-  LinearWeight cols = loader.LoadLinearCols(p + "down_proj.weight", Shape{256, 256}, {128, 256});
-  ASSERT_TRUE(cols.fp8());
-  EXPECT_EQ(cols.scale.tensor().shape, (Shape{2, 1}));
+  Weight cols = loader.LoadLinearCols(p + "down_proj.weight", Shape{256, 256}, {128, 256});
+  ASSERT_TRUE(cols.quantized());
+  EXPECT_EQ(cols.scales.tensor().shape, (Shape{2, 1}));
   EXPECT_EQ(Values(cols), Values(checkpoint_.LoadF32Cols(p + "down_proj.weight", Shape{256, 256}, 128, 256)));
-  LinearWeight stacked = loader.LoadLinearStacked(p + "gate_proj.weight", p + "up_proj.weight", Shape{256, 256}, {128, 256});
-  ASSERT_TRUE(stacked.fp8());
-  EXPECT_EQ(stacked.scale.tensor().shape, (Shape{2, 2}));
+  Weight stacked = loader.LoadLinearStacked(p + "gate_proj.weight", p + "up_proj.weight", Shape{256, 256}, {128, 256});
+  ASSERT_TRUE(stacked.quantized());
+  EXPECT_EQ(stacked.scales.tensor().shape, (Shape{2, 2}));
   EXPECT_EQ(Values(stacked),
             Values(loader.LoadStacked(p + "gate_proj.weight", p + "up_proj.weight", Shape{256, 256}, {128, 256})));
 }
@@ -68,22 +68,22 @@ TEST_F(Fp8Loader, UnalignedSlicesFallBackToDequantizedValues) {
   WeightLoader loader(&checkpoint_, *cpu_);
   loader.KeepFp8();
   const std::string q_b = "model.layers.0.self_attn.q_b_proj.weight", p = "model.layers.0.mlp.";
-  LinearWeight rows = loader.LoadLinear(q_b, Shape{256, 128}, {64, 192});
-  EXPECT_FALSE(rows.fp8());
-  EXPECT_EQ(rows.weight.tensor().dtype, DType::kF32);
+  Weight rows = loader.LoadLinear(q_b, Shape{256, 128}, {64, 192});
+  EXPECT_FALSE(rows.quantized());
+  EXPECT_EQ(rows.values.tensor().dtype, DType::kF32);
   EXPECT_EQ(Values(rows), Values(checkpoint_.LoadF32Rows(q_b, Shape{256, 128}, 64, 192)));
-  LinearWeight cols = loader.LoadLinearCols(p + "down_proj.weight", Shape{256, 256}, {0, 64});
-  EXPECT_FALSE(cols.fp8());
+  Weight cols = loader.LoadLinearCols(p + "down_proj.weight", Shape{256, 256}, {0, 64});
+  EXPECT_FALSE(cols.quantized());
   EXPECT_EQ(Values(cols), Values(checkpoint_.LoadF32Cols(p + "down_proj.weight", Shape{256, 256}, 0, 64)));
   // Whole blocks, but the up half would start inside a block of the stacked matrix.
-  LinearWeight stacked = loader.LoadLinearStacked(p + "gate_proj.weight", p + "up_proj.weight", Shape{256, 256}, {128, 192});
-  EXPECT_FALSE(stacked.fp8());
+  Weight stacked = loader.LoadLinearStacked(p + "gate_proj.weight", p + "up_proj.weight", Shape{256, 256}, {128, 192});
+  EXPECT_FALSE(stacked.quantized());
   EXPECT_EQ(Values(stacked),
             Values(loader.LoadStacked(p + "gate_proj.weight", p + "up_proj.weight", Shape{256, 256}, {128, 192})));
   // Without KeepFp8 nothing is kept, and a matrix stored in bf16 is never FP8.
   WeightLoader plain(&checkpoint_, *cpu_);
-  EXPECT_FALSE(plain.LoadLinear(q_b, Shape{256, 128}).fp8());
-  EXPECT_FALSE(loader.LoadLinear("lm_head.weight", Shape{512, 256}).fp8());
+  EXPECT_FALSE(plain.LoadLinear(q_b, Shape{256, 128}).quantized());
+  EXPECT_FALSE(loader.LoadLinear("lm_head.weight", Shape{512, 256}).quantized());
 }
 
 TEST(Fp8DummyWeights, HaveTheStandardDeviationOfTheOtherDummyMatrices) {
@@ -91,9 +91,9 @@ TEST(Fp8DummyWeights, HaveTheStandardDeviationOfTheOtherDummyMatrices) {
   WeightLoader loader(nullptr, *cpu, /*seed=*/5);
   loader.KeepFp8();
   const std::int64_t m = 384, k = 1024;
-  LinearWeight w = loader.LoadLinear("w", Shape{m, k});
-  ASSERT_TRUE(w.fp8());
-  EXPECT_EQ(w.scale.tensor().shape, (Shape{3, 8}));
+  Weight w = loader.LoadLinear("w", Shape{m, k});
+  ASSERT_TRUE(w.quantized());
+  EXPECT_EQ(w.scales.tensor().shape, (Shape{3, 8}));
   const std::vector<float> v = Values(w);
   double sum = 0, sum_sq = 0;
   for (float x : v) {

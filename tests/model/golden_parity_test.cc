@@ -6,8 +6,8 @@
 #include <string>
 
 #include "io/safetensors.h"
-#include "model/registry.h"
-#include "model/rope.h"
+#include "model/runtime/model_loader.h"
+#include "model/layers/rope.h"
 #include "model/step_runner_testlib.h"
 #include "io/model_config.h"
 

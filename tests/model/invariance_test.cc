@@ -4,7 +4,7 @@
 
 #include <random>
 
-#include "model/registry.h"
+#include "model/runtime/model_loader.h"
 #include "model/step_runner_testlib.h"
 
 namespace fission::model {

@@ -2,7 +2,8 @@
 
 #include <cstdlib>
 
-#include "model/load_flags.h"
+#include "model/runtime/load_flags.h"
+#include "model/runtime/model_loader.h"
 
 namespace fission::model {
 namespace {

@@ -3,9 +3,10 @@
 
 #include <random>
 
-#include "model/parallel_model.h"
-#include "model/pcp_plan.h"
-#include "model/registry.h"
+#include "model/runtime/parallel_model.h"
+#include "model/step_inputs.h"
+#include "model/token_layout.h"
+#include "model/runtime/model_loader.h"
 #include "model/step_runner_testlib.h"
 
 namespace fission::model {
@@ -22,6 +23,15 @@ ForwardBatch KnownBatch() {
   return b;
 }
 
+std::vector<std::int32_t> Values(std::span<const std::int32_t> s) { return {s.begin(), s.end()}; }
+
+MemorySpec OneLatentClass() {
+  CacheClass latent;
+  latent.name = "latent";
+  latent.fields = {{"row", DType::kF32, 4}};
+  return {{latent}};
+}
+
 TEST(PcpPlan, SplitsTokensRoundRobin) {
   const ForwardBatch batch = KnownBatch();
   const PcpPlan r0 = PlanContextParallelStep(batch, 2, 0, 1);
@@ -30,22 +40,34 @@ TEST(PcpPlan, SplitsTokensRoundRobin) {
   EXPECT_EQ(r0.owned, (std::vector<std::int32_t>{0, 2, 4, 6, 8}));
   EXPECT_EQ(r1.owned, (std::vector<std::int32_t>{1, 3, 5, 7}));
   EXPECT_EQ(r1.token_ids, (std::vector<std::int32_t>{11, 13, 20, 22, 0}));  // tail padding
-  // Rank 0: sequence 0 queries at positions 2, 4, 6; sequence 1 at 1, 3.
-  ASSERT_EQ(r0.seqs.size(), 2u);
-  EXPECT_EQ(r0.seqs[0].query_len, 3);
-  EXPECT_EQ(std::vector<std::int32_t>(r0.seqs[0].query_positions.begin(), r0.seqs[0].query_positions.end()),
-            (std::vector<std::int32_t>{2, 4, 6}));
-  EXPECT_EQ(r0.seqs[1].query_start, 3);
-  EXPECT_EQ(std::vector<std::int32_t>(r0.seqs[1].query_positions.begin(), r0.seqs[1].query_positions.end()),
-            (std::vector<std::int32_t>{1, 3}));
-  EXPECT_EQ(r0.seqs[0].kv_len, 7);
-  // Rank 1: sequence 0 at 3, 5; sequence 1 at 0, 2.
-  EXPECT_EQ(r1.seqs[0].query_len, 2);
-  EXPECT_EQ(r1.seqs[1].query_start, 2);
-  EXPECT_EQ(std::vector<std::int32_t>(r1.seqs[1].query_positions.begin(), r1.seqs[1].query_positions.end()),
-            (std::vector<std::int32_t>{0, 2}));
+  ASSERT_EQ(r0.queries.size(), 2u);
+  EXPECT_EQ(r0.queries[0].len, 3);
+  EXPECT_EQ(r0.queries[1].first_row, 3);
   // After an all-gather token i sits at (i % 2) * 5 + i / 2.
   EXPECT_EQ(r0.gathered_row, (std::vector<std::int32_t>{0, 5, 1, 6, 2, 7, 3, 8, 4}));
+
+  // What attention sees, from the step-input block.
+  auto cpu = kernels::MakeCpuBackend();
+  StepInputs inputs(*cpu, OneLatentClass(), 1);
+  const StepView& v0 = inputs.Write(batch, r0, 4);
+  // Rank 0: sequence 0 queries at positions 2, 4, 6; sequence 1 at 1, 3.
+  ASSERT_EQ(v0.seqs.size(), 2u);
+  EXPECT_EQ(v0.seqs[0].query_len, 3);
+  EXPECT_EQ(Values(v0.seqs[0].query_positions), (std::vector<std::int32_t>{2, 4, 6}));
+  EXPECT_EQ(v0.seqs[1].query_start, 3);
+  EXPECT_EQ(Values(v0.seqs[1].query_positions), (std::vector<std::int32_t>{1, 3}));
+  EXPECT_EQ(v0.seqs[0].kv_len, 7);
+  EXPECT_EQ(Values(v0.seqs[0].block_table).front(), 0);
+  EXPECT_EQ(Values(v0.seqs[1].block_table).front(), 2);
+  EXPECT_FALSE(v0.seqs[0].decode);
+  EXPECT_EQ(Values(v0.own_rows), (std::vector<std::int32_t>{0, 1, 2, 3, 4}));
+  EXPECT_EQ(Values(v0.logit_rows), (std::vector<std::int32_t>{2, 4}));  // tokens 4 and 8, gathered
+  // Rank 1: sequence 0 at 3, 5; sequence 1 at 0, 2.
+  const StepView& v1 = inputs.Write(batch, r1, 4);
+  EXPECT_EQ(v1.seqs[0].query_len, 2);
+  EXPECT_EQ(v1.seqs[1].query_start, 2);
+  EXPECT_EQ(Values(v1.seqs[1].query_positions), (std::vector<std::int32_t>{0, 2}));
+  EXPECT_EQ(Values(v1.own_rows), (std::vector<std::int32_t>{5, 6, 7, 8, 9}));
 }
 
 TEST(PcpPlan, ShortAndDecodeOnlyStepsRunUnsplit) {
@@ -59,6 +81,13 @@ TEST(PcpPlan, ShortAndDecodeOnlyStepsRunUnsplit) {
   const PcpPlan p = PlanContextParallelStep(decode, 2, 1, 1);
   EXPECT_FALSE(p.split());
   EXPECT_EQ(p.owned.size(), 2u);
+  auto cpu = kernels::MakeCpuBackend();
+  StepInputs inputs(*cpu, OneLatentClass(), 2);
+  const StepView& v = inputs.Write(decode, p, 4);
+  ASSERT_EQ(v.decode_seqs.size(), 2u);  // unsplit single-token steps decode
+  EXPECT_TRUE(v.prefill_seqs.empty());
+  EXPECT_EQ(Values(v.logit_rows), std::vector<std::int32_t>{});
+  EXPECT_EQ(v.table_width, 2);
 }
 
 struct Layout {
@@ -111,14 +140,15 @@ TEST(ContextParallel, EveryRankHoldsTheFullKvCache) {
   StepRunner one(*single, 4, 32, 3), many(*parallel, 4, 32, 3);
   one.Prefill(one.AddSequence(), prompt, false);
   many.Prefill(many.AddSequence(), prompt, false);
-  for (int layer = 0; layer < one.cache().num_layers(); ++layer) {
+  const int layers = MemoryOf(*single).spec().classes[0].layers;
+  for (int layer = 0; layer < layers; ++layer) {
     for (std::int32_t pos = 0; pos < 45; ++pos) {
       const std::vector<float> want = one.KvRow(0, layer, pos);
       const std::vector<float> rank0 = many.KvRow(0, layer, pos);
       ASSERT_LE(RelativeL2(rank0, want.data(), static_cast<std::int64_t>(want.size())), 1e-5)
           << "layer " << layer << " position " << pos;
       for (int r = 1; r < parallel->world_size(); ++r)
-        ASSERT_EQ(many.KvRow(parallel->RankCache(many.cache(), r), 0, layer, pos), rank0)
+        ASSERT_EQ(many.KvRow(0, layer, pos, r), rank0)
             << "rank " << r << " layer " << layer << " position " << pos;
     }
   }

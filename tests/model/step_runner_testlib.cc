@@ -6,6 +6,9 @@
 #include <random>
 
 #include "base/error.h"
+#include "model/decoder.h"
+#include "model/runtime/device_model.h"
+#include "model/runtime/parallel_model.h"
 
 namespace fission::model {
 
@@ -28,8 +31,18 @@ std::int32_t Argmax(const std::vector<float>& logits) {
   return static_cast<std::int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
 }
 
+const ModelMemory& MemoryOf(CausalLM& model, int rank) {
+  CausalLM* shard = &model;
+  if (auto* parallel = dynamic_cast<ParallelCausalLM*>(shard)) shard = &parallel->rank(rank);
+  if (auto* device = dynamic_cast<DeviceCausalLM*>(shard)) shard = &device->wrapped();
+  auto* decoder = dynamic_cast<DecoderModel*>(shard);
+  FISSION_CHECK(decoder != nullptr, "not a DecoderModel: ", model.architecture());
+  return decoder->memory();
+}
+
 StepRunner::StepRunner(CausalLM& model, std::int64_t page_size, std::int64_t num_pages, std::uint64_t shuffle_seed)
-    : model_(model), cache_(model.KvLayout(), num_pages, page_size, model.kv_allocator()) {
+    : model_(model), page_size_(page_size) {
+  model.AllocateMemory({num_pages, page_size, 0});
   for (std::int32_t p = 0; p < num_pages; ++p) free_pages_.push_back(p);
   std::mt19937_64 rng(shuffle_seed);
   std::shuffle(free_pages_.begin(), free_pages_.end(), rng);
@@ -41,10 +54,10 @@ int StepRunner::AddSequence() {
 }
 
 int StepRunner::ForkPrefix(int seq, std::int32_t tokens) {
-  FISSION_CHECK(tokens % cache_.page_size() == 0 && tokens <= length(seq));
+  FISSION_CHECK(tokens % page_size_ == 0 && tokens <= length(seq));
   Seq fork;
   fork.tokens.assign(seqs_[seq].tokens.begin(), seqs_[seq].tokens.begin() + tokens);
-  fork.pages.assign(seqs_[seq].pages.begin(), seqs_[seq].pages.begin() + tokens / cache_.page_size());
+  fork.pages.assign(seqs_[seq].pages.begin(), seqs_[seq].pages.begin() + tokens / page_size_);
   seqs_.push_back(fork);
   return static_cast<int>(seqs_.size()) - 1;
 }
@@ -63,24 +76,24 @@ std::vector<std::vector<float>> StepRunner::Step(const std::vector<Chunk>& chunk
     slice.query_start = batch.num_tokens();
     slice.query_len = static_cast<std::int32_t>(c.tokens.size());
     slice.context_len = static_cast<std::int32_t>(s.tokens.size());
-    FISSION_CHECK(static_cast<std::int64_t>(s.pages.size()) * cache_.page_size() >= slice.context_len);
+    FISSION_CHECK(static_cast<std::int64_t>(s.pages.size()) * page_size_ >= slice.context_len);
     for (std::int32_t i = 0; i < slice.query_len; ++i) {
       const std::int32_t pos = slice.context_len + i;
-      if (pos / cache_.page_size() >= static_cast<std::int64_t>(s.pages.size())) {
+      if (pos / page_size_ >= static_cast<std::int64_t>(s.pages.size())) {
         FISSION_CHECK(!free_pages_.empty(), "test cache too small");
         s.pages.push_back(free_pages_.back());
         free_pages_.pop_back();
       }
       batch.token_ids.push_back(c.tokens[i]);
       batch.positions.push_back(pos);
-      batch.kv_slots.push_back(s.pages[pos / cache_.page_size()] * cache_.page_size() + pos % cache_.page_size());
+      batch.kv_slots.push_back(s.pages[pos / page_size_] * page_size_ + pos % page_size_);
       batch.logits_indices.push_back(slice.query_start + i);
     }
     slice.block_table = s.pages;
     batch.sequences.push_back(slice);
     s.tokens.insert(s.tokens.end(), c.tokens.begin(), c.tokens.end());
   }
-  Buffer logits = model_.Forward(batch, cache_);
+  Buffer logits = ForwardToHost(model_, batch);
   const std::int64_t vocab = model_.vocab_size();
   std::vector<std::vector<float>> rows;
   for (std::size_t r = 0; r < batch.logits_indices.size(); ++r)
@@ -90,11 +103,12 @@ std::vector<std::vector<float>> StepRunner::Step(const std::vector<Chunk>& chunk
 
 std::int64_t StepRunner::Slot(int seq, std::int32_t pos) const {
   const Seq& s = seqs_[seq];
-  return s.pages[pos / cache_.page_size()] * cache_.page_size() + pos % cache_.page_size();
+  return s.pages[pos / page_size_] * page_size_ + pos % page_size_;
 }
 
-std::vector<float> StepRunner::KvRow(const KvCache& cache, int seq, int layer, std::int32_t pos) const {
-  const Tensor& t = cache.layer(layer);
+std::vector<float> StepRunner::KvRow(int seq, int layer, std::int32_t pos, int rank) const {
+  const Tensor& t = MemoryOf(model_, rank).entries(0, layer);
+  FISSION_CHECK(t.dtype == DType::kF32, "KvRow reads fp32 memory");
   const std::int64_t slot = Slot(seq, pos);
   return std::vector<float>(t.ptr<float>() + slot * t.shape[1], t.ptr<float>() + (slot + 1) * t.shape[1]);
 }

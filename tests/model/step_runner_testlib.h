@@ -1,5 +1,6 @@
-// Test helper: drives a CausalLM step by step over a paged cache with a scrambled page order, so
-// that tests exercise block tables the way the engine uses them.
+// Test helper: drives a CausalLM step by step over its paged memory with a scrambled page order, so
+// that tests exercise block tables the way the engine uses them. Making a runner (re)allocates the
+// model's memory: use one runner of a model at a time.
 #pragma once
 
 #include <cmath>
@@ -7,6 +8,7 @@
 #include <vector>
 
 #include "model/causal_lm.h"
+#include "model/model_memory.h"
 
 namespace fission::model {
 
@@ -15,6 +17,9 @@ double RelativeL2(const std::vector<float>& got, const float* want, std::int64_t
 std::int32_t Argmax(const std::vector<float>& logits);
 // n pseudo-random token ids below `vocab` from `seed`.
 std::vector<std::int32_t> Tokens(std::size_t n, std::uint64_t seed, std::int64_t vocab);
+// The storage of rank `rank` of a model (a DecoderModel, alone, on a device or in a
+// ParallelCausalLM on this process).
+const ModelMemory& MemoryOf(CausalLM& model, int rank = 0);
 
 class StepRunner {
  public:
@@ -36,12 +41,12 @@ class StepRunner {
     std::vector<std::int32_t> tokens;
   };
   std::vector<std::vector<float>> Step(const std::vector<Chunk>& chunks);
-  KvCache& cache() { return cache_; }
+  std::int64_t page_size() const { return page_size_; }
   // The cache slot of position `pos` of a sequence.
   std::int64_t Slot(int seq, std::int32_t pos) const;
-  // The row of position `pos` of a sequence in layer `layer` of `cache` (this runner's by default).
-  std::vector<float> KvRow(int seq, int layer, std::int32_t pos) const { return KvRow(cache_, seq, layer, pos); }
-  std::vector<float> KvRow(const KvCache& cache, int seq, int layer, std::int32_t pos) const;
+  // The latent row (cache class 0) of position `pos` of a sequence in layer `layer` of rank
+  // `rank`'s memory (fp32 memory only).
+  std::vector<float> KvRow(int seq, int layer, std::int32_t pos, int rank = 0) const;
 
  private:
   struct Seq {
@@ -49,7 +54,7 @@ class StepRunner {
     std::vector<std::int32_t> pages;
   };
   CausalLM& model_;
-  KvCache cache_;
+  std::int64_t page_size_;
   std::vector<std::int32_t> free_pages_;
   std::vector<Seq> seqs_;
 };

@@ -10,7 +10,7 @@
 #include <string>
 
 #include "base/error.h"
-#include "model/registry.h"
+#include "model/runtime/model_loader.h"
 #include "model/step_runner_testlib.h"
 
 namespace fission::model {

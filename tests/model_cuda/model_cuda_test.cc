@@ -17,7 +17,7 @@
 #include "io/checkpoint.h"
 #include "io/safetensors.h"
 #include "model/fp8_testlib.h"
-#include "model/registry.h"
+#include "model/runtime/model_loader.h"
 #include "model/step_runner_testlib.h"
 
 namespace fission::model {

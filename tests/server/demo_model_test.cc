@@ -1,6 +1,7 @@
-// The bundled demo model gives the same greedy answers to every held-out question whatever the
-// parallel layout: one rank, tensor parallelism over 2 and 4 ranks, and prefill context
-// parallelism within them (ranks are threads on the CPU).
+// The bundled demo model gives the same greedy answers to held-out questions whatever the parallel
+// layout: one rank, tensor parallelism over 2 and 4 ranks, and prefill context parallelism within
+// them (ranks are threads on the CPU). The first kParityPrompts questions keep the claim within the
+// suite's time; the score over all 500 is `fission eval`'s (docs/demo_model.md).
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -8,8 +9,9 @@
 #include "base/json.h"
 #include "engine/engine.h"
 #include "engine/offline.h"
+#include "io/generation_config.h"
 #include "eval/filters.h"
-#include "model/registry.h"
+#include "model/runtime/model_loader.h"
 #include "server/serve_process_testlib.h"
 #include "server/tokenizer_detokenizer.h"
 #include "tokenizer/tokenizer.h"
@@ -27,6 +29,8 @@ std::vector<Json> ReadJsonLines(const std::string& path) {
 }
 
 // The gold answers ("#### N" lines) of the held-out problems.
+constexpr std::size_t kParityPrompts = 48;
+
 std::vector<std::string> GoldAnswers() {
   std::vector<std::string> gold;
   for (const Json& row : ReadJsonLines(std::string(FISSION_SOURCE_DIR) + "/tests/fixtures/demo/test.jsonl"))
@@ -55,7 +59,7 @@ std::vector<std::vector<std::int32_t>> GreedyAnswers(const model::LoadOptions& o
   engine::EngineConfig config;
   config.max_running_requests = 512;
   config.max_total_tokens = 262144;
-  config.eos_token_ids = engine::ReadEosTokenIds(DemoModelDir());
+  config.eos_token_ids = io::ReadEosTokenIds(DemoModelDir());
   TokenizerDetokenizer detokenizer(tokenizer);
   engine::Engine engine(model.get(), config, &detokenizer);
   engine::SamplingParams params;
@@ -76,6 +80,7 @@ TEST(DemoModel, GreedyAnswersAreIdenticalForEveryParallelLayout) {
   std::vector<std::vector<std::int32_t>> prompts;
   for (const std::string& text : ThreeShotPrompts()) prompts.push_back(tokenizer->Encode(text, true));
   ASSERT_EQ(prompts.size(), 500u);
+  prompts.resize(kParityPrompts);
   model::LoadOptions single;
   const auto want = GreedyAnswers(single, *tokenizer, prompts);
   // The answers are right: gsm8k's flexible-extract on the held-out set, as `fission eval` scores it.
@@ -83,8 +88,8 @@ TEST(DemoModel, GreedyAnswersAreIdenticalForEveryParallelLayout) {
   int correct = 0;
   for (std::size_t i = 0; i < want.size(); ++i)
     correct += eval::ExactMatch(eval::FlexibleExtract(tokenizer->Decode(want[i], true)), gold[i]);
-  EXPECT_GE(correct, 450) << "flexible-extract " << correct << " / 500";
-  std::printf("demo model, one rank: flexible-extract %d / 500\n", correct);
+  EXPECT_GE(correct, 46) << "flexible-extract " << correct << " / " << want.size();
+  std::printf("demo model, one rank: flexible-extract %d / %zu\n", correct, want.size());
   struct Layout {
     int tp, cp;
   };
@@ -97,7 +102,7 @@ TEST(DemoModel, GreedyAnswersAreIdenticalForEveryParallelLayout) {
     int differing = 0;
     for (std::size_t i = 0; i < want.size(); ++i) differing += got[i] != want[i];
     EXPECT_EQ(differing, 0) << "tp " << layout.tp << " cp " << layout.cp << ": " << differing
-                            << " of 500 answers differ from one rank";
+                            << " of " << want.size() << " answers differ from one rank";
   }
 }
 

@@ -6,13 +6,26 @@
 namespace fission::kernels {
 namespace {
 
+class CpuMlaOps final : public MlaOps {
+ public:
+  void Expanded(const Tensor& q, const Tensor& cache, const Tensor& kv_b, std::span<const SeqAttention> seqs,
+                const MlaShape& shape, const Tensor& out) override {
+    cpu::MlaAttentionExpanded(q, cache, kv_b, seqs, shape, out);
+  }
+  void Absorbed(const Tensor& q, const Tensor& cache, const Tensor& kv_b, std::span<const SeqAttention> seqs,
+                const MlaShape& shape, const Tensor& out) override {
+    cpu::MlaAttentionAbsorbed(q, cache, kv_b, seqs, shape, out);
+  }
+};
+
 class CpuBackend final : public Backend {
  public:
   Device device() const override { return Device::Cpu(); }
   Allocator* allocator() override { return CpuAllocator(); }
-  void Linear(const Tensor& x, const Tensor& w, const Tensor& out) override { cpu::Linear(x, w, out); }
-  void LinearFp8(const Tensor& x, const Tensor& w, const Tensor& w_scale, const Tensor& out) override {
-    cpu::LinearFp8(x, w, w_scale, out);
+  void Linear(const Tensor& x, const WeightView& w, const Tensor& out) override {
+    if (!w.format.quantized()) return cpu::Linear(x, w.values, out);
+    if (w.format == WeightFormat::Fp8Block128()) return cpu::LinearFp8(x, w.values, w.scales, out);
+    Fail("Linear: the CPU backend has no kernel for weights of format ", w.format.Name());
   }
   void Embedding(const Tensor& table, std::span<const std::int32_t> ids, std::int64_t vocab_start,
                  const Tensor& out) override {
@@ -35,23 +48,16 @@ class CpuBackend final : public Backend {
                 const Tensor& topk_weights) override {
     cpu::MoeRoute(router_logits, bias, routing, topk_ids, topk_weights);
   }
-  void MoeExperts(const Tensor& x, const Tensor& topk_ids, const Tensor& topk_weights, std::span<const Tensor> gate_up,
-                  std::span<const Tensor> down, const Tensor& out) override {
-    cpu::MoeExperts(x, topk_ids, topk_weights, gate_up, down, out);
+  void MoeExperts(const Tensor& x, const Tensor& topk_ids, const Tensor& topk_weights,
+                  std::span<const WeightView> gate_up, std::span<const WeightView> down, const Tensor& out) override {
+    const WeightFormat format = CommonFormat(gate_up, down, "MoeExperts");
+    const std::vector<Tensor> gu = ValuesOf(gate_up), dn = ValuesOf(down);
+    if (!format.quantized()) return cpu::MoeExperts(x, topk_ids, topk_weights, gu, dn, out);
+    if (format == WeightFormat::Fp8Block128())
+      return cpu::MoeExpertsFp8(x, topk_ids, topk_weights, gu, ScalesOf(gate_up), dn, ScalesOf(down), out);
+    Fail("MoeExperts: the CPU backend has no kernel for experts of format ", format.Name());
   }
-  void MoeExpertsFp8(const Tensor& x, const Tensor& topk_ids, const Tensor& topk_weights,
-                     std::span<const Tensor> gate_up, std::span<const Tensor> gate_up_scale,
-                     std::span<const Tensor> down, std::span<const Tensor> down_scale, const Tensor& out) override {
-    cpu::MoeExpertsFp8(x, topk_ids, topk_weights, gate_up, gate_up_scale, down, down_scale, out);
-  }
-  void MlaAttentionExpanded(const Tensor& q, const Tensor& cache, const Tensor& kv_b,
-                            std::span<const SeqAttention> seqs, const MlaShape& shape, const Tensor& out) override {
-    cpu::MlaAttentionExpanded(q, cache, kv_b, seqs, shape, out);
-  }
-  void MlaAttentionAbsorbed(const Tensor& q, const Tensor& cache, const Tensor& kv_b,
-                            std::span<const SeqAttention> seqs, const MlaShape& shape, const Tensor& out) override {
-    cpu::MlaAttentionAbsorbed(q, cache, kv_b, seqs, shape, out);
-  }
+  MlaOps& mla() override { return mla_; }
   void GatherRows(const Tensor& x, std::span<const std::int32_t> indices, const Tensor& out) override {
     cpu::GatherRows(x, indices, out);
   }
@@ -69,6 +75,9 @@ class CpuBackend final : public Backend {
       out[i] = SampleOnHost(static_cast<const float*>(logits.data) + rows[i].row * vocab, vocab, rows[i], scratch);
     }
   }
+
+ private:
+  CpuMlaOps mla_;
 };
 
 }  // namespace

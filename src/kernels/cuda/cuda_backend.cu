@@ -8,8 +8,28 @@
 
 namespace fission::kernels::cuda {
 
-CudaBackend::CudaBackend(int device) : ctx_(std::make_unique<CudaContext>(device)) {}
+class CudaMlaOps final : public MlaOps {
+ public:
+  explicit CudaMlaOps(CudaContext& ctx) : ctx_(ctx) {}
+  void Expanded(const Tensor& q, const Tensor& cache, const Tensor& kv_b, std::span<const SeqAttention> seqs,
+                const MlaShape& shape, const Tensor& out) override {
+    OpTimer timer(ctx_, "MlaAttentionExpanded", q.rank() > 1 ? q.shape[0] : 1);
+    cuda::MlaAttentionExpanded(ctx_, q, cache, kv_b, seqs, shape, out);
+  }
+  void Absorbed(const Tensor& q, const Tensor& cache, const Tensor& kv_b, std::span<const SeqAttention> seqs,
+                const MlaShape& shape, const Tensor& out) override {
+    OpTimer timer(ctx_, "MlaAttentionAbsorbed", q.rank() > 1 ? q.shape[0] : 1);
+    cuda::MlaAttentionAbsorbed(ctx_, q, cache, kv_b, seqs, shape, out);
+  }
+
+ private:
+  CudaContext& ctx_;
+};
+
+CudaBackend::CudaBackend(int device)
+    : ctx_(std::make_unique<CudaContext>(device)), mla_(std::make_unique<CudaMlaOps>(*ctx_)) {}
 CudaBackend::~CudaBackend() = default;
+MlaOps& CudaBackend::mla() { return *mla_; }
 
 Device CudaBackend::device() const { return Device::Cuda(ctx_->device()); }
 Allocator* CudaBackend::allocator() { return ctx_->allocator(); }
@@ -21,13 +41,16 @@ std::optional<DeviceMemory> CudaBackend::Memory() {
   return DeviceMemory{static_cast<std::int64_t>(free_bytes), static_cast<std::int64_t>(total_bytes)};
 }
 
-void CudaBackend::Linear(const Tensor& x, const Tensor& w, const Tensor& out) {
-  OpTimer timer(*ctx_, "Linear", x.rank() > 1 ? x.shape[0] : 1, w.shape);
-  cuda::Linear(*ctx_, x, w, out);
-}
-void CudaBackend::LinearFp8(const Tensor& x, const Tensor& w, const Tensor& w_scale, const Tensor& out) {
-  OpTimer timer(*ctx_, "LinearFp8", x.rank() > 1 ? x.shape[0] : 1, w.shape);
-  cuda::LinearFp8(*ctx_, x, w, w_scale, out);
+void CudaBackend::Linear(const Tensor& x, const WeightView& w, const Tensor& out) {
+  if (!w.format.quantized()) {
+    OpTimer timer(*ctx_, "Linear", x.rank() > 1 ? x.shape[0] : 1, w.values.shape);
+    return cuda::Linear(*ctx_, x, w.values, out);
+  }
+  if (w.format == WeightFormat::Fp8Block128()) {
+    OpTimer timer(*ctx_, "LinearFp8", x.rank() > 1 ? x.shape[0] : 1, w.values.shape);
+    return cuda::LinearFp8(*ctx_, x, w.values, w.scales, out);
+  }
+  Fail("Linear: the CUDA backend has no kernel for weights of format ", w.format.Name());
 }
 void CudaBackend::Embedding(const Tensor& table, std::span<const std::int32_t> ids, std::int64_t vocab_start,
                             const Tensor& out) {
@@ -66,25 +89,18 @@ void CudaBackend::MoeRoute(const Tensor& router_logits, const Tensor& bias, cons
   cuda::MoeRoute(*ctx_, router_logits, bias, routing, topk_ids, topk_weights);
 }
 void CudaBackend::MoeExperts(const Tensor& x, const Tensor& topk_ids, const Tensor& topk_weights,
-                             std::span<const Tensor> gate_up, std::span<const Tensor> down, const Tensor& out) {
-  OpTimer timer(*ctx_, "MoeExperts", x.rank() > 1 ? x.shape[0] : 1);
-  cuda::MoeExperts(*ctx_, x, topk_ids, topk_weights, gate_up, down, out);
-}
-void CudaBackend::MoeExpertsFp8(const Tensor& x, const Tensor& topk_ids, const Tensor& topk_weights,
-                                std::span<const Tensor> gate_up, std::span<const Tensor> gate_up_scale,
-                                std::span<const Tensor> down, std::span<const Tensor> down_scale, const Tensor& out) {
-  OpTimer timer(*ctx_, "MoeExpertsFp8", x.rank() > 1 ? x.shape[0] : 1);
-  cuda::MoeExpertsFp8(*ctx_, x, topk_ids, topk_weights, gate_up, gate_up_scale, down, down_scale, out);
-}
-void CudaBackend::MlaAttentionExpanded(const Tensor& q, const Tensor& cache, const Tensor& kv_b,
-                                       std::span<const SeqAttention> seqs, const MlaShape& shape, const Tensor& out) {
-  OpTimer timer(*ctx_, "MlaAttentionExpanded", q.rank() > 1 ? q.shape[0] : 1);
-  cuda::MlaAttentionExpanded(*ctx_, q, cache, kv_b, seqs, shape, out);
-}
-void CudaBackend::MlaAttentionAbsorbed(const Tensor& q, const Tensor& cache, const Tensor& kv_b,
-                                       std::span<const SeqAttention> seqs, const MlaShape& shape, const Tensor& out) {
-  OpTimer timer(*ctx_, "MlaAttentionAbsorbed", q.rank() > 1 ? q.shape[0] : 1);
-  cuda::MlaAttentionAbsorbed(*ctx_, q, cache, kv_b, seqs, shape, out);
+                             std::span<const WeightView> gate_up, std::span<const WeightView> down, const Tensor& out) {
+  const WeightFormat format = CommonFormat(gate_up, down, "MoeExperts");
+  const std::vector<Tensor> gu = ValuesOf(gate_up), dn = ValuesOf(down);
+  if (!format.quantized()) {
+    OpTimer timer(*ctx_, "MoeExperts", x.rank() > 1 ? x.shape[0] : 1);
+    return cuda::MoeExperts(*ctx_, x, topk_ids, topk_weights, gu, dn, out);
+  }
+  if (format == WeightFormat::Fp8Block128()) {
+    OpTimer timer(*ctx_, "MoeExpertsFp8", x.rank() > 1 ? x.shape[0] : 1);
+    return cuda::MoeExpertsFp8(*ctx_, x, topk_ids, topk_weights, gu, ScalesOf(gate_up), dn, ScalesOf(down), out);
+  }
+  Fail("MoeExperts: the CUDA backend has no kernel for experts of format ", format.Name());
 }
 void CudaBackend::GatherRows(const Tensor& x, std::span<const std::int32_t> indices, const Tensor& out) {
   OpTimer timer(*ctx_, "GatherRows", out.rank() > 1 ? out.shape[0] : 1);

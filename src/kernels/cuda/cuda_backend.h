@@ -10,6 +10,7 @@
 namespace fission::kernels::cuda {
 
 class CudaContext;
+class CudaMlaOps;
 
 class CudaBackend final : public Backend {
  public:
@@ -19,8 +20,8 @@ class CudaBackend final : public Backend {
   Device device() const override;
   Allocator* allocator() override;
   std::optional<DeviceMemory> Memory() override;
-  void Linear(const Tensor& x, const Tensor& w, const Tensor& out) override;
-  void LinearFp8(const Tensor& x, const Tensor& w, const Tensor& w_scale, const Tensor& out) override;
+  // Plain fp32/bf16 weights and FP8 128×128 blocks (docs/cuda.md says which kernel runs when).
+  void Linear(const Tensor& x, const WeightView& w, const Tensor& out) override;
   void Embedding(const Tensor& table, std::span<const std::int32_t> ids, std::int64_t vocab_start,
                  const Tensor& out) override;
   void Zero(const Tensor& x) override;
@@ -32,15 +33,9 @@ class CudaBackend final : public Backend {
   void WriteKv(const Tensor& rows, std::span<const std::int64_t> slots, const Tensor& cache) override;
   void MoeRoute(const Tensor& router_logits, const Tensor& bias, const MoeRouting& routing, const Tensor& topk_ids,
                 const Tensor& topk_weights) override;
-  void MoeExperts(const Tensor& x, const Tensor& topk_ids, const Tensor& topk_weights, std::span<const Tensor> gate_up,
-                  std::span<const Tensor> down, const Tensor& out) override;
-  void MoeExpertsFp8(const Tensor& x, const Tensor& topk_ids, const Tensor& topk_weights,
-                     std::span<const Tensor> gate_up, std::span<const Tensor> gate_up_scale,
-                     std::span<const Tensor> down, std::span<const Tensor> down_scale, const Tensor& out) override;
-  void MlaAttentionExpanded(const Tensor& q, const Tensor& cache, const Tensor& kv_b,
-                            std::span<const SeqAttention> seqs, const MlaShape& shape, const Tensor& out) override;
-  void MlaAttentionAbsorbed(const Tensor& q, const Tensor& cache, const Tensor& kv_b,
-                            std::span<const SeqAttention> seqs, const MlaShape& shape, const Tensor& out) override;
+  void MoeExperts(const Tensor& x, const Tensor& topk_ids, const Tensor& topk_weights,
+                  std::span<const WeightView> gate_up, std::span<const WeightView> down, const Tensor& out) override;
+  MlaOps& mla() override;
   void GatherRows(const Tensor& x, std::span<const std::int32_t> indices, const Tensor& out) override;
   // fp32 or bf16 tensors to host fp32 (waits for the device).
   void CopyToHost(const Tensor& src, float* dst) override;
@@ -48,9 +43,11 @@ class CudaBackend final : public Backend {
   void CopyFromHost(const float* src, const Tensor& dst) override;
   // sampling.cu: one block per row; waits for the device and copies only the results back.
   void Sample(const Tensor& logits, std::span<const SamplingRow> rows, std::span<SampledToken> out) override;
-  // cuda_graph.cu: pinned input blocks and decode steps captured on the backend's stream.
-  std::unique_ptr<GraphInputs> MakeGraphInputs(std::size_t bytes) override;
-  std::unique_ptr<StepGraph> CaptureGraph(GraphInputs& inputs, const std::function<void()>& step) override;
+  // cuda_graph.cu: pinned input blocks mirrored to the device, and steps captured on the
+  // backend's stream.
+  std::unique_ptr<InputBlock> MakeInputBlock(std::size_t bytes) override;
+  bool CapturesGraphs() const override { return true; }
+  std::unique_ptr<StepGraph> CaptureGraph(InputBlock& inputs, const std::function<void()>& step) override;
 
   // Raw byte copies (integer tensors, FP8 codes) and a wait for all queued work.
   void CopyBytesToHost(const Tensor& src, void* dst);
@@ -63,6 +60,7 @@ class CudaBackend final : public Backend {
 
  private:
   std::unique_ptr<CudaContext> ctx_;
+  std::unique_ptr<CudaMlaOps> mla_;
 };
 
 }  // namespace fission::kernels::cuda

@@ -80,15 +80,35 @@ CudaContext::~CudaContext() {
   (void)cudaStreamDestroy(stream_);
 }
 
+void CudaContext::AddInputMirror(const InputMirror& mirror) { mirrors_.push_back(mirror); }
+
+void CudaContext::RemoveInputMirror(const char* host) {
+  std::erase_if(mirrors_, [&](const InputMirror& m) { return m.host == host; });
+  step_memo_.clear();
+}
+
+bool CudaContext::InInputBlock(const void* p, std::size_t bytes) const {
+  if (capturing_) return capture_mirror_.Holds(p, bytes);
+  return std::any_of(mirrors_.begin(), mirrors_.end(), [&](const InputMirror& m) { return m.Holds(p, bytes); });
+}
+
 DeviceMeta CudaContext::UploadRaw(const void* src, std::size_t bytes, bool constant) {
   const char* p = static_cast<const char*>(src);
-  if (bytes > 0 && mirror_.host != nullptr && p >= mirror_.host && p + bytes <= mirror_.host + mirror_.bytes) {
+  auto resolve = [&](const InputMirror& m) {
     Tensor view;
-    view.data = mirror_.device + (p - mirror_.host);
+    view.data = m.device + (p - m.host);
     view.dtype = DType::kU8;
     view.shape = Shape{static_cast<std::int64_t>(bytes)};
     view.device = Device::Cuda(device_);
     return DeviceMeta(view);
+  };
+  if (bytes > 0) {
+    if (capturing_) {
+      if (capture_mirror_.Holds(p, bytes)) return resolve(capture_mirror_);
+    } else {
+      for (const InputMirror& m : mirrors_)
+        if (m.Holds(p, bytes)) return resolve(m);
+    }
   }
   Buffer buf(DType::kU8, Shape{bytes == 0 ? 1 : static_cast<std::int64_t>(bytes)}, &allocator_);
   if (bytes == 0) return DeviceMeta(std::move(buf));
@@ -105,6 +125,7 @@ DeviceMeta CudaContext::UploadRaw(const void* src, std::size_t bytes, bool const
   capture_pinned_.push_back(pinned);
   std::memcpy(pinned, src, bytes);
   FISSION_CUDA(cudaMemcpyAsync(buf.tensor().data, pinned, bytes, cudaMemcpyHostToDevice, stream_));
+  CountHostToDeviceCopy();
   return DeviceMeta(std::move(buf));
 }
 
@@ -112,8 +133,10 @@ void CudaContext::FailIfCapturing(const char* what) const {
   if (capturing_) Fail("CUDA graph capture: ", what, " cannot be captured (it waits for the device or uploads step data)");
 }
 
-void CudaContext::BeginCapture() {
+void CudaContext::BeginCapture(const InputMirror& block) {
   FISSION_CHECK(!capturing_, "a CUDA graph capture is already running on device ", device_);
+  step_memo_.clear();  // what the eager run before the capture derived is not the graph's
+  capture_mirror_ = block;
   allocator_.UseGraphPool(true);
   // Relaxed: the allocator may cudaMalloc new pool blocks while the stream records.
   FISSION_CUDA(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeRelaxed));
@@ -123,6 +146,8 @@ void CudaContext::BeginCapture() {
 cudaGraph_t CudaContext::EndCapture(std::vector<void*>* pinned_constants) {
   FISSION_CHECK(capturing_, "no CUDA graph capture to end");
   capturing_ = false;
+  capture_mirror_ = {};
+  step_memo_.clear();
   allocator_.UseGraphPool(false);
   cudaGraph_t graph = nullptr;
   FISSION_CUDA(cudaStreamEndCapture(stream_, &graph));
@@ -134,6 +159,8 @@ cudaGraph_t CudaContext::EndCapture(std::vector<void*>* pinned_constants) {
 void CudaContext::AbortCapture() {
   if (!capturing_) return;
   capturing_ = false;
+  capture_mirror_ = {};
+  step_memo_.clear();
   allocator_.UseGraphPool(false);
   cudaGraph_t graph = nullptr;
   (void)cudaStreamEndCapture(stream_, &graph);
@@ -158,6 +185,7 @@ const void* const* CudaContext::PointerTable(std::span<const void* const> pointe
 
 void CudaContext::UploadBytes(void* dst, const void* src, std::size_t bytes) {
   FailIfCapturing("a copy of host data");
+  CountHostToDeviceCopy();
   if (bytes > kMaxStaged) {
     FISSION_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_));
     return;

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <memory>
 #include <vector>
 #include <span>
 #include <tuple>
@@ -54,12 +55,26 @@ class DeviceMeta {
   Buffer owned_;
 };
 
-// Host memory whose device copy the operations read while it is active (cuda_graph.cu): a span of
-// host metadata inside [host, host + bytes) resolves to the same offset of `device`.
+// An input block's host memory and its device copy (cuda_graph.cu): a span of host metadata inside
+// [host, host + bytes) resolves to the same offset of `device`.
 struct InputMirror {
   const char* host = nullptr;
   char* device = nullptr;
   std::size_t bytes = 0;
+  bool Holds(const void* p, std::size_t n) const {
+    const char* c = static_cast<const char*>(p);
+    return host != nullptr && c >= host && c + n <= host + bytes;
+  }
+};
+
+// What identifies metadata an operation derives from the step's inputs (StepMemo): the operation,
+// the host array it derives from, and the parameters that shape the result.
+struct StepMemoKey {
+  const char* op = nullptr;
+  const void* source = nullptr;
+  std::size_t count = 0;
+  std::int64_t a = 0, b = 0, c = 0;
+  auto operator<=>(const StepMemoKey&) const = default;
 };
 
 class CudaContext {
@@ -78,7 +93,7 @@ class CudaContext {
   bool Gemm(const GemmDesc& g);
 
   // Host metadata on the device (raw bytes; read it through ptr<T>()): the device copy of an
-  // active input mirror when the values lie in it, else a scratch buffer they are copied into.
+  // input block when the values lie in one, else a scratch buffer they are copied into.
   // While a graph is captured a copy would replay the values of the capture, so an upload from
   // outside the mirror is an Error there; UploadConstant is for values that never change
   // (the replay copies them again from pinned memory the graph keeps).
@@ -97,15 +112,38 @@ class CudaContext {
   void DownloadBytes(void* dst, const void* src, std::size_t bytes);  // waits for the stream
   void Synchronize();
 
-  // Graph capture (cuda_graph.cu). While an input mirror is set, uploads inside it resolve to its
-  // device copy. Between BeginCapture and EndCapture the stream records instead of running, scratch
-  // comes from the allocator's graph pool, and anything that would wait for the device fails,
-  // naming `what`. EndCapture returns the captured graph and the pinned memory its constant
-  // uploads copy from (the caller keeps it for the graph's life).
-  void SetInputMirror(const InputMirror& mirror) { mirror_ = mirror; }
+  // Input blocks (cuda_graph.cu registers each for its life): uploads of values inside one resolve
+  // to its device copy. A block's new upload or replay starts a new step (StepMemo).
+  void AddInputMirror(const InputMirror& mirror);
+  void RemoveInputMirror(const char* host);
+  bool InInputBlock(const void* p, std::size_t bytes) const;
+  void NewStep() { step_memo_.clear(); }
+  // Metadata an operation derives from the step's inputs, built once per step and kept until the
+  // next: every layer of a step asks with the same host arrays, so the first builds and the others
+  // reuse it. `build()` returns a T. Kept only when `step_input` (the metadata it is derived from)
+  // lies in an input block, whose values cannot change within a step; otherwise built every time.
+  template <typename T, typename Build>
+  const T& StepMemo(const StepMemoKey& key, const void* step_input, Build build) {
+    if (!InInputBlock(step_input, 1)) {
+      scratch_memo_ = std::make_shared<T>(build());
+      return *static_cast<const T*>(scratch_memo_.get());
+    }
+    auto it = step_memo_.find(key);
+    if (it == step_memo_.end()) it = step_memo_.emplace(key, std::make_shared<T>(build())).first;
+    return *static_cast<const T*>(it->second.get());
+  }
+  // Host-to-device copies queued on this context so far (tests count those of one step).
+  std::int64_t host_to_device_copies() const { return host_to_device_copies_; }
+  void CountHostToDeviceCopy() { ++host_to_device_copies_; }
+
+  // Graph capture (cuda_graph.cu). Between BeginCapture and EndCapture the stream records instead
+  // of running, only the captured block's mirror resolves spans, scratch comes from the
+  // allocator's graph pool, and anything that would wait for the device fails, naming `what`.
+  // EndCapture returns the captured graph and the pinned memory its constant uploads copy from (the
+  // caller keeps it for the graph's life).
   bool capturing() const { return capturing_; }
   void FailIfCapturing(const char* what) const;
-  void BeginCapture();
+  void BeginCapture(const InputMirror& block);
   cudaGraph_t EndCapture(std::vector<void*>* pinned_constants);
   void AbortCapture();
 
@@ -123,7 +161,11 @@ class CudaContext {
  private:
   int device_;
   cudaStream_t stream_ = nullptr;
-  InputMirror mirror_;
+  std::vector<InputMirror> mirrors_;
+  InputMirror capture_mirror_;
+  std::map<StepMemoKey, std::shared_ptr<void>> step_memo_;
+  std::shared_ptr<void> scratch_memo_;  // the last unkept StepMemo result
+  std::int64_t host_to_device_copies_ = 0;
   bool capturing_ = false;
   std::vector<void*> capture_pinned_;  // pinned copies of this capture's constant uploads
   cublasLtHandle_t lt_ = nullptr;

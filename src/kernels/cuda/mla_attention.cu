@@ -306,6 +306,47 @@ AbsorbedWork PlanDecodeOnDevice(CudaContext& ctx, std::span<const SeqAttention> 
   return work;
 }
 
+// The expanded form's work: the cache slot of every key of every sequence (gathered into one
+// block), the sequences, their query positions and the work items (blocks of the prefill kernel).
+struct ExpandedWork {
+  DeviceMeta slots, seqs, items, positions;
+  std::int64_t total_kv = 0;
+  int item_count = 0;
+};
+
+ExpandedWork PlanExpanded(CudaContext& ctx, std::span<const SeqAttention> seqs, std::int64_t page_size,
+                          int rows_per_block, std::int64_t cache_rows) {
+  std::vector<SeqInfo> infos;
+  std::vector<std::int32_t> slots, positions;
+  std::vector<WorkItem> items;
+  FISSION_CHECK(cache_rows < (std::int64_t{1} << 31), "cache too large for 32-bit slots");
+  for (std::size_t i = 0; i < seqs.size(); ++i) {
+    const SeqAttention& s = seqs[i];
+    const int kv_len = s.kv_len;
+    infos.push_back({s.query_start, s.query_len, kv_len, static_cast<int>(slots.size()), 0,
+                     static_cast<int>(positions.size())});
+    positions.insert(positions.end(), s.query_positions.begin(), s.query_positions.end());
+    for (int p = 0; p < kv_len; ++p)
+      slots.push_back(static_cast<std::int32_t>(s.block_table[p / page_size] * page_size + p % page_size));
+    for (int r = 0; r < s.query_len; r += rows_per_block) items.push_back({static_cast<int>(i), r, 0, kv_len, 0});
+  }
+  // Most keys first (by the block's last row), so the longest blocks start early.
+  auto reach = [&](const WorkItem& w) {
+    const SeqAttention& s = seqs[w.seq];
+    return s.query_positions[std::min(w.row_begin + rows_per_block, s.query_len) - 1];
+  };
+  std::stable_sort(items.begin(), items.end(), [&](const WorkItem& a, const WorkItem& b) { return reach(a) > reach(b); });
+  ExpandedWork work;
+  work.total_kv = static_cast<std::int64_t>(slots.size());
+  work.item_count = static_cast<int>(items.size());
+  if (items.empty()) return work;
+  work.slots = ctx.Upload(std::span<const std::int32_t>(slots));
+  work.seqs = ctx.Upload(std::span<const SeqInfo>(infos));
+  work.items = ctx.Upload(std::span<const WorkItem>(items));
+  work.positions = ctx.Upload(std::span<const std::int32_t>(positions));
+  return work;
+}
+
 }  // namespace
 
 void MlaAttentionExpanded(CudaContext& ctx, const Tensor& q, const Tensor& cache, const Tensor& kv_b,
@@ -321,35 +362,14 @@ void MlaAttentionExpanded(CudaContext& ctx, const Tensor& q, const Tensor& cache
   const bool generic = choice != nullptr && std::strcmp(choice, "generic") == 0;
   const int rows_per_block = generic ? mla::kMaxRows : mla::kPrefillRows;
   // Gather every sequence's latent rows (cached prefix and new tokens) into one contiguous bf16 block.
-  std::vector<SeqInfo> infos;
-  std::vector<std::int64_t> slots;
-  std::vector<std::int32_t> positions;
-  std::vector<WorkItem> items;
-  for (std::size_t i = 0; i < seqs.size(); ++i) {
-    const SeqAttention& s = seqs[i];
-    const int kv_len = s.kv_len;
-    infos.push_back({s.query_start, s.query_len, kv_len, static_cast<int>(slots.size()), 0,
-                     static_cast<int>(positions.size())});
-    positions.insert(positions.end(), s.query_positions.begin(), s.query_positions.end());
-    for (int p = 0; p < kv_len; ++p)
-      slots.push_back(static_cast<std::int64_t>(s.block_table[p / sh.page_size]) * sh.page_size + p % sh.page_size);
-    for (int r = 0; r < s.query_len; r += rows_per_block)
-      items.push_back({static_cast<int>(i), r, 0, kv_len, 0});
-  }
-  if (items.empty()) return;
-  // Most keys first (by the block's last row), so the longest blocks start early.
-  auto reach = [&](const WorkItem& w) {
-    const SeqAttention& s = seqs[w.seq];
-    return s.query_positions[std::min(w.row_begin + rows_per_block, s.query_len) - 1];
-  };
-  std::stable_sort(items.begin(), items.end(),
-                   [&](const WorkItem& a, const WorkItem& b) { return reach(a) > reach(b); });
-  const std::int64_t total_kv = static_cast<std::int64_t>(slots.size());
+  const ExpandedWork& work = ctx.StepMemo<ExpandedWork>(
+      {"mla.expanded", seqs.data(), seqs.size(), rows_per_block, sh.page_size, cache.shape[0]},
+      seqs.empty() ? nullptr : seqs[0].query_positions.data(),
+      [&] { return PlanExpanded(ctx, seqs, sh.page_size, rows_per_block, cache.shape[0]); });
+  if (work.item_count == 0) return;
+  const std::int64_t total_kv = work.total_kv;
   Buffer latent(DType::kBF16, Shape{total_kv, row_w}, ctx.allocator());
-  FISSION_CHECK(cache.shape[0] < (std::int64_t{1} << 31), "cache too large for 32-bit slots");
-  std::vector<std::int32_t> slots32(slots.begin(), slots.end());
-  DeviceMeta slot32_dev = ctx.Upload(std::span<const std::int32_t>(slots32));
-  GatherRowsDevice(ctx, cache, slot32_dev.ptr<std::int32_t>(), total_kv, latent);
+  GatherRowsDevice(ctx, cache, work.slots.ptr<std::int32_t>(), total_kv, latent);
 
   // Keys' and values' head parts: kv[j, h] = [k_nope (128) | v (128)] = latent[j, :lora] · kv_b[h]ᵀ.
   Buffer kv_b_holder, q_holder;
@@ -372,11 +392,8 @@ void MlaAttentionExpanded(CudaContext& ctx, const Tensor& q, const Tensor& cache
   g.ldd = heads * (nope + vdim);
   FISSION_CHECK(ctx.Gemm(g), "cuBLASLt has no algorithm for the MLA key/value expansion");
 
-  DeviceMeta info_dev = ctx.Upload(std::span<const SeqInfo>(infos));
-  DeviceMeta items_dev = ctx.Upload(std::span<const WorkItem>(items));
-  DeviceMeta positions_dev = ctx.Upload(std::span<const std::int32_t>(positions));
   Params p{};
-  p.positions = positions_dev.ptr<std::int32_t>();
+  p.positions = work.positions.ptr<std::int32_t>();
   p.qa = {q16.data, Elem::kBF16, heads * qk, qk, static_cast<int>(qk)};
   p.qb = {q16.data, Elem::kBF16, 0, 0, 0};
   p.ka = {kv.tensor().data, Elem::kBF16, heads * (nope + vdim), nope + vdim, static_cast<int>(nope)};
@@ -384,8 +401,8 @@ void MlaAttentionExpanded(CudaContext& ctx, const Tensor& q, const Tensor& cache
           static_cast<int>(sh.qk_rope_head_dim)};
   p.v = {static_cast<const __nv_bfloat16*>(kv.tensor().data) + nope, Elem::kBF16, heads * (nope + vdim), nope + vdim,
          static_cast<int>(vdim)};
-  p.seqs = reinterpret_cast<const SeqInfo*>(info_dev.tensor().data);
-  p.items = reinterpret_cast<const WorkItem*>(items_dev.tensor().data);
+  p.seqs = work.seqs.ptr<const SeqInfo>();
+  p.items = work.items.ptr<const WorkItem>();
   p.block_tables = nullptr;
   p.page_size = 0;
   p.heads = static_cast<int>(heads);
@@ -398,7 +415,7 @@ void MlaAttentionExpanded(CudaContext& ctx, const Tensor& q, const Tensor& cache
   p.num_splits = 1;
   p.total_rows = 0;
   if (generic) {
-    Launch<192, 128, false, 4>(ctx, p, static_cast<int>(items.size()), static_cast<int>(heads));
+    Launch<192, 128, false, 4>(ctx, p, work.item_count, static_cast<int>(heads));
     return;
   }
   static std::atomic<std::uint64_t> configured{0};  // per device, as in Launch
@@ -406,7 +423,7 @@ void MlaAttentionExpanded(CudaContext& ctx, const Tensor& q, const Tensor& cache
   if ((configured.fetch_or(bit) & bit) == 0)
     FISSION_CUDA(cudaFuncSetAttribute(mla::PrefillKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                       static_cast<int>(mla::PrefillSmem::kBytes)));
-  mla::PrefillKernel<<<dim3(static_cast<unsigned>(items.size()), static_cast<unsigned>(heads)), mla::kThreads,
+  mla::PrefillKernel<<<dim3(static_cast<unsigned>(work.item_count), static_cast<unsigned>(heads)), mla::kThreads,
                        mla::PrefillSmem::kBytes, ctx.stream()>>>(p);
   FISSION_LAUNCHED();
 }
@@ -436,8 +453,13 @@ void MlaAttentionAbsorbed(CudaContext& ctx, const Tensor& q, const Tensor& cache
   std::int64_t max_rows = 0;
   for (const SeqAttention& s : seqs) max_rows = std::max<std::int64_t>(max_rows, s.query_len * heads);
   const int rows_per_block = max_rows <= 16 ? 16 : mla::kMaxRows;
-  const AbsorbedWork work = PureDecode(seqs, n) ? PlanDecodeOnDevice(ctx, seqs, heads, sh.page_size, rows_per_block)
-                                                : PlanOnHost(ctx, seqs, heads, rows_per_block);
+  // Every layer of a step has the same list: it is built by the first.
+  const AbsorbedWork& work = ctx.StepMemo<AbsorbedWork>(
+      {"mla.absorbed", seqs.data(), seqs.size(), heads, rows_per_block, sh.page_size},
+      seqs[0].query_positions.data(), [&] {
+        return PureDecode(seqs, n) ? PlanDecodeOnDevice(ctx, seqs, heads, sh.page_size, rows_per_block)
+                                   : PlanOnHost(ctx, seqs, heads, rows_per_block);
+      });
   const int splits = work.splits;
   Buffer part_o, part_lse;
   if (splits > 1) {

@@ -1,0 +1,36 @@
+// DeepSeek-V3 (also R1 and Kimi-K2): layers of MLA attention and a dense MLP or DeepSeekMoE
+// between the shared embedding and lm_head (model/decoder.h). One instance is one rank's shard:
+// attention heads, vocabulary rows and feed-forward units are split as docs/architecture.md
+// describes; a single rank holds everything.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "model/decoder.h"
+#include "model/layers/feed_forward.h"
+#include "model/layers/mla_attention.h"
+
+namespace fission::model {
+
+class DeepseekV3Model final : public DecoderModel {
+ public:
+  DeepseekV3Model(io::ModelConfig config, WeightLoader& loader, const ShardOptions& options);
+
+  std::string architecture() const override { return "DeepseekV3ForCausalLM"; }
+  // One paged class: the MLA latent row of every token in every layer.
+  MemorySpec Memory() const override;
+
+ private:
+  struct Layer {
+    Buffer input_layernorm, post_attention_layernorm;
+    std::unique_ptr<MlaAttention> attention;
+    std::unique_ptr<SwiGluMlp> mlp;
+    std::unique_ptr<DeepseekMoe> moe;
+  };
+  Buffer Hidden(const StepContext& step) override;
+
+  std::vector<Layer> layers_;
+};
+
+}  // namespace fission::model

@@ -1,0 +1,87 @@
+// What every decoder-only family shares, so that a family file holds only its own math: the
+// step's plumbing (token ids checked, the context-parallel split planned, the step-input block
+// written and uploaded, decode steps sent to CUDA graphs), the model's memory, the vocab-parallel
+// embedding, and the final norm and lm_head over only the rows whose logits the step returns.
+//
+// A family derives from DecoderModel, loads its weights in its constructor (SetVocabulary for
+// the embedding, final norm and lm_head), declares its memory (Memory) and computes its layers
+// (Hidden).
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "io/model_config.h"
+#include "model/causal_lm.h"
+#include "model/decode_graphs.h"
+#include "model/model_memory.h"
+#include "model/step_context.h"
+#include "model/step_inputs.h"
+#include "model/token_layout.h"
+#include "model/weights.h"
+
+namespace fission::model {
+
+// How one rank's shard of a model is loaded and run.
+struct ShardOptions {
+  RankInfo rank;
+  MlaForm mla_form = MlaForm::kAuto;
+  int pcp_min_tokens = kDefaultPcpMinTokens;
+  // The KV cache's element type: fp32 (exact on the CPU) or bf16 (the CUDA backend's fast path).
+  DType kv_dtype = DType::kF32;
+  // Decode steps as CUDA graph replays (model/decode_graphs.h) on backends that capture them.
+  CudaGraphOptions cuda_graphs;
+};
+
+class DecoderModel : public CausalLM {
+ public:
+  std::int64_t vocab_size() const override { return config_.vocab_size; }
+  std::int64_t max_position_embeddings() const override { return config_.max_position_embeddings; }
+  void AllocateMemory(const MemoryPlan& plan) override;
+  // On a device the logits stay in its memory.
+  StepLogits Forward(const ForwardBatch& batch) override;
+  void CaptureDecodeGraphs() override;
+  void ReleaseGraphs() override { graphs_.reset(); }
+
+  const io::ModelConfig& config() const { return config_; }
+  // This rank's storage (tests read the cache); AllocateMemory must have run.
+  const ModelMemory& memory() const;
+
+ protected:
+  DecoderModel(io::ModelConfig config, kernels::Backend& backend, const ShardOptions& options);
+
+  // The family's layers: the hidden states [rows, hidden] of this rank's rows after the last
+  // layer, before the final norm.
+  virtual Buffer Hidden(const StepContext& step) = 0;
+  // Loads the vocabulary's weights (the rank's slice of vocab_part()) by the family's names.
+  void SetVocabulary(Buffer embed_tokens, Buffer final_norm, float final_norm_eps, Weight lm_head);
+  // h [rows, hidden] = the embedding of this rank's tokens (summed over the vocabulary ranks).
+  void Embed(const StepContext& step, const Tensor& h) const;
+  const ShardOptions& options() const { return options_; }
+  kernels::Backend& backend() const { return backend_; }
+  // This rank's rows of the vocabulary (embedding and lm_head are split over the attention-TP
+  // group).
+  Range vocab_part() const { return vocab_part_; }
+
+ private:
+  StepLogits RunStep(const StepView& view, const Tensor& logits_out);
+  StepLogits LmHead(const StepContext& step, const Tensor& rows);
+  // The decode graphs of the allocated memory (made anew after AllocateMemory); null when graphs
+  // are off.
+  DecodeGraphs* Graphs();
+  DecodeGraphs::StepFn CapturedStep();
+
+  io::ModelConfig config_;
+  kernels::Backend& backend_;
+  ShardOptions options_;
+  Range vocab_part_;
+  Buffer embed_tokens_, final_norm_;
+  float final_norm_eps_ = 1e-6f;
+  Weight lm_head_;
+  std::unique_ptr<ModelMemory> memory_;
+  std::unique_ptr<StepInputs> inputs_;  // eager steps' block
+  std::vector<int> graph_sizes_;        // empty: every step runs eagerly
+  std::unique_ptr<DecodeGraphs> graphs_;
+};
+
+}  // namespace fission::model

@@ -1,0 +1,44 @@
+// The two feed-forward kinds of DeepSeek-V3 layers: a dense SwiGLU MLP, and DeepSeekMoE
+// (router + routed experts + shared experts).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "io/model_config.h"
+#include "model/step_context.h"
+#include "model/weights.h"
+
+namespace fission::model {
+
+// Both kinds are tensor-parallel over the whole world: a rank holds a slice of the intermediate
+// units (gate/up rows, down columns) and Forward returns its partial sum; the caller all-reduces.
+class SwiGluMlp {
+ public:
+  // Loads slice `part` (of `intermediate` units) of `prefix`gate_proj/up_proj/down_proj.
+  SwiGluMlp(const std::string& prefix, std::int64_t hidden, std::int64_t intermediate, Range part,
+            WeightLoader& loader);
+  void Forward(kernels::Backend& b, const Tensor& x, const Tensor& out) const;
+
+ private:
+  std::int64_t intermediate_;
+  Weight gate_up_;  // [2I, H]: gate rows, then up rows
+  Weight down_;     // [H, I]
+};
+
+class DeepseekMoe {
+ public:
+  DeepseekMoe(const io::ModelConfig& config, const std::string& prefix, WeightLoader& loader, const RankInfo& rank);
+  void Forward(kernels::Backend& b, const Tensor& x, const Tensor& out) const;
+
+ private:
+  kernels::MoeRouting routing_;
+  Buffer router_;  // [E, H]
+  Buffer bias_;    // [E] e_score_correction_bias
+  // Routed experts, all of one format (the experts operation takes one).
+  std::vector<Weight> gate_up_, down_;
+  std::vector<WeightView> gate_up_views_, down_views_;
+  std::unique_ptr<SwiGluMlp> shared_;
+};
+
+}  // namespace fission::model

@@ -1,0 +1,89 @@
+#include "model/layers/mla_attention.h"
+
+namespace fission::model {
+
+// The q/kv LoRA norms use the module's default epsilon, not config.rms_norm_eps.
+constexpr float kLoraNormEps = 1e-6f;
+
+MlaAttention::MlaAttention(const io::ModelConfig& c, const std::string& prefix, WeightLoader& loader,
+                           const RopeTables& rope, const RankInfo& rank)
+    : config_(c), rope_interleave_(c.rope_interleave), rope_scaling_(rope.attention_scaling) {
+  const Range heads_range = EvenPart(c.num_attention_heads, rank.attn_tp_size(), rank.attn_tp_rank(),
+                                     "num_attention_heads");
+  const std::int64_t h0 = heads_range.begin, h1 = heads_range.end;
+  shape_.num_heads = h1 - h0;
+  shape_.qk_nope_head_dim = c.qk_nope_head_dim;
+  shape_.qk_rope_head_dim = c.qk_rope_head_dim;
+  shape_.v_head_dim = c.v_head_dim;
+  shape_.kv_lora_rank = c.kv_lora_rank;
+  shape_.softmax_scale = MlaSoftmaxScale(c);
+  const std::int64_t heads = c.num_attention_heads, hidden = c.hidden_size;
+  if (c.q_lora_rank > 0) {
+    q_a_proj_ = loader.LoadLinear(prefix + "q_a_proj.weight", Shape{c.q_lora_rank, hidden});
+    q_a_layernorm_ = loader.LoadNorm(prefix + "q_a_layernorm.weight", c.q_lora_rank);
+    q_b_proj_ = loader.LoadLinear(prefix + "q_b_proj.weight", Shape{heads * c.qk_head_dim(), c.q_lora_rank},
+                            {h0 * c.qk_head_dim(), h1 * c.qk_head_dim()});
+  } else {
+    q_proj_ = loader.LoadLinear(prefix + "q_proj.weight", Shape{heads * c.qk_head_dim(), hidden},
+                          {h0 * c.qk_head_dim(), h1 * c.qk_head_dim()});
+  }
+  kv_a_proj_ = loader.LoadLinear(prefix + "kv_a_proj_with_mqa.weight", Shape{c.kv_lora_rank + c.qk_rope_head_dim, hidden});
+  kv_a_layernorm_ = loader.LoadNorm(prefix + "kv_a_layernorm.weight", c.kv_lora_rank);
+  const std::int64_t kv_b_rows = c.qk_nope_head_dim + c.v_head_dim;
+  kv_b_proj_ = loader.Load(prefix + "kv_b_proj.weight", Shape{heads * kv_b_rows, c.kv_lora_rank},
+                           {h0 * kv_b_rows, h1 * kv_b_rows});
+  o_proj_ = loader.LoadLinearCols(prefix + "o_proj.weight", Shape{hidden, heads * c.v_head_dim},
+                            {h0 * c.v_head_dim, h1 * c.v_head_dim});
+  Buffer freq = MakeF32Buffer(Shape{static_cast<std::int64_t>(rope.inv_freq.size())}, rope.inv_freq);
+  inv_freq_ = Buffer(DType::kF32, freq.tensor().shape, loader.backend().allocator());
+  loader.backend().CopyFromHost(freq.ptr<float>(), inv_freq_);
+}
+
+void MlaAttention::Forward(const StepContext& step, const Tensor& x, const Tensor& cache, const Tensor& out) const {
+  kernels::Backend& b = *step.backend;
+  Allocator* alloc = b.allocator();
+  const StepView& in = *step.in;
+  const std::int64_t n = x.shape[0], heads = shape_.num_heads, qk = shape_.qk_nope_head_dim + shape_.qk_rope_head_dim;
+
+  Buffer q(DType::kF32, Shape{n, heads, qk}, alloc);
+  if (config_.q_lora_rank > 0) {
+    Buffer qa(DType::kF32, Shape{n, config_.q_lora_rank}, alloc);
+    b.Linear(x, q_a_proj_, qa);
+    b.RmsNorm(qa, q_a_layernorm_, kLoraNormEps, qa);
+    b.Linear(qa, q_b_proj_, q.tensor().View(Shape{n, heads * qk}));
+  } else {
+    b.Linear(x, q_proj_, q.tensor().View(Shape{n, heads * qk}));
+  }
+  b.Rope(q, shape_.qk_nope_head_dim, shape_.qk_rope_head_dim, in.positions, inv_freq_, rope_scaling_,
+         rope_interleave_);
+
+  // The latent row: normalise the latent part, rotate the shared rope key, store it. Every rank
+  // writes the latent rows of every token of the step.
+  Buffer latent(DType::kF32, Shape{n, 1, kv_row_width()}, alloc);
+  b.Linear(x, kv_a_proj_, latent.tensor().View(Shape{n, kv_row_width()}));
+  b.RmsNorm(latent, kv_a_layernorm_, kLoraNormEps, latent);
+  b.Rope(latent, shape_.kv_lora_rank, shape_.qk_rope_head_dim, in.positions, inv_freq_, rope_scaling_,
+         rope_interleave_);
+  Buffer gathered;
+  b.WriteKv(step.layout->KvRowsOfAllTokens(latent, &gathered), in.kv_slots, cache);
+
+  // Prefill chunks take the expanded form, single-token decodes the absorbed one (unless forced).
+  std::span<const kernels::SeqAttention> expanded = in.prefill_seqs, absorbed = in.decode_seqs;
+  if (step.mla_form == MlaForm::kExpanded) {
+    expanded = in.seqs;
+    absorbed = {};
+  } else if (step.mla_form == MlaForm::kAbsorbed) {
+    expanded = {};
+    absorbed = in.seqs;
+  }
+  kernels::MlaShape shape = shape_;
+  shape.page_size = in.page_size;
+  Buffer attn(DType::kF32, Shape{n, heads, shape_.v_head_dim}, alloc);
+  b.Zero(attn);  // padding rows stay zero
+  if (!expanded.empty()) b.mla().Expanded(q, cache, kv_b_proj_, expanded, shape, attn);
+  if (!absorbed.empty()) b.mla().Absorbed(q, cache, kv_b_proj_, absorbed, shape, attn);
+  b.Linear(attn.tensor().View(Shape{n, heads * shape_.v_head_dim}), o_proj_, out);
+  step.layout->ReduceAttentionOutput(out);
+}
+
+}  // namespace fission::model

@@ -1,0 +1,38 @@
+// Multi-head latent attention (DeepSeek-V2/V3). Each token's KV is one latent row
+// [kv_lora_rank normalised latent | qk_rope_head_dim rotated key], written to the paged cache;
+// attention runs in the expanded form for prefill and the absorbed form for decode.
+#pragma once
+
+#include <string>
+
+#include "io/model_config.h"
+#include "model/step_context.h"
+#include "model/layers/rope.h"
+#include "model/weights.h"
+
+namespace fission::model {
+
+class MlaAttention {
+ public:
+  // Loads the heads this rank computes (all of them on a single rank).
+  MlaAttention(const io::ModelConfig& config, const std::string& prefix, WeightLoader& loader,
+               const RopeTables& rope, const RankInfo& rank);
+  // x [rows, hidden] (this rank's rows of the step) -> out [rows, hidden], summed over the
+  // attention-TP group. Writes the latent rows of every token of the step into `cache`
+  // [slots, width] (the token layout gathers them over the context-parallel group).
+  void Forward(const StepContext& step, const Tensor& x, const Tensor& cache, const Tensor& out) const;
+  std::int64_t kv_row_width() const { return shape_.kv_lora_rank + shape_.qk_rope_head_dim; }
+
+ private:
+  const io::ModelConfig& config_;
+  kernels::MlaShape shape_;
+  bool rope_interleave_;
+  float rope_scaling_;
+  Buffer inv_freq_;
+  // Projections may be FP8 (their Weight says); kv_b_proj is read by the attention kernels
+  // themselves, so it is always a plain matrix.
+  Weight q_a_proj_, q_b_proj_, q_proj_, kv_a_proj_, o_proj_;
+  Buffer q_a_layernorm_, kv_a_layernorm_, kv_b_proj_;
+};
+
+}  // namespace fission::model

@@ -1,0 +1,46 @@
+// How `LoadCausalLM` (model/runtime/model_loader.h) loads and lays out a model; the flags that set
+// these are in model/runtime/load_flags.h.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "comm/node_link.h"
+#include "model/decode_graphs.h"
+
+namespace fission::model {
+
+struct LoadOptions {
+  // "auto" picks the checkpoint's format; "dummy" makes random weights from config.json alone.
+  std::string load_format = "auto";
+  // JSON object merged over config.json (SGLang's --json-model-override-args).
+  std::string json_model_override_args;
+  std::uint64_t dummy_seed = 0;
+  // MLA form: "auto" (expanded for prefill, absorbed for single-token decode), "expanded" or
+  // "absorbed" (tests compare the two).
+  std::string mla_form = "auto";
+  // Parallel layout (SGLang's --tp-size and --attn-cp-size): ranks run as threads of this process.
+  int tp_size = 1;
+  int attn_cp_size = 1;
+  // Steps with prefill work and at least this many tokens are split over the CP group.
+  int pcp_min_tokens = 512;
+  // SGLang's --nsa-prefill-cp-mode; round-robin-split is the mode implemented.
+  std::string cp_mode = "round-robin-split";
+  // "cpu" (the reference backend), "cuda" or "cuda:N" (rank r on CUDA device N + r; NCCL between
+  // ranks), or "auto" (cuda when this build has the CUDA backend and a device answers, else cpu).
+  std::string device = "cpu";
+  // Weights and KV cache on a device: "auto" and "float32" keep fp32 (exact against the CPU);
+  // "bfloat16" stores matrices and the KV cache in bf16 (activations stay fp32). With "auto" and
+  // "bfloat16", a checkpoint's FP8 block-quantized matrices stay FP8 on the device (LinearFp8,
+  // MoeExpertsFp8); "float32" dequantizes them. The CPU is fp32 and always dequantizes.
+  std::string dtype = "auto";
+  // Several nodes (SGLang's --nnodes, --node-rank, --dist-init-addr, --dist-timeout): the world of
+  // tp_size ranks is split evenly over the nodes (comm/node_link.h); node 0 runs the engine and
+  // the others follow (model::RunFollower).
+  comm::NodeOptions nodes;
+  // Decode steps as CUDA graph replays on GPUs (--cuda-graph-bs, --cuda-graph-max-bs,
+  // --disable-cuda-graph); the CPU always runs eagerly.
+  CudaGraphOptions cuda_graphs;
+};
+
+}  // namespace fission::model

@@ -1,0 +1,132 @@
+#include "model/runtime/parallel_model.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <exception>
+#include <thread>
+
+#include "base/log.h"
+#include "model/runtime/follower_step.h"
+
+namespace fission::model {
+
+ParallelCausalLM::ParallelCausalLM(std::unique_ptr<comm::World> world, std::vector<std::unique_ptr<CausalLM>> ranks,
+                                   std::unique_ptr<comm::NodeLink> link)
+    : link_(std::move(link)), ranks_(std::move(ranks)), world_(std::move(world)) {
+  FISSION_CHECK(static_cast<int>(ranks_.size()) == world_->num_local_ranks());
+  FISSION_CHECK(link_ != nullptr || world_->num_local_ranks() == world_->size());
+}
+
+ParallelCausalLM::~ParallelCausalLM() {
+  // Captured graphs hold NCCL work of the communicators, which go before the ranks' models.
+  for (auto& rank : ranks_) rank->ReleaseGraphs();
+  if (!link_ || !link_->leader()) return;
+  // Destroyed while an exception unwinds: node 0 is failing, and followers must not exit 0.
+  const std::string reason =
+      std::uncaught_exceptions() > 0 ? "the leader (node 0) stopped because of an error (its log says which)" : "";
+  try {
+    link_->SendToFollowers(comm::ControlMessage::kShutdown, reason);
+  } catch (const Error& e) {
+    Log(LogLevel::kWarning, "could not tell every follower to exit: ", e.what());
+  }
+}
+
+void ParallelCausalLM::OnEveryRank(const std::function<void(CausalLM&)>& fn) {
+  const int local = static_cast<int>(ranks_.size());
+  const int threads_each = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / local);
+  std::vector<std::thread> workers;
+  for (int r = 1; r < local; ++r) {
+    workers.emplace_back([&, r] {
+      omp_set_num_threads(threads_each);
+      fn(*ranks_[r]);
+    });
+  }
+  fn(*ranks_[0]);
+  for (std::thread& t : workers) t.join();
+}
+
+StepLogits ParallelCausalLM::RunLocalRanks(const ForwardBatch& batch) {
+  StepLogits logits;
+  OnEveryRank([&](CausalLM& rank) {
+    StepLogits mine = rank.Forward(batch);
+    if (&rank == ranks_[0].get()) logits = std::move(mine);  // only local rank 0's logits are used
+  });
+  return logits;
+}
+
+void ParallelCausalLM::AllocateMemory(const MemoryPlan& plan) {
+  for (auto& rank : ranks_) rank->AllocateMemory(plan);
+  memory_ = plan;
+}
+
+std::optional<kernels::DeviceMemory> ParallelCausalLM::device_memory() {
+  std::optional<kernels::DeviceMemory> least;
+  for (auto& rank : ranks_) {
+    const std::optional<kernels::DeviceMemory> m = rank->device_memory();
+    if (!m) return std::nullopt;
+    if (!least) least = m;
+    least->free_bytes = std::min(least->free_bytes, m->free_bytes);
+    least->total_bytes = std::min(least->total_bytes, m->total_bytes);
+  }
+  return least;
+}
+
+void ParallelCausalLM::SendPlan(const ForwardBatch& batch) {
+  const FollowerStep plan{*memory_, batch};
+  try {
+    link_->SendToFollowers(comm::ControlMessage::kFollowerStep, EncodeFollowerStep(plan));
+  } catch (const Error& e) {
+    // The step loop has no caller to report to, and the world cannot run without the node.
+    Log(LogLevel::kError, "node 0: ", e.what(), "; exiting");
+    std::fflush(stderr);
+    std::_Exit(1);
+  }
+}
+
+StepLogits ParallelCausalLM::Forward(const ForwardBatch& batch) {
+  FISSION_CHECK(world_->first_local_rank() == 0, "Forward runs on the node of rank 0; followers run RunFollower");
+  FISSION_CHECK(memory_.has_value(), "Forward before AllocateMemory");
+  if (link_) SendPlan(batch);
+  return RunLocalRanks(batch);
+}
+
+void ParallelCausalLM::CaptureDecodeGraphs() {
+  if (link_) return;
+  OnEveryRank([](CausalLM& rank) { rank.CaptureDecodeGraphs(); });
+}
+
+void ParallelCausalLM::RunFollower() {
+  FISSION_CHECK(follower(), "RunFollower runs on a follower node");
+  const std::string who = StrCat("node ", link_->node_rank());
+  for (std::int64_t step = 0;; ++step) {
+    const std::optional<comm::Socket::Frame> frame = link_->ReceiveFromLeader();
+    if (!frame)
+      Fail(who, ": the leader (node 0) closed the connection without a shutdown message (it exited or failed) after ",
+           step, " steps");
+    if (frame->type == static_cast<std::uint8_t>(comm::ControlMessage::kShutdown)) {
+      if (!frame->payload.empty()) Fail(who, ": ", frame->payload, " after ", step, " steps");
+      Log(LogLevel::kInfo, who, ": the leader shut down after ", step, " steps; exiting");
+      return;
+    }
+    if (frame->type != static_cast<std::uint8_t>(comm::ControlMessage::kFollowerStep))
+      Fail(who, ": the leader sent message type ", int{frame->type}, " where a follower step was due");
+    const FollowerStep plan = DecodeFollowerStep(frame->payload);
+    const ForwardBatch& b = plan.batch;
+    for (std::int32_t i = 0; i < b.num_tokens(); ++i)
+      if (b.token_ids[i] >= vocab_size())
+        Fail(who, ": follower step ", step, " has token id ", b.token_ids[i], " outside the vocabulary (", vocab_size(),
+             ")");
+    if (!memory_ || !(*memory_ == plan.memory)) AllocateMemory(plan.memory);
+    RunLocalRanks(b);
+  }
+}
+
+void RunFollower(CausalLM& model) {
+  auto* parallel = dynamic_cast<ParallelCausalLM*>(&model);
+  FISSION_CHECK(parallel != nullptr && parallel->follower(), "RunFollower needs a follower node's model");
+  parallel->RunFollower();
+}
+
+}  // namespace fission::model

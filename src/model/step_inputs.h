@@ -1,0 +1,95 @@
+// The step-input block: a step's metadata, built once per step on the host into one block that is
+// mirrored to the device in one copy (kernels/input_block.h). Every operation reads it through the
+// spans of a StepView, so no layer derives or uploads step metadata again; eager steps and
+// captured ones (model/decode_graphs.h) fill the same kind of block the same way.
+//
+// The block holds, for this rank: its token ids and positions, the KV slot of every token of the
+// step (all ranks write the full KV), the entry slots of paged classes that cover several tokens,
+// the logits rows, the state slot of every sequence, the token layout's index arrays (rows after a
+// CP all-gather, this rank's rows, the logit rows, the vocabulary gather order) and, last, the
+// block tables at one width (so a replay copies only their used columns).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "kernels/backend.h"
+#include "model/forward_batch.h"
+#include "model/memory_spec.h"
+#include "model/token_layout.h"
+
+namespace fission::model {
+
+struct StepView {
+  std::span<const std::int32_t> token_ids;       // [rows] this rank's rows
+  std::span<const std::int32_t> positions;       // [rows]
+  std::span<const std::int64_t> kv_slots;        // [tokens] every token of the step, one entry per token
+  std::span<const std::int32_t> logits_indices;  // [m] batch rows whose logits are returned
+  std::span<const std::int32_t> state_slots;     // [sequences] (-1: none)
+  std::span<const std::int32_t> block_tables;    // [sequences, table_width]
+  // This rank's queries by sequence, and the same split by kernels::SeqAttention::decode.
+  std::span<const kernels::SeqAttention> seqs, decode_seqs, prefill_seqs;
+  // The token layout's arrays (token_layout.h).
+  std::span<const std::int32_t> gathered_rows;  // [tokens] token i's row after a CP all-gather
+  std::span<const std::int32_t> own_rows;       // [rows] this rank's rows among the gathered ones
+  std::span<const std::int32_t> logit_rows;     // [m] the logits rows among the (gathered) hidden states
+  std::span<const std::int32_t> vocab_order;    // [A·m] vocab gather order (A: attention-TP ranks)
+  // Per cache class of the model's memory: the entry slot of every token of the step in a paged
+  // class (kv_slots itself when an entry is one token); empty for per-request classes.
+  std::vector<std::span<const std::int64_t>> entry_slots;
+  int cp_size = 1, cp_rank = 0;
+  std::int32_t rows = 0, num_tokens = 0, table_width = 0;
+  std::int64_t page_size = 0;
+
+  bool split() const { return cp_size > 1; }
+};
+
+class StepInputs {
+ public:
+  // A block on `backend` for a model of `spec` and `vocab_ranks` attention-TP ranks. A fixed
+  // block (`fixed_bytes` > 0, graphs hold its addresses) never moves; otherwise it grows as steps
+  // need.
+  StepInputs(kernels::Backend& backend, MemorySpec spec, int vocab_ranks, std::size_t fixed_bytes = 0);
+
+  // Writes `batch` as `plan` splits it and returns its view. `table_width` pages per sequence (0:
+  // the step's longest table).
+  const StepView& Write(const ForwardBatch& batch, const PcpPlan& plan, std::int64_t page_size,
+                        std::int32_t table_width = 0);
+  // Copies the written step to the device in one copy.
+  void Upload();
+  // The copies a replay makes: everything before the tables, then their first `used_width`
+  // columns.
+  std::vector<kernels::InputCopy> ReplayCopies(std::int32_t used_width) const;
+  // Bytes a step of these counts takes (a fixed block is made for the largest).
+  std::size_t BytesFor(std::int64_t rows, std::int64_t tokens, std::int64_t logits, std::int64_t sequences,
+                       std::int64_t table_width) const;
+  const StepView& view() const { return view_; }
+  kernels::InputBlock& block() { return *block_; }
+
+ private:
+  struct Layout {
+    std::size_t token_ids, positions, kv_slots, entry_slots, logits, state_slots, gathered, own, logit_rows,
+        vocab_order, tables, bytes;
+  };
+  Layout MakeLayout(std::int64_t rows, std::int64_t tokens, std::int64_t logits, std::int64_t sequences,
+                    std::int64_t table_width) const;
+  template <typename T>
+  std::span<T> At(std::size_t offset, std::size_t count) {
+    return {reinterpret_cast<T*>(host_.data() + offset), count};
+  }
+
+  kernels::Backend& backend_;
+  MemorySpec spec_;
+  std::vector<int> multi_token_classes_;  // paged classes whose entries cover several tokens
+  int vocab_ranks_;
+  bool fixed_;
+  std::unique_ptr<kernels::InputBlock> block_;
+  std::span<std::byte> host_;
+  Layout layout_{};
+  StepView view_;
+  std::vector<kernels::SeqAttention> seqs_, decode_seqs_, prefill_seqs_;
+};
+
+}  // namespace fission::model

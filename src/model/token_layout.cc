@@ -1,0 +1,116 @@
+#include "model/token_layout.h"
+
+#include <algorithm>
+
+#include "base/error.h"
+#include "model/step_inputs.h"
+
+namespace fission::model {
+
+PcpPlan PlanContextParallelStep(const ForwardBatch& batch, int cp_size, int cp_rank, int min_tokens) {
+  FISSION_CHECK(cp_size >= 1 && cp_rank >= 0 && cp_rank < cp_size);
+  PcpPlan plan;
+  plan.num_tokens = batch.num_tokens();
+  const bool has_prefill = std::any_of(batch.sequences.begin(), batch.sequences.end(),
+                                       [](const SequenceSlice& s) { return s.query_len > 1; });
+  const bool split = cp_size > 1 && has_prefill && plan.num_tokens >= min_tokens;
+  const int c = split ? cp_size : 1;
+  plan.cp_size = c;
+  plan.cp_rank = split ? cp_rank : 0;
+  plan.rows = (plan.num_tokens + c - 1) / c;
+  for (std::int32_t i = plan.cp_rank; i < plan.num_tokens; i += c) plan.owned.push_back(i);
+  plan.token_ids.assign(plan.rows, 0);
+  plan.positions.assign(plan.rows, 0);
+  for (std::size_t k = 0; k < plan.owned.size(); ++k) {
+    plan.token_ids[k] = batch.token_ids[plan.owned[k]];
+    plan.positions[k] = batch.positions[plan.owned[k]];
+  }
+  plan.gathered_row.resize(plan.num_tokens);
+  for (std::int32_t i = 0; i < plan.num_tokens; ++i) plan.gathered_row[i] = (i % c) * plan.rows + i / c;
+  // Owned token i is local row i / C, so a sequence's owned tokens are consecutive rows.
+  for (std::size_t k = 0; k < batch.sequences.size(); ++k) {
+    const SequenceSlice& s = batch.sequences[k];
+    const std::int32_t first = s.query_start + ((plan.cp_rank - s.query_start % c) % c + c) % c;
+    const std::int32_t end = s.query_start + s.query_len;
+    if (first >= end) continue;
+    plan.queries.push_back({static_cast<std::int32_t>(k), first / c, (end - first + c - 1) / c});
+  }
+  return plan;
+}
+
+TokenLayout::TokenLayout(kernels::Backend& backend, const RankInfo& rank, const StepView& step)
+    : b_(backend), rank_(rank), step_(step) {}
+
+std::int64_t TokenLayout::rows() const { return step_.rows; }
+
+Tensor TokenLayout::KvRowsOfAllTokens(const Tensor& rows, Buffer* scratch) const {
+  if (!step_.split()) return rows;
+  const std::int64_t width = rows.numel() / rows.shape[0];
+  Buffer gathered(rows.dtype, Shape{step_.cp_size * rows.shape[0], width}, b_.allocator());
+  rank_.groups->cp->AllGather(rows, gathered);
+  *scratch = Buffer(rows.dtype, Shape{step_.num_tokens, width}, b_.allocator());
+  b_.GatherRows(gathered, step_.gathered_rows, *scratch);
+  return scratch->tensor();
+}
+
+void TokenLayout::FeedForward(const Tensor& x, const Tensor& out, const FeedForwardShard& shard) const {
+  const std::int64_t rows = x.shape[0], hidden = x.shape[1];
+  Buffer gathered, partial;
+  Tensor in = x, result = out;
+  if (step_.split()) {
+    gathered = Buffer(DType::kF32, Shape{step_.cp_size * rows, hidden}, b_.allocator());
+    rank_.groups->cp->AllGather(x, gathered);
+    partial = Buffer(DType::kF32, gathered.tensor().shape, b_.allocator());
+    in = gathered;
+    result = partial;
+  }
+  shard(in, result);
+  // Each rank computed its slice of the units for every row: sum the world's slices.
+  if (rank_.world_size() > 1) rank_.groups->world->AllReduceSum(result);
+  if (step_.split()) b_.GatherRows(result, step_.own_rows, out);
+}
+
+void TokenLayout::ReduceAttentionOutput(const Tensor& out) const {
+  if (rank_.attn_tp_size() > 1) rank_.groups->attn_tp->AllReduceSum(out);
+}
+
+void TokenLayout::ReduceEmbedding(const Tensor& h) const {
+  if (rank_.attn_tp_size() > 1) rank_.groups->attn_tp->AllReduceSum(h);
+}
+
+Buffer TokenLayout::LogitRows(const Tensor& h) const {
+  const std::int64_t m = static_cast<std::int64_t>(step_.logit_rows.size()), hidden = h.shape[1];
+  Buffer selected(DType::kF32, Shape{m, hidden}, b_.allocator());
+  if (!step_.split()) {
+    b_.GatherRows(h, step_.logit_rows, selected);
+    return selected;
+  }
+  Buffer all(DType::kF32, Shape{step_.cp_size * step_.rows, hidden}, b_.allocator());
+  rank_.groups->cp->AllGather(h, all);
+  b_.GatherRows(all, step_.logit_rows, selected);
+  return selected;
+}
+
+Tensor TokenLayout::VocabSlice(const Tensor& out, Buffer* scratch) const {
+  const int ranks = rank_.attn_tp_size();
+  if (ranks == 1) return out;
+  *scratch = Buffer(DType::kF32, Shape{out.shape[0], out.shape[1] / ranks}, b_.allocator());
+  return scratch->tensor();
+}
+
+void TokenLayout::GatherVocab(const Tensor& local, const Tensor& out) const {
+  const int ranks = rank_.attn_tp_size();
+  if (ranks == 1) {
+    FISSION_CHECK(local.data == out.data, "a single vocabulary rank computes the logits in place");
+    return;
+  }
+  const std::int64_t m = local.shape[0], part = local.shape[1];
+  Buffer gathered(DType::kF32, Shape{ranks, m, part}, b_.allocator());
+  rank_.groups->attn_tp->AllGather(local, gathered);
+  // [rank, row, part] -> [row, rank · part]: gather the rows of the [rank · m, part] view.
+  FISSION_CHECK(static_cast<std::int64_t>(step_.vocab_order.size()) == ranks * m, "vocab gather order of ",
+                step_.vocab_order.size(), " rows for ", ranks, " ranks of ", m);
+  b_.GatherRows(gathered.tensor().View(Shape{ranks * m, part}), step_.vocab_order, out.View(Shape{m * ranks, part}));
+}
+
+}  // namespace fission::model

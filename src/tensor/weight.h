@@ -1,0 +1,61 @@
+// A weight matrix as the operations take it: its values together with the format they are stored
+// in. A plain weight (fp32, bf16) is one tensor. A block-quantized weight is codes plus one scale
+// per block of block_rows x block_cols values: value = code * scale of its block (DeepSeek-V3's
+// FP8 checkpoints: e4m3 codes with fp32 scales per 128x128; MXFP4: e2m1 codes, two per byte, with
+// e8m0 scales per 1x32). Backends dispatch on the format inside one Linear and one experts
+// operation, so a new format is a new case there, not a new operation.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "tensor/tensor.h"
+
+namespace fission {
+
+struct WeightFormat {
+  DType values = DType::kF32;  // the element type of the values, or of their codes
+  DType scales = DType::kF32;  // the scales' element type; meaningful when quantized()
+  std::int32_t block_rows = 0;  // 0: not block-quantized
+  std::int32_t block_cols = 0;
+
+  bool quantized() const { return block_rows > 0; }
+  bool operator==(const WeightFormat&) const = default;
+  // "f32", "bf16", "f8_e4m3 128x128 f32 scales", ...
+  std::string Name() const;
+
+  static WeightFormat Plain(DType dtype) { return {dtype, DType::kF32, 0, 0}; }
+  // DeepSeek-V3's checkpoint format: e4m3 codes, fp32 scales per 128x128 block.
+  static WeightFormat Fp8Block128() { return {DType::kF8E4M3, DType::kF32, 128, 128}; }
+};
+
+// A non-owning view of a weight [rows, cols] and its scales [ceil(rows / block_rows),
+// ceil(cols / block_cols)] (no scales when plain).
+struct WeightView {
+  WeightView() = default;
+  // A plain weight: the tensor's own dtype.
+  WeightView(const Tensor& plain) : values(plain), format(WeightFormat::Plain(plain.dtype)) {}  // NOLINT
+  WeightView(const Tensor& codes, const Tensor& block_scales, WeightFormat f)
+      : values(codes), scales(block_scales), format(f) {}
+
+  Tensor values;
+  Tensor scales;
+  WeightFormat format;
+
+  std::int64_t rows() const { return values.shape[0]; }
+  std::int64_t cols() const { return values.shape[1]; }
+  // An Error naming `what` unless the shapes fit the format (2-D values of the format's dtype,
+  // scales of the block grid's shape and dtype).
+  void Check(const char* what) const;
+};
+
+// The one format every weight of `a` and `b` has (a set of experts' projections); an Error
+// naming `what` when they differ or are empty.
+WeightFormat CommonFormat(std::span<const WeightView> a, std::span<const WeightView> b, const char* what);
+// The values (and scales) tensors of a set of weights, for kernels that take them apart.
+std::vector<Tensor> ValuesOf(std::span<const WeightView> weights);
+std::vector<Tensor> ScalesOf(std::span<const WeightView> weights);
+
+}  // namespace fission
