@@ -28,11 +28,17 @@ class NullModel : public model::CausalLM {
   std::string architecture() const override { return "NullModel"; }
   std::int64_t vocab_size() const override { return 32; }
   std::int64_t max_position_embeddings() const override { return 1 << 20; }
-  std::vector<model::KvLayerLayout> KvLayout() const override { return {{1, DType::kF32}}; }
-  Buffer Forward(const model::ForwardBatch& batch, model::KvCache&) override {
+  model::MemorySpec Memory() const override {
+    model::CacheClass rows;
+    rows.name = "rows";
+    rows.fields = {{"row", DType::kF32, 1}};
+    return {{rows}};
+  }
+  void AllocateMemory(const model::MemoryPlan&) override {}  // it writes nothing
+  model::StepLogits Forward(const model::ForwardBatch& batch) override {
     Buffer logits(DType::kF32, Shape{static_cast<std::int64_t>(batch.logits_indices.size()), vocab_size()});
     std::memset(logits.tensor().data, 0, logits.tensor().bytes());
-    return logits;
+    return model::StepLogits(std::move(logits));
   }
 };
 

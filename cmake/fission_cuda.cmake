@@ -48,7 +48,7 @@ if(TARGET fission_kernels_cuda)
   if(FISSION_CUDA_BENCH_SOURCES)
     add_executable(fission_cuda_bench ${FISSION_CUDA_BENCH_SOURCES})
     # fission_kernels_cpu: the host sampler, timed next to the device one.
-    target_link_libraries(fission_cuda_bench PRIVATE fission_kernels_cuda fission_kernels_cpu)
+    target_link_libraries(fission_cuda_bench PRIVATE fission_kernels_cuda fission_kernels_cpu fission_op_cases)
   endif()
   if(TARGET fission_comm_nccl)
     add_executable(fission_comm_bench ${PROJECT_SOURCE_DIR}/bench/comm/comm_bench.cc)

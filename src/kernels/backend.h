@@ -100,6 +100,8 @@ class Backend {
   virtual void CopyFromHost(const float* src, const Tensor& dst) = 0;
   // Uploads dst.bytes() raw bytes (FP8 codes kept as they are stored).
   virtual void CopyBytesFromHost(const void* src, const Tensor& dst) = 0;
+  // Downloads src.bytes() raw bytes (integer tensors, codes), waiting for the device.
+  virtual void CopyBytesToHost(const Tensor& src, void* dst) = 0;
   // Chooses a token for each of `rows` from fp32 logits [n, vocab] in this backend's memory (see
   // kernels/sampling.h; SampleOnHost is the reference). Only the results come back to the host.
   virtual void Sample(const Tensor& logits, std::span<const SamplingRow> rows, std::span<SampledToken> out) = 0;

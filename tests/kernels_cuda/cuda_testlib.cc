@@ -77,12 +77,23 @@ double RelErr(const std::vector<float>& got, const std::vector<float>& ref) {
   return den == 0 ? std::sqrt(num) : std::sqrt(num / den);
 }
 
+std::vector<WeightView> PlainWeights(const std::vector<Tensor>& values) {
+  return std::vector<WeightView>(values.begin(), values.end());
+}
+
+std::vector<WeightView> Fp8Weights(const std::vector<Tensor>& codes, const std::vector<Tensor>& scales) {
+  std::vector<WeightView> out;
+  for (std::size_t e = 0; e < codes.size(); ++e) out.emplace_back(codes[e], scales[e], WeightFormat::Fp8Block128());
+  return out;
+}
+
 bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
-CapturedGraph::CapturedGraph(CudaContext& ctx, const std::function<void()>& run) : ctx_(ctx) {
-  ctx.BeginCapture();
+CapturedGraph::CapturedGraph(CudaContext& ctx, const std::function<void()>& run, const InputMirror& inputs)
+    : ctx_(ctx) {
+  ctx.BeginCapture(inputs);
   try {
     run();
   } catch (...) {

@@ -47,15 +47,20 @@ std::vector<float> ToHost(const Tensor& t);
 // A host fp32 tensor view over `values`.
 Tensor HostView(std::vector<float>& values, Shape shape);
 
+// Weight views for an experts operation: plain matrices, or FP8 codes with their 128×128 block scales.
+std::vector<WeightView> PlainWeights(const std::vector<Tensor>& values);
+std::vector<WeightView> Fp8Weights(const std::vector<Tensor>& codes, const std::vector<Tensor>& scales);
+
 double RelErr(const std::vector<float>& got, const std::vector<float>& ref);
 // Whether two results are equal to the bit (a graph replay against the eager call).
 bool SameBits(const std::vector<float>& a, const std::vector<float>& b);
 
 // `run` captured on the device's stream as a CUDA graph (the capture aborted if it throws),
-// launched by Launch, destroyed with the pinned constants the capture kept.
+// launched by Launch, destroyed with the pinned constants the capture kept. During the capture
+// spans inside `inputs` resolve to its device copy.
 class CapturedGraph {
  public:
-  CapturedGraph(CudaContext& ctx, const std::function<void()>& run);
+  CapturedGraph(CudaContext& ctx, const std::function<void()>& run, const InputMirror& inputs = {});
   ~CapturedGraph();
   CapturedGraph(const CapturedGraph&) = delete;
   CapturedGraph& operator=(const CapturedGraph&) = delete;

@@ -30,7 +30,7 @@ TEST(CudaLinear, MatchesCpuAcrossDtypesAndRaggedShapes) {
       std::vector<float> ref(n * m);
       Cpu().Linear(HostView(x, Shape{n, k}), HostView(w, Shape{m, k}), HostView(ref, Shape{n, m}));
       Buffer dx = ToDevice(c.x, Shape{n, k}, x), dw = ToDevice(c.w, Shape{m, k}, w), out = Poisoned(c.out, Shape{n, m});
-      Gpu().Linear(dx, dw, out);
+      Gpu().Linear(dx, dw.tensor(), out);
       EXPECT_LT(RelErr(ToHost(out), ref), c.bound) << DTypeName(c.x) << "x" << DTypeName(c.w) << "->"
                                                    << DTypeName(c.out) << " " << n << "x" << m << "x" << k;
     }
@@ -72,7 +72,7 @@ TEST(CudaLinearFp8, MatchesCpuBlockScaledReference) {
       cpu::LinearFp8(HostView(x, Shape{n, k}), hw, HostView(ws, Shape{mb, kb}), HostView(ref, Shape{n, m}));
       Buffer dx = ToDevice(DType::kBF16, Shape{n, k}, x), dw = ToDevice(DType::kF8E4M3, Shape{m, k}, w),
              dws = ToDevice(DType::kF32, Shape{mb, kb}, ws), out = Poisoned(out_dtype, Shape{n, m});
-      Gpu().LinearFp8(dx, dw, dws, out);
+      Gpu().Linear(dx, WeightView(dw, dws, WeightFormat::Fp8Block128()), out);
       EXPECT_LT(RelErr(ToHost(out), ref), kFp8) << n << "x" << m << "x" << k << " -> " << DTypeName(out_dtype);
     }
   std::printf("FP8 GEMM path: %s (layout %d)\n", Gpu().context().fp8_layout == 4 ? "own kernel" : "cuBLASLt",

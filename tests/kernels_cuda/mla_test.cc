@@ -102,9 +102,9 @@ void RunCpu(Batch& b, Form form, std::span<const SeqAttention> seqs, std::vector
   Tensor q = HostView(b.q, Shape{b.n, h, 192}), cache = HostView(b.cache, Shape{b.pages * b.shape.page_size, 576}),
          kv_b = HostView(b.kv_b, Shape{h * 256, 512}), o = HostView(out, Shape{b.n, h, 128});
   if (form == Form::kExpanded)
-    Cpu().MlaAttentionExpanded(q, cache, kv_b, seqs, b.shape, o);
+    Cpu().mla().Expanded(q, cache, kv_b, seqs, b.shape, o);
   else
-    Cpu().MlaAttentionAbsorbed(q, cache, kv_b, seqs, b.shape, o);
+    Cpu().mla().Absorbed(q, cache, kv_b, seqs, b.shape, o);
 }
 
 enum class Layout { kSeparate, kContiguous };
@@ -119,9 +119,9 @@ void Check(const std::vector<SeqSpec>& specs, std::int64_t heads, std::int64_t p
          cache = ToDevice(dtype, Shape{b.pages * page_size, 576}, b.cache),
          kv_b = ToDevice(dtype, Shape{heads * 256, 512}, b.kv_b), out = Poisoned(DType::kF32, Shape{b.n, heads, 128});
   if (form == Form::kExpanded)
-    Gpu().MlaAttentionExpanded(q, cache, kv_b, b.seqs, b.shape, out);
+    Gpu().mla().Expanded(q, cache, kv_b, b.seqs, b.shape, out);
   else
-    Gpu().MlaAttentionAbsorbed(q, cache, kv_b, b.seqs, b.shape, out);
+    Gpu().mla().Absorbed(q, cache, kv_b, b.seqs, b.shape, out);
   EXPECT_LT(RelErr(ToHost(out), ref), kAttention)
       << (form == Form::kExpanded ? "expanded" : "absorbed") << " " << DTypeName(dtype) << " heads=" << heads
       << " page=" << page_size << " seqs=" << specs.size()
@@ -185,11 +185,12 @@ TEST(CudaMla, AbsorbedPureDecodeBuildsItsWorkOnTheDevice) {
   }
 }
 
-// Clears the input mirror whatever happens.
+// Registers an input block for a scope, and removes it whatever happens.
 struct MirrorScope {
   CudaContext& ctx;
-  MirrorScope(CudaContext& c, const InputMirror& m) : ctx(c) { ctx.SetInputMirror(m); }
-  ~MirrorScope() { ctx.SetInputMirror({}); }
+  const char* host;
+  MirrorScope(CudaContext& c, const InputMirror& m) : ctx(c), host(m.host) { ctx.AddInputMirror(m); }
+  ~MirrorScope() { ctx.RemoveInputMirror(host); }
 };
 
 // The decode path captured once, reading positions and tables from an input block: outside the
@@ -207,7 +208,7 @@ TEST(CudaMla, AbsorbedPureDecodeCapturedReplaysNextPositions) {
          cache = ToDevice(DType::kBF16, Shape{b.pages * page, 576}, b.cache),
          kv_b = ToDevice(DType::kBF16, Shape{heads * 256, 512}, b.kv_b),
          out = Poisoned(DType::kF32, Shape{b.n, heads, 128});
-  auto run = [&] { Gpu().MlaAttentionAbsorbed(q, cache, kv_b, b.seqs, b.shape, out); };
+  auto run = [&] { Gpu().mla().Absorbed(q, cache, kv_b, b.seqs, b.shape, out); };
   auto reference = [&] {
     std::vector<float> ref(b.n * heads * 128);
     RunCpu(b, Form::kAbsorbed, b.seqs, ref);
@@ -216,16 +217,17 @@ TEST(CudaMla, AbsorbedPureDecodeCapturedReplaysNextPositions) {
   run();  // eager: kernel attributes and GEMM heuristics
   EXPECT_LT(RelErr(ToHost(out), reference()), kAttention);
 
-  ctx.BeginCapture();
+  ctx.BeginCapture({});
   EXPECT_THROW(run(), Error) << "positions from outside an input block were captured";
   ctx.AbortCapture();
 
   const std::size_t bytes = b.block.size() * sizeof(std::int32_t);
   Buffer device_block(DType::kI32, Shape{static_cast<std::int64_t>(b.block.size())}, Gpu().allocator());
   Gpu().CopyBytesFromHost(b.block.data(), device_block);
-  MirrorScope mirror(ctx, {reinterpret_cast<const char*>(b.block.data()), static_cast<char*>(device_block.tensor().data),
-                           bytes});
-  CapturedGraph graph(ctx, run);
+  const InputMirror block{reinterpret_cast<const char*>(b.block.data()), static_cast<char*>(device_block.tensor().data),
+                          bytes};
+  MirrorScope mirror(ctx, block);
+  CapturedGraph graph(ctx, run, block);
   EXPECT_FALSE(graph.uploaded_constants()) << "the decode path uploaded constants";
 
   b.Advance();
@@ -273,13 +275,13 @@ TEST(CudaMla, MixedStepWritesOnlyOwnRows) {
          cache = ToDevice(DType::kBF16, Shape{b.pages * 16, 576}, b.cache),
          kv_b = ToDevice(DType::kBF16, Shape{heads * 256, 512}, b.kv_b),
          out = Poisoned(DType::kBF16, Shape{b.n, heads, 128});
-  Gpu().MlaAttentionAbsorbed(q, cache, kv_b, decode, b.shape, out);
+  Gpu().mla().Absorbed(q, cache, kv_b, decode, b.shape, out);
   // Before the expanded form runs, the prefill rows must still hold the poison.
   std::vector<float> mid = ToHost(out);
   for (const SeqAttention& s : prefill)
     for (std::int64_t i = s.query_start * heads * 128; i < (s.query_start + s.query_len) * heads * 128; ++i)
       ASSERT_TRUE(std::isnan(mid[i])) << "absorbed form wrote row element " << i;
-  Gpu().MlaAttentionExpanded(q, cache, kv_b, prefill, b.shape, out);
+  Gpu().mla().Expanded(q, cache, kv_b, prefill, b.shape, out);
   EXPECT_LT(RelErr(ToHost(out), ref), kAttention);
 }
 

@@ -140,7 +140,7 @@ std::vector<float> Reference(const Case& c, Experts& ex, Inputs& in) {
 }
 
 void RunGpu(Experts& ex, DeviceInputs& d) {
-  Gpu().MoeExpertsFp8(d.x, d.ids, d.weights, ex.dgu, ex.dgus, ex.ddown, ex.ddowns, d.out);
+  Gpu().MoeExperts(d.x, d.ids, d.weights, Fp8Weights(ex.dgu, ex.dgus), Fp8Weights(ex.ddown, ex.ddowns), d.out);
 }
 
 
@@ -238,7 +238,7 @@ TEST(CudaMoeFp8, DevicePlanNeedsAnEagerCallBeforeCapture) {
   Experts& ex = *kept.back();
   Inputs in(c, rng);
   DeviceInputs d(c, in);
-  ctx.BeginCapture();
+  ctx.BeginCapture({});
   EXPECT_THROW(RunGpu(ex, d), Error);
   ctx.AbortCapture();
   RunGpu(ex, d);  // the context is usable again, and the eager call builds the tables

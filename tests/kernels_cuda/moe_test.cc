@@ -83,11 +83,11 @@ TEST(CudaMoe, ExpertsMatchCpu) {
       hids.dtype = DType::kI32;
       hids.shape = Shape{n, top_k};
       std::vector<float> ref(n * hidden);
-      Cpu().MoeExperts(HostView(x, Shape{n, hidden}), hids, HostView(weights, Shape{n, top_k}), hgu, hdown,
-                       HostView(ref, Shape{n, hidden}));
+      Cpu().MoeExperts(HostView(x, Shape{n, hidden}), hids, HostView(weights, Shape{n, top_k}), PlainWeights(hgu),
+                       PlainWeights(hdown), HostView(ref, Shape{n, hidden}));
       Buffer dx = ToDevice(wtype, Shape{n, hidden}, x), did = ToDevice(DType::kI32, Shape{n, top_k}, idsf),
              dwt = ToDevice(DType::kF32, Shape{n, top_k}, weights), out = Poisoned(DType::kF32, Shape{n, hidden});
-      Gpu().MoeExperts(dx, did, dwt, tgu, tdown, out);
+      Gpu().MoeExperts(dx, did, dwt, PlainWeights(tgu), PlainWeights(tdown), out);
       EXPECT_LT(RelErr(ToHost(out), ref), wtype == DType::kF32 ? kF32Gemm : kBf16)
           << DTypeName(wtype) << " n=" << n << " experts=" << experts;
     }

@@ -77,6 +77,7 @@ class ReplayingBackend final : public kernels::Backend {
   void CopyToHost(const Tensor& src, float* dst) override { cpu_->CopyToHost(src, dst); }
   void CopyFromHost(const float* src, const Tensor& dst) override { cpu_->CopyFromHost(src, dst); }
   void CopyBytesFromHost(const void* src, const Tensor& dst) override { cpu_->CopyBytesFromHost(src, dst); }
+  void CopyBytesToHost(const Tensor& src, void* dst) override { cpu_->CopyBytesToHost(src, dst); }
   void Sample(const Tensor& l, std::span<const kernels::SamplingRow> r, std::span<kernels::SampledToken> o) override {
     cpu_->Sample(l, r, o);
   }

@@ -10,6 +10,9 @@
 #include <string>
 
 #include "base/error.h"
+#include "kernels/cuda/cuda_backend.h"
+#include "kernels/cuda/cuda_context.h"
+#include "model/runtime/device_model.h"
 #include "model/runtime/model_loader.h"
 #include "model/step_runner_testlib.h"
 
@@ -25,13 +28,14 @@ int DeviceCount() {
 
 std::string ConfigDir() { return std::string(FISSION_SOURCE_DIR) + "/bench/configs/deepseek-v3"; }
 
-LoadOptions DummyV3(bool graphs, int tp = 1, bool fp8 = true) {
+LoadOptions DummyV3(bool graphs, int tp = 1, bool fp8 = true, int layers = 2) {
   LoadOptions o;
   o.device = "cuda";
   o.dtype = "bfloat16";
   o.load_format = "dummy";
   o.tp_size = tp;
-  o.json_model_override_args = StrCat(R"({"num_hidden_layers": 2, "first_k_dense_replace": 1, "n_routed_experts": 64)",
+  o.json_model_override_args = StrCat(R"({"num_hidden_layers": )", layers,
+                                      R"(, "first_k_dense_replace": 1, "n_routed_experts": 64)",
                                       fp8 ? "}" : R"(, "quantization_config": null})");
   o.cuda_graphs.disabled = !graphs;
   o.cuda_graphs.batch_sizes = {1, 4, 8};
@@ -122,6 +126,33 @@ TEST(CudaGraphs, TensorParallelReplaysEqualEager) {
   auto graphs = LoadCausalLM(ConfigDir(), DummyV3(true, 2));
   auto eager = LoadCausalLM(ConfigDir(), DummyV3(false, 2));
   DecodeBoth(*graphs, *eager, {5, 40, 17, 100, 64}, {{0, 1, 2, 3}, {0, 1, 2, 3, 4}, {3}}, 6, {1, 4, 8});
+}
+
+// An eager decode step uploads its metadata once (the step-input block): no layer uploads
+// positions, slots or tables again, and the MLA work list is built once per step. Printed for
+// docs/cuda.md at 2 and 4 layers (the difference is what each layer adds).
+TEST(CudaGraphs, AnEagerDecodeStepCopiesItsInputsOnce) {
+  ASSERT_GT(DeviceCount(), 0) << "no CUDA device";
+  for (int layers : {2, 4}) {
+    auto model = LoadCausalLM(ConfigDir(), DummyV3(false, 1, true, layers));
+    auto& device = dynamic_cast<DeviceCausalLM&>(*model);
+    const auto& ctx = dynamic_cast<kernels::cuda::CudaBackend&>(device.backend()).context();
+    StepRunner r(*model, 16, 64, 3);
+    std::vector<StepRunner::Chunk> decode;
+    for (int length : {5, 40, 17, 300}) {
+      const int seq = r.AddSequence();
+      r.Prefill(seq, Tokens(length, 50 + length, model->vocab_size()), false);
+      decode.push_back({seq, {7}});
+    }
+    r.Step(decode);  // the first decode step sets up what later ones reuse
+    for (auto& c : decode) c.tokens = {9};
+    const std::int64_t before = ctx.host_to_device_copies();
+    r.Step(decode);
+    const std::int64_t copies = ctx.host_to_device_copies() - before;
+    std::printf("eager decode step, batch 4, %d layers: %lld host-to-device copies\n", layers,
+                static_cast<long long>(copies));
+    EXPECT_EQ(copies, 1) << layers << " layers";
+  }
 }
 
 }  // namespace

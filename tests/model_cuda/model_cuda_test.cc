@@ -153,7 +153,7 @@ TEST(CudaModel, Bf16WeightsAndCacheStayCloseToCpu) {
   LoadOptions options = OnCuda();
   options.dtype = "bfloat16";
   auto cuda = LoadCausalLM(dir, options);
-  EXPECT_EQ(cuda->KvLayout()[0].dtype, DType::kBF16);
+  EXPECT_EQ(cuda->Memory().classes[0].fields[0].dtype, DType::kBF16);
   std::vector<std::int32_t> tokens;
   const auto want = RunMixedScenario(*cpu, &tokens);
   const auto got = RunMixedScenario(*cuda, &tokens);
@@ -225,10 +225,11 @@ TEST(CudaModel, DummyFp8WeightsLoadAndRun) {
   EXPECT_GT(sum_sq, 0.0);
 }
 
-TEST(CudaModel, KvCacheLivesOnTheDevice) {
+TEST(CudaModel, TheModelsMemoryLivesOnTheDevice) {
   ASSERT_GT(DeviceCount(), 0) << "no CUDA device";
   auto cuda = LoadCausalLM(FixtureModelDir("tiny-deepseek-v3"), OnCuda());
-  EXPECT_EQ(cuda->kv_allocator()->device().type, DeviceType::kCuda);
+  cuda->AllocateMemory({8, 16, 0});
+  EXPECT_EQ(MemoryOf(*cuda).entries(0, 0).device.type, DeviceType::kCuda);
 }
 
 struct Layout {

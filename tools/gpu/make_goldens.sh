@@ -3,6 +3,7 @@
 # results into $OUT as tarballs (the device tool brings back few files).
 #   tools/gpu/make_goldens.sh models      -> $OUT/models.tar.gz
 #   tools/gpu/make_goldens.sh tokenizer   -> $OUT/tokenizer.tar.gz (needs .carry/ with inputs)
+#   tools/gpu/make_goldens.sh ops         -> $OUT/op_goldens.safetensors (the operation table's torch outputs)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/out}
@@ -22,6 +23,8 @@ for what in "$@"; do
         --tokenizer-dir qwen3=.carry/tokenizers/qwen3 \
         --gsm8k-dir .carry/gsm8k --out /tmp/golden_tok 2>&1 | tee "$OUT/tokenizer.log"
       tar -C /tmp/golden_tok -czf "$OUT/tokenizer.tar.gz" . ;;
+    ops)
+      python3 tools/golden/make_op_goldens.py --out "$OUT/op_goldens.safetensors" 2>&1 | tee "$OUT/ops.log" ;;
     *) echo "unknown: $what"; exit 2 ;;
   esac
 done

@@ -10,7 +10,7 @@ DEST=${1:-.carry/s}
 BUILD=${BUILD:-build}
 rm -rf "$DEST/bin" && mkdir -p "$DEST/bin/tests" "$DEST/bin/lib" "$DEST/tok"
 cp "$BUILD/fission" "$BUILD/fission_cuda_bench" "$BUILD/fission_comm_bench" "$DEST/bin/"
-for t in fission_kernels_cuda_tests fission_model_cuda_tests fission_server_tests; do
+for t in fission_kernels_cuda_tests fission_model_cuda_tests fission_server_tests fission_kernels_tests; do
   cp "$BUILD/tests/$t" "$DEST/bin/tests/"
 done
 for lib in libgomp.so.1 libpcre2-8.so.0; do

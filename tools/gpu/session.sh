@@ -13,6 +13,8 @@
 #           graphs  tools/gpu/graph_check.sh (CUDA graph replays against eager steps)
 #           kernels tools/gpu/check.sh --prebuilt (kernel tests, kernel benchmarks, torch reference)
 #           kernel-tests  the kernel tests alone
+#           ops     the operation table: torch goldens made here, the CPU reference against them, CUDA
+#                   against the CPU, and the perf mode (op_goldens.safetensors comes back in $OUT)
 #           bench-lite    fission_cuda_bench gemm fp8 decode moe_fp8 (no torch reference)
 #           comm    fission_comm_bench: collective time per layer, TP2 and TP2 x CP2
 #           pcp     tools/gpu/pcp_bench.sh (TTFT, TP2 against TP2 x CP2)
@@ -50,6 +52,11 @@ for stage in "$@"; do
     kernels) bash tools/gpu/check.sh --prebuilt "$BIN" --no-build > "$OUT/stage_kernels.txt" 2>&1 ;;
     bench-lite) timeout 300 "$BIN/fission_cuda_bench" gemm fp8 decode moe_fp8 > "$OUT/bench_lite.log" 2>&1 ;;
     kernel-tests) bash tools/gpu/check.sh --prebuilt "$BIN" --no-build --no-bench > "$OUT/stage_kernel_tests.txt" 2>&1 ;;
+    ops) { OUT=$RESULTS bash tools/gpu/make_goldens.sh ops && mkdir -p tests/fixtures/ops &&
+           cp "$RESULTS/op_goldens.safetensors" tests/fixtures/ops/ &&
+           FISSION_SOURCE_DIR=$PWD "$BIN/tests/fission_kernels_tests" --gtest_filter='OpTable*' &&
+           "$BIN/tests/fission_kernels_cuda_tests" --gtest_filter='CudaOpTable*' &&
+           timeout 120 "$BIN/fission_cuda_bench" ops; } > "$OUT/stage_ops.txt" 2>&1 ;;
     comm) timeout 180 "$BIN/fission_comm_bench" 2 1 > "$OUT/comm_bench.log" 2>&1
           timeout 180 "$BIN/fission_comm_bench" 2 2 >> "$OUT/comm_bench.log" 2>&1 ;;
     pcp) bash tools/gpu/pcp_bench.sh "$BIN" 4 > "$OUT/stage_pcp.txt" 2>&1 ;;

@@ -66,6 +66,7 @@ class CpuBackend final : public Backend {
     std::memcpy(dst.data, src, dst.numel() * sizeof(float));
   }
   void CopyBytesFromHost(const void* src, const Tensor& dst) override { std::memcpy(dst.data, src, dst.bytes()); }
+  void CopyBytesToHost(const Tensor& src, void* dst) override { std::memcpy(dst, src.data, src.bytes()); }
   void Sample(const Tensor& logits, std::span<const SamplingRow> rows, std::span<SampledToken> out) override {
     FISSION_CHECK(logits.dtype == DType::kF32 && logits.rank() == 2 && rows.size() == out.size());
     const std::int64_t vocab = logits.dim(1);

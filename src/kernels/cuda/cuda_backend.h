@@ -50,7 +50,7 @@ class CudaBackend final : public Backend {
   std::unique_ptr<StepGraph> CaptureGraph(InputBlock& inputs, const std::function<void()>& step) override;
 
   // Raw byte copies (integer tensors, FP8 codes) and a wait for all queued work.
-  void CopyBytesToHost(const Tensor& src, void* dst);
+  void CopyBytesToHost(const Tensor& src, void* dst) override;
   void CopyBytesFromHost(const void* src, const Tensor& dst) override;
   void Synchronize();
   // x = independent uniform values in [-bound, bound) from `seed` (random_fill.cu); fp32 or bf16,

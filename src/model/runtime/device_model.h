@@ -46,6 +46,7 @@ class DeviceCausalLM final : public CausalLM {
     return backend_->Memory();
   }
   CausalLM& wrapped() { return *model_; }
+  kernels::Backend& backend() { return *backend_; }
 
  private:
   std::unique_ptr<kernels::Backend> backend_;
