@@ -8,15 +8,18 @@ reference accumulates in double), and both saved to one safetensors file as
 tests/kernels/op_table_test.cc runs the CPU reference on these inputs and compares.
 
 The semantics written here are the ones the Backend interface documents (src/kernels/backend.h,
-src/kernels/mla_ops.h, src/kernels/sampling.h), written again independently in torch.
+src/kernels/mla_ops.h, src/kernels/sampling.h), written again independently in torch. It needs
+torch alone (1.13 or later): e4m3 rounding and the safetensors file are written here, so neither
+float8 dtypes nor the safetensors package are required.
 
 usage: make_op_goldens.py --out tests/fixtures/ops/op_goldens.safetensors
 """
 import argparse
+import json
 import math
+import struct
 
 import torch
-from safetensors.torch import save_file
 
 E4M3_MAX = 448.0
 MASK64 = (1 << 64) - 1
@@ -32,8 +35,41 @@ def randint(lo, hi, shape):
     return torch.randint(lo, hi, shape, generator=gen, dtype=torch.int32)
 
 
+def _e4m3_value(code):
+    exponent, mantissa = code >> 3, code & 7
+    return mantissa / 8 * 2.0 ** -6 if exponent == 0 else (1 + mantissa / 8) * 2.0 ** (exponent - 7)
+
+
+E4M3_VALUES = torch.tensor([_e4m3_value(c) for c in range(0x7F)], dtype=torch.float64)  # 0x7F is NaN
+
+
+class E4M3:
+    """e4m3fn codes (uint8): rounded to nearest, ties to the even code, saturated at 448."""
+
+    def __init__(self, codes):
+        self.codes = codes
+
+    @staticmethod
+    def round(x):
+        a = x.double().abs().clamp(max=E4M3_MAX).flatten()
+        hi = torch.bucketize(a, E4M3_VALUES).clamp(max=0x7E)
+        lo = (hi - 1).clamp(min=0)
+        below, above = a - E4M3_VALUES[lo], E4M3_VALUES[hi] - a
+        code = torch.where((above < below) | ((above == below) & (hi % 2 == 0)), hi, lo)
+        sign = (x.flatten() < 0).long() << 7
+        return E4M3((code | sign).to(torch.uint8).view(x.shape))
+
+    def float(self):
+        c = self.codes.long()
+        magnitude = E4M3_VALUES[c & 0x7F].float()
+        return torch.where(c >= 0x80, -magnitude, magnitude)
+
+    def __getitem__(self, i):
+        return E4M3(self.codes[i])
+
+
 def e4m3(shape):
-    return uniform(shape, -E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn)
+    return E4M3.round(uniform(shape, -E4M3_MAX, E4M3_MAX))
 
 
 def quantize_per_token_group(x, block=128):
@@ -46,7 +82,7 @@ def quantize_per_token_group(x, block=128):
         part = x[:, g * block:(g + 1) * block]
         scale = torch.clamp(part.abs().amax(dim=1), min=1e-4) / E4M3_MAX
         scales[:, g] = scale
-        q = (part / scale[:, None]).clamp(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn).to(torch.float32)
+        q = E4M3.round(part / scale[:, None]).float()
         codes[:, g * block:(g + 1) * block] = q
     return codes, scales
 
@@ -54,7 +90,7 @@ def quantize_per_token_group(x, block=128):
 def linear_fp8(x, codes, w_scale, block=128):
     """Σ over k-groups of scale_x · scale_w · Σ code_x · code_w (fp64 sums)."""
     xq, xs = quantize_per_token_group(x, block)
-    w = codes.to(torch.float32)
+    w = codes.float()
     n, k = x.shape
     m = w.shape[0]
     out = torch.zeros(n, m, dtype=torch.float64)
@@ -325,6 +361,28 @@ def make_sample():
                             "top_logprobs": torch.tensor(top_logprobs, dtype=torch.float32)})
 
 
+DTYPES = {torch.float32: ("F32", 4), torch.int32: ("I32", 4), torch.int64: ("I64", 8)}
+
+
+def save_safetensors(path, tensors, metadata):
+    """The safetensors layout: u64 header length, JSON header, the tensors' bytes."""
+    header, blobs, offset = {"__metadata__": metadata}, [], 0
+    for name, t in tensors.items():
+        if isinstance(t, E4M3):
+            dtype, data = "F8_E4M3", t.codes.contiguous().numpy().tobytes()
+            shape = list(t.codes.shape)
+        else:
+            dtype, _ = DTYPES[t.dtype]
+            data, shape = t.contiguous().numpy().tobytes(), list(t.shape)
+        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [offset, offset + len(data)]}
+        blobs.append(data)
+        offset += len(data)
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", required=True)
@@ -334,10 +392,10 @@ def main():
     tensors = {}
     for name, (inputs, outputs) in cases.items():
         for key, t in inputs.items():
-            tensors[f"{name}/in/{key}"] = t.contiguous().clone()  # cases may share inputs
+            tensors[f"{name}/in/{key}"] = t
         for key, t in outputs.items():
-            tensors[f"{name}/out/{key}"] = t.contiguous().clone()
-    save_file(tensors, args.out, metadata={"torch": torch.__version__, "cases": ",".join(sorted(cases))})
+            tensors[f"{name}/out/{key}"] = t
+    save_safetensors(args.out, tensors, {"torch": torch.__version__, "cases": ",".join(sorted(cases))})
     print(f"{len(cases)} cases, {len(tensors)} tensors -> {args.out}")
 
 
