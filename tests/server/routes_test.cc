@@ -14,8 +14,10 @@ class Routes : public ::testing::Test {
  protected:
   static void SetUpTestSuite() { server_ = new ServeProcess({"--served-model-name", "demo"}); }
   static void TearDownTestSuite() {
+    if (server_ == nullptr) return;  // the server failed to start: SetUpTestSuite's error says why
     EXPECT_EQ(server_->Stop(), 0) << "fission serve must exit 0 on SIGTERM";
     delete server_;
+    server_ = nullptr;
   }
   static int port() { return server_->port(); }
   static ServeProcess* server_;

@@ -16,6 +16,8 @@ done
 for lib in libgomp.so.1 libpcre2-8.so.0; do
   cp "$(ldconfig -p | awk -v l="$lib" '$1 == l {print $NF; exit}')" "$DEST/bin/lib/"
 done
+# The server tests start fission from the build folder they were compiled in: session.sh links it.
+basename "$BUILD" > "$DEST/bin/BUILD_DIR"
 git rev-parse HEAD > "$DEST/bin/COMMIT"
 git status --short | head -5 >> "$DEST/bin/COMMIT"
 TOK=$(find .cache -path '*tokenizer-deepseek_v3*' -name tokenizer.json 2>/dev/null | head -1)

@@ -36,7 +36,8 @@ export LD_LIBRARY_PATH=$PWD/$BIN/lib:/usr/local/cuda/lib64:/usr/local/cuda/lib:$
 # The test binaries were compiled with the development host's source and build paths: link them.
 SRC_PATH=${FISSION_BUILT_SOURCE_DIR:-/work/main}
 if [[ ! -e $SRC_PATH/src ]]; then mkdir -p "$(dirname "$SRC_PATH")" && ln -sfn "$PWD" "$SRC_PATH"; fi
-[[ -e build ]] || ln -sfn "$BIN" build
+BUILT_IN=$(cat "$BIN/BUILD_DIR" 2>/dev/null || echo build)
+[[ -e $BUILT_IN ]] || ln -sfn "$BIN" "$BUILT_IN"
 { date -u; nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv; cat "$BIN/COMMIT"; } > "$OUT/session_env.txt" 2>&1
 cat "$OUT/session_env.txt"
 for stage in "$@"; do
