@@ -23,8 +23,9 @@ void CheckChoices(std::size_t prompts, std::int32_t n) {
 std::vector<std::int32_t> Tokenize(const std::string& text, bool add_special_tokens, const RouteContext& c,
                                    const char* field) {
   if (text.size() > c.max_prompt_bytes)
-    throw ApiError(400, StrCat("the ", field, " is ", text.size(), " bytes of text; this server tokenizes at most ",
-                               c.max_prompt_bytes, " bytes for its context of ", c.context_length, " tokens"),
+    throw ApiError(400, StrCat("the prompt text of '", field, "' is ", text.size(),
+                               " bytes; this server tokenizes at most ", c.max_prompt_bytes,
+                               " bytes of text for its context of ", c.context_length, " tokens"),
                    field);
   return c.tokenizer->Encode(text, add_special_tokens);
 }
