@@ -1,9 +1,7 @@
 // `fission serve` at the HTTP level against a hostile but fair client: huge prompts, running out
 // of file descriptors, HTTP/1.0, HEAD, half-closed connections, and shutdown with streams open.
 #include <gtest/gtest.h>
-#include <poll.h>
 #include <sys/resource.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -20,31 +18,6 @@ namespace fission::server {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-// Sends `bytes` on a fresh connection, optionally half-closes it (shutdown of our sending side),
-// and reads until the server closes it or `timeout_ms` passes.
-std::string Exchange(int port, const std::string& bytes, bool half_close, int timeout_ms = 20000) {
-  const int fd = ConnectTo(port);
-  if (fd < 0) return "";
-  for (std::size_t sent = 0; sent < bytes.size();) {
-    const ssize_t n = ::send(fd, bytes.data() + sent, bytes.size() - sent, MSG_NOSIGNAL);
-    if (n <= 0) break;
-    sent += static_cast<std::size_t>(n);
-  }
-  if (half_close) ::shutdown(fd, SHUT_WR);
-  std::string reply;
-  const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
-  char buffer[8192];
-  while (Clock::now() < deadline) {
-    pollfd p{fd, POLLIN, 0};
-    if (::poll(&p, 1, 50) <= 0) continue;
-    const ssize_t n = ::recv(fd, buffer, sizeof(buffer), 0);
-    if (n <= 0) break;
-    reply.append(buffer, static_cast<std::size_t>(n));
-  }
-  ::close(fd);
-  return reply;
-}
 
 std::string PostBytes(const std::string& path, const std::string& body, const std::string& version = "1.1") {
   return StrCat("POST ", path, " HTTP/", version, "\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ",
@@ -69,19 +42,19 @@ const std::string kPlain = R"({"prompt":"Question: 3+4?\nAnswer:","max_tokens":6
 // repeated Cache-Control; a client that half-closed after its request got no answer.
 TEST(HardeningHttp, HeadHttp10CacheControlAndHalfClose) {
   ServeProcess server({});
-  const std::string head = Exchange(server.port(), "HEAD /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", false);
+  const std::string head = ExchangeToClose(server.port(), "HEAD /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", false);
   EXPECT_EQ(head.rfind("HTTP/1.1 200", 0), 0u) << head;
   EXPECT_NE(head.find("Content-Length: 0\r\n"), std::string::npos) << head;
-  const std::string head_models = Exchange(server.port(), "HEAD /v1/models HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", false);
+  const std::string head_models = ExchangeToClose(server.port(), "HEAD /v1/models HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", false);
   EXPECT_EQ(head_models.rfind("HTTP/1.1 200", 0), 0u) << head_models;
   EXPECT_EQ(Body(head_models), "") << "a HEAD answer has no body";
   EXPECT_EQ(Headers(head_models).find("Content-Length: 0\r\n"), std::string::npos) << "the GET answer's length";
-  const std::string head_post = Exchange(server.port(), "HEAD /v1/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", false);
+  const std::string head_post = ExchangeToClose(server.port(), "HEAD /v1/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", false);
   EXPECT_EQ(head_post.rfind("HTTP/1.1 405", 0), 0u) << head_post;
   EXPECT_EQ(Body(head_post), "");
 
   // HTTP/1.0: no chunking; the body is the events, ended by closing the connection.
-  const std::string old = Exchange(server.port(), PostBytes("/v1/completions", kStream, "1.0"), false);
+  const std::string old = ExchangeToClose(server.port(), PostBytes("/v1/completions", kStream, "1.0"), false);
   EXPECT_EQ(old.rfind("HTTP/1.1 200", 0), 0u) << old;
   EXPECT_EQ(Headers(old).find("Transfer-Encoding"), std::string::npos) << Headers(old);
   EXPECT_NE(Headers(old).find("Connection: close"), std::string::npos) << Headers(old);
@@ -89,7 +62,7 @@ TEST(HardeningHttp, HeadHttp10CacheControlAndHalfClose) {
   EXPECT_EQ(Body(old).substr(Body(old).size() - 14), "data: [DONE]\n\n") << Body(old);
 
   // HTTP/1.1 streams: one Cache-Control, chunked, ended by the last chunk.
-  const std::string chunked = Exchange(server.port(), PostBytes("/v1/completions", kStream) , true);
+  const std::string chunked = ExchangeToClose(server.port(), PostBytes("/v1/completions", kStream) , true);
   EXPECT_EQ(Count(Headers(chunked), "Cache-Control"), 1) << Headers(chunked);
   EXPECT_NE(Headers(chunked).find("Transfer-Encoding: chunked"), std::string::npos);
   EXPECT_NE(chunked.find("data: [DONE]"), std::string::npos) << "half-closed, the stream is still answered";
@@ -100,7 +73,7 @@ TEST(HardeningHttp, HeadHttp10CacheControlAndHalfClose) {
            {"/v1/completions", kPlain},
            {"/v1/chat/completions", R"({"messages":[{"role":"user","content":"Hi"}],"max_tokens":3})"},
            {"/generate", R"({"text":"Hi","sampling_params":{"max_new_tokens":3}})"}}) {
-    const std::string reply = Exchange(server.port(), PostBytes(path, body), true);
+    const std::string reply = ExchangeToClose(server.port(), PostBytes(path, body), true);
     EXPECT_EQ(reply.rfind("HTTP/1.1 200", 0), 0u) << path << ": " << reply;
     EXPECT_NE(Body(reply).find("\"completion_tokens\""), std::string::npos) << path << ": " << reply;
   }

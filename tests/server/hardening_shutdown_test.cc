@@ -3,9 +3,6 @@
 // --graceful-shutdown-timeout sets it, and what is still running after it is cancelled with a
 // proper ending: an error event, [DONE] and the last chunk for a stream, a 503 otherwise.
 #include <gtest/gtest.h>
-#include <poll.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <string>
@@ -18,25 +15,11 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Sends a POST on a fresh connection and reads until the server closes it.
+// A POST on a fresh connection, read until the server closes it.
 std::string PostAndReadToClose(int port, const std::string& path, const std::string& body) {
-  const int fd = ConnectTo(port);
-  if (fd < 0) return "";
-  const std::string request = StrCat("POST ", path, " HTTP/1.1\r\nHost: x\r\nContent-Length: ", body.size(),
-                                     "\r\nConnection: close\r\n\r\n", body);
-  if (::send(fd, request.data(), request.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(request.size())) return "";
-  std::string reply;
-  char buffer[8192];
-  const auto deadline = Clock::now() + std::chrono::seconds(120);
-  while (Clock::now() < deadline) {
-    pollfd p{fd, POLLIN, 0};
-    if (::poll(&p, 1, 50) <= 0) continue;
-    const ssize_t n = ::recv(fd, buffer, sizeof(buffer), 0);
-    if (n <= 0) break;
-    reply.append(buffer, static_cast<std::size_t>(n));
-  }
-  ::close(fd);
-  return reply;
+  return ExchangeToClose(port, StrCat("POST ", path, " HTTP/1.1\r\nHost: x\r\nContent-Length: ", body.size(),
+                                      "\r\nConnection: close\r\n\r\n", body),
+                         false, 120000);
 }
 
 TEST(HardeningShutdown, EveryAnswerEndsProperlyAfterTheGrace) {

@@ -153,10 +153,15 @@ double CpuSeconds(pid_t pid) {
 }
 
 Reply Post(int port, const std::string& path, const std::string& body, const std::vector<http::Header>& headers) {
+  return Post(Client(), port, path, body, headers);
+}
+
+Reply Post(http::HttpClient& client, int port, const std::string& path, const std::string& body,
+           const std::vector<http::Header>& headers) {
   http::ClientRequest request = http::ClientRequest::Post(http::Url::Parse(StrCat("http://127.0.0.1:", port)), path, body);
   request.headers = headers;
   request.timeout = std::chrono::seconds(120);
-  return Finish(Client().Fetch(std::move(request)));
+  return Finish(client.Fetch(std::move(request)));
 }
 
 Reply Get(int port, const std::string& path, const std::vector<http::Header>& headers) {
@@ -250,6 +255,29 @@ std::string RawExchange(int port, const std::string& bytes, int timeout_ms, int*
   }
   ::close(fd);
   if (reply.rfind("HTTP/1.", 0) == 0 && reply.size() >= 12) *status = std::atoi(reply.substr(9, 3).c_str());
+  return reply;
+}
+
+std::string ExchangeToClose(int port, const std::string& bytes, bool half_close, int timeout_ms) {
+  const int fd = ConnectTo(port);
+  if (fd < 0) return "";
+  for (std::size_t sent = 0; sent < bytes.size();) {
+    const ssize_t n = ::send(fd, bytes.data() + sent, bytes.size() - sent, MSG_NOSIGNAL);
+    if (n <= 0) break;
+    sent += static_cast<std::size_t>(n);
+  }
+  if (half_close) ::shutdown(fd, SHUT_WR);
+  std::string reply;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  char buffer[8192];
+  while (std::chrono::steady_clock::now() < deadline) {
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 50) <= 0) continue;
+    const ssize_t n = ::recv(fd, buffer, sizeof(buffer), 0);
+    if (n <= 0) break;
+    reply.append(buffer, static_cast<std::size_t>(n));
+  }
+  ::close(fd);
   return reply;
 }
 

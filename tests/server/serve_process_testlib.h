@@ -50,6 +50,9 @@ struct Reply {
 Reply Post(int port, const std::string& path, const std::string& body,
            const std::vector<http::Header>& headers = {});
 Reply Get(int port, const std::string& path, const std::vector<http::Header>& headers = {});
+// The same through `client` (whose pooled connections go away with it) instead of the shared one.
+Reply Post(http::HttpClient& client, int port, const std::string& path, const std::string& body,
+           const std::vector<http::Header>& headers = {});
 // The JSON payloads of an SSE body ("data: {...}" events), and whether it ended with [DONE].
 std::vector<Json> SseEvents(const std::string& body, bool* done = nullptr);
 // The value of a metric line `name{...} value` in a /metrics text (first match), or -1.
@@ -78,5 +81,8 @@ namespace fission::server {
 std::string RawExchange(int port, const std::string& bytes, int timeout_ms, int* status);
 // A connected TCP socket to 127.0.0.1:port (caller closes), or -1.
 int ConnectTo(int port);
+// Sends `bytes` on a fresh connection, optionally half-closes it (shuts down our sending side),
+// and returns everything read until the server closes it or `timeout_ms` passes.
+std::string ExchangeToClose(int port, const std::string& bytes, bool half_close, int timeout_ms = 20000);
 
 }  // namespace fission::server
