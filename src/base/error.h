@@ -5,6 +5,7 @@
 // 4xx JSON error. FISSION_CHECK is for invariants of our own code: a failure is a bug, so it aborts.
 #pragma once
 
+#include <cstddef>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -29,6 +30,11 @@ template <typename... Args>
 [[noreturn]] void Fail(const Args&... args) {
   throw Error(StrCat(args...));
 }
+
+// `text` as an error message may quote it: whole when it is at most `max_bytes` long, otherwise
+// its first `max_bytes` (cut at a UTF-8 character boundary) and "... (N bytes)". A message that
+// quotes a value a client sent stays short however large the value was.
+std::string Abbreviate(std::string_view text, std::size_t max_bytes = 64);
 
 [[noreturn]] void CheckFailed(const char* file, int line, const char* condition, const std::string& message);
 

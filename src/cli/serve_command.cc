@@ -1,6 +1,6 @@
 // `fission serve`: load the model and tokenizer, start the engine thread and the HTTP server, and
-// serve until SIGTERM or SIGINT, then stop accepting, let in-flight requests finish (bounded) and
-// exit 0. With --nnodes N and --node-rank R > 0 it is a follower node: no tokenizer and no HTTP
+// serve until SIGTERM or SIGINT, then stop accepting, let in-flight requests finish for up to
+// --graceful-shutdown-timeout seconds, cancel the rest (each answer still ends properly) and exit 0. With --nnodes N and --node-rank R > 0 it is a follower node: no tokenizer and no HTTP
 // server, only its share of the ranks running node 0's steps until node 0 shuts down (then exit 0)
 // or disappears (an error, exit 2); docs/multinode.md.
 #include <signal.h>
@@ -32,8 +32,8 @@ namespace {
 // The bundled demo model, served when no --model-path is given.
 std::string DefaultModelPath() { return std::string(FISSION_SOURCE_DIR) + "/models/demo-deepseek-v3"; }
 
-// Serves requests in flight for up to this long after SIGTERM before closing connections.
-constexpr int kShutdownGraceMs = 30000;
+// After the drain, the time connections get to send what is queued for them.
+constexpr auto kFlushGrace = std::chrono::seconds(2);
 
 // `max_total_tokens` is the KV pool's capacity as sized (docs/engine.md).
 Json ServerInfo(const server::ServerArgs& a, std::int64_t max_total_tokens) {
@@ -57,6 +57,7 @@ Json ServerInfo(const server::ServerArgs& a, std::int64_t max_total_tokens) {
           {"reasoning_parser", a.reasoning_parser},
           {"tool_call_parser", a.tool_call_parser},
           {"device", a.device},
+          {"graceful_shutdown_timeout", a.graceful_shutdown_timeout},
           {"ignored_flags", a.ignored_flags}};
 }
 
@@ -123,8 +124,11 @@ int RunServe(const std::vector<std::string>& args) {
 
   int signal_number = 0;
   sigwait(&stop_signals, &signal_number);
-  Log(LogLevel::kInfo, "signal ", signal_number, ": no new requests; finishing those in flight");
-  http.Stop(std::chrono::milliseconds(kShutdownGraceMs));
+  Log(LogLevel::kInfo, "signal ", signal_number, ": no new requests; finishing the ", service.in_flight(),
+      " in flight");
+  http.StopAccepting();
+  service.Drain(std::chrono::milliseconds(static_cast<std::int64_t>(flags.graceful_shutdown_timeout * 1000)));
+  http.Stop(kFlushGrace);
   engine.Stop();
   Log(LogLevel::kInfo, "stopped");
   return 0;

@@ -78,21 +78,31 @@ Engine::~Engine() {
       if (!seq->finished()) scheduler_->Finish(seq.get());
 }
 
-std::int64_t Engine::Submit(Request request) {
-  const std::vector<std::int32_t>& prompt = request.prompt_ids;
+void Engine::Validate(const std::vector<std::int32_t>& prompt, const SamplingParams& params) const {
   if (prompt.empty()) Fail("prompt_ids must not be empty");
   for (std::size_t i = 0; i < prompt.size(); ++i)
     if (prompt[i] < 0 || prompt[i] >= vocab_size_)
       Fail("prompt_ids[", i, "] must be in [0, ", vocab_size_, "), got ", prompt[i]);
-  const std::int64_t capacity = memory_plan_.num_pages * config_.page_size;
+  const std::int64_t capacity = kv_capacity_tokens();
   if (static_cast<std::int64_t>(prompt.size()) >= context_length_)
     Fail("the prompt has ", prompt.size(), " tokens; it must be shorter than the context length ", context_length_);
   if (static_cast<std::int64_t>(prompt.size()) > capacity)
     Fail("the prompt has ", prompt.size(), " tokens, more than the KV cache holds (", capacity,
          " tokens; raise --max-total-tokens)");
-  request.params.Validate(vocab_size_);
-  if (!request.params.stop.empty() && outputs_.detokenizer() == nullptr)
+  params.Validate(vocab_size_);
+  // Admission: a sequence that could outgrow the whole cache would fail part-way (the last token
+  // it samples is never computed, hence the - 1).
+  const std::int64_t needed = static_cast<std::int64_t>(prompt.size()) + params.max_new_tokens - 1;
+  if (needed > capacity)
+    Fail("the request needs up to ", needed, " tokens of KV cache (", prompt.size(), " in the prompt, ",
+         params.max_new_tokens, " to generate) and the cache holds ", capacity,
+         " tokens; lower max_new_tokens or raise --max-total-tokens");
+  if (!params.stop.empty() && outputs_.detokenizer() == nullptr)
     Fail("stop strings need a tokenizer to match text; none is loaded (use stop_token_ids)");
+}
+
+std::int64_t Engine::Submit(Request request) {
+  Validate(request.prompt_ids, request.params);
   std::lock_guard<std::mutex> lock(mutex_);
   const std::int64_t id = next_request_id_++;
   incoming_.push_back({id, std::move(request)});

@@ -57,7 +57,11 @@ class Engine {
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
 
-  // Validates and queues a request; returns its id. Throws fission::Error naming the bad field.
+  // Throws fission::Error naming the bad field when a request cannot be run: an empty or
+  // out-of-vocabulary prompt, one that reaches the context length, bad sampling parameters, or a
+  // prompt plus max_new_tokens that the whole KV cache could not hold. Any thread.
+  void Validate(const std::vector<std::int32_t>& prompt_ids, const SamplingParams& params) const;
+  // Validates and queues a request; returns its id.
   std::int64_t Submit(Request request);
   // Aborts a request; its sequences finish with kAbort and their pages are freed at the end of
   // the current (or next) step. Unknown or finished ids are ignored.
@@ -78,6 +82,8 @@ class Engine {
 
   EngineStats stats() const;
   std::int32_t num_pages() const { return pool_->num_pages(); }
+  // Tokens the KV cache holds: one sequence can never grow beyond this.
+  std::int64_t kv_capacity_tokens() const { return static_cast<std::int64_t>(memory_plan_.num_pages) * config_.page_size; }
   // State slots of a model with per-request memory (0 otherwise).
   std::int32_t num_state_slots() const { return states_ ? states_->num_slots() : 0; }
   const model::MemoryPlan& memory_plan() const { return memory_plan_; }

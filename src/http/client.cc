@@ -1,6 +1,5 @@
 #include "http/client.h"
 
-#include <sys/resource.h>
 
 #include <utility>  // before Boost: its 1.74 coroutine header needs std::exchange
 #include <atomic>
@@ -347,13 +346,5 @@ ClientResponse HttpClient::Fetch(ClientRequest request) {
 }
 
 std::size_t HttpClient::connections_opened() const { return impl_->opened.load(); }
-
-void RaiseOpenFileLimit() {
-  rlimit limit{};
-  if (getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < limit.rlim_max) {
-    limit.rlim_cur = limit.rlim_max;
-    setrlimit(RLIMIT_NOFILE, &limit);
-  }
-}
 
 }  // namespace fission::http

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "http/message.h"
+#include "http/open_files.h"  // RaiseOpenFileLimit, which the tools call before a run
 #include "http/url.h"
 
 namespace fission::http {
@@ -78,9 +79,5 @@ class HttpClient {
  private:
   std::shared_ptr<Impl> impl_;
 };
-
-// Raises this process's open-file soft limit to its hard limit: hundreds of concurrent connections
-// need more descriptors than the usual 1024 (bench_serving raises it the same way).
-void RaiseOpenFileLimit();
 
 }  // namespace fission::http

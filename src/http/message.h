@@ -27,6 +27,8 @@ struct Request {
   std::vector<Header> headers;
   std::string body;
   std::string remote_address;
+  int version = 11;         // 10 for HTTP/1.0, 11 for HTTP/1.1
+  bool keep_alive = true;   // the client lets the connection carry another request after this one
 
   const std::string* FindHeader(std::string_view name) const { return http::FindHeader(headers, name); }
 };

@@ -1,6 +1,7 @@
 #include "http/server.h"
 
 #include <utility>  // before Boost: its 1.74 coroutine header needs std::exchange
+#include <algorithm>
 #include <atomic>
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
@@ -16,6 +17,8 @@
 #include "base/error.h"
 #include "base/json.h"
 #include "base/log.h"
+#include "http/open_files.h"
+#include "http/request_parser.h"
 
 namespace fission::http {
 
@@ -26,7 +29,6 @@ using tcp = asio::ip::tcp;
 
 namespace {
 
-constexpr std::size_t kHeaderLimit = 64 << 10;
 // Bytes a client may send ahead (pipelining) while a response is in progress before we stop
 // reading from it.
 constexpr std::size_t kMaxReadAhead = 1 << 20;
@@ -35,6 +37,11 @@ constexpr std::size_t kMaxReadAhead = 1 << 20;
 std::string ErrorBody(int status, std::string_view message) {
   return Json{{"error", {{"message", message}, {"code", status}}}}.dump(-1, ' ', false, Json::error_handler_t::replace);
 }
+
+// Accepting again right after a failure that is not the client's (no descriptors left, no memory)
+// would fail the same way in a busy loop: the acceptor waits, doubling from the first delay.
+constexpr auto kFirstAcceptDelay = std::chrono::milliseconds(10);
+constexpr auto kLastAcceptDelay = std::chrono::seconds(1);
 
 }  // namespace
 
@@ -45,7 +52,11 @@ class HttpServer::Impl {
   explicit Impl(ServerOptions o) : options(std::move(o)) {}
 
   void DoAccept();
-  void Dispatch(const Request& request, std::shared_ptr<Responder> responder);
+  // Accepting failed with `ec`: log once per run of failures and try again after a delay.
+  void AcceptLater(const boost::system::error_code& ec);
+  void CloseAcceptor();
+  void SignalSessions(bool force);
+  void Dispatch(Request request, std::shared_ptr<Responder> responder);
   void Register(Session* s, std::weak_ptr<Session> w) {
     std::lock_guard lock(mu);
     sessions.emplace(s, std::move(w));
@@ -54,6 +65,10 @@ class HttpServer::Impl {
     std::lock_guard lock(mu);
     sessions.erase(s);
     cv.notify_all();
+  }
+  std::size_t sessions_count() const {
+    std::lock_guard lock(mu);
+    return sessions.size();
   }
 
   // Declared before the io_context so that sessions destroyed with its pending handlers can still
@@ -69,6 +84,10 @@ class HttpServer::Impl {
   int port = 0;
   asio::io_context ioc;
   tcp::acceptor acceptor{asio::make_strand(ioc)};
+  // On the acceptor's strand.
+  asio::steady_timer accept_timer{acceptor.get_executor()};
+  std::chrono::milliseconds accept_delay{0};
+  std::uint64_t accept_failures = 0;
   std::vector<std::thread> threads;
 };
 
@@ -96,24 +115,31 @@ class Session : public std::enable_shared_from_this<Session> {
   void DoSend(std::uint64_t seq, int status, std::string content_type, std::string body, std::vector<Header> headers) {
     if (seq != seq_ || state_ != State::kHandling || responded_) return;
     responded_ = true;
-    finished_ = true;
     std::string out = StatusAndHeaders(status, content_type, headers);
     out += "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n";
-    out += body;
+    if (!head_) out += body;  // a HEAD answer has the headers of a GET, no body
     Enqueue(std::move(out));
+    CompleteResponse();
   }
 
   void DoStartStream(std::uint64_t seq, int status, std::string content_type, std::vector<Header> headers) {
     if (seq != seq_ || state_ != State::kHandling || responded_) return;
     responded_ = true;
     streaming_ = true;
+    // HTTP/1.0 has no chunked encoding: the body runs until the connection closes.
+    chunked_ = version_ >= 11;
+    if (!chunked_) keep_alive_ = false;
     std::string out = StatusAndHeaders(status, content_type, headers);
-    out += "Cache-Control: no-cache\r\nTransfer-Encoding: chunked\r\n\r\n";
+    if (FindHeader(headers, "Cache-Control") == nullptr) out += "Cache-Control: no-cache\r\n";
+    if (chunked_) out += "Transfer-Encoding: chunked\r\n";
+    out += "\r\n";
     Enqueue(std::move(out));
+    if (head_) CompleteResponse();
   }
 
   void DoWrite(std::uint64_t seq, std::string chunk) {
     if (seq != seq_ || !streaming_ || finished_ || chunk.empty()) return;
+    if (!chunked_) return Enqueue(std::move(chunk));
     char size[24];
     std::snprintf(size, sizeof(size), "%zx\r\n", chunk.size());
     std::string out;
@@ -126,8 +152,8 @@ class Session : public std::enable_shared_from_this<Session> {
 
   void DoFinish(std::uint64_t seq) {
     if (seq != seq_ || !streaming_ || finished_) return;
-    finished_ = true;
-    Enqueue("0\r\n\r\n");
+    if (chunked_) Enqueue("0\r\n\r\n");
+    CompleteResponse();
   }
 
   void DoAbort(std::uint64_t seq) {
@@ -175,8 +201,7 @@ class Session : public std::enable_shared_from_this<Session> {
     }
     state_ = State::kReading;
     parser_.emplace();
-    parser_->header_limit(kHeaderLimit);
-    parser_->body_limit(server_->options.max_body_bytes);
+    ApplyLimits(*parser_, server_->options.max_body_bytes);
     stream_.expires_after(server_->options.idle_timeout);
     bhttp::async_read_header(stream_, buffer_, *parser_,
                              [self = shared_from_this()](beast::error_code ec, std::size_t) { self->OnHeader(ec); });
@@ -186,7 +211,7 @@ class Session : public std::enable_shared_from_this<Session> {
     if (ec) return OnReadError(ec);
     const auto& header = parser_->get();
     auto expect = header.find(bhttp::field::expect);
-    if (expect != header.end() && beast::iequals(expect->value(), "100-continue")) {
+    if (header.version() >= 11 && expect != header.end() && beast::iequals(expect->value(), "100-continue")) {
       // curl waits for this before sending a large body.
       Enqueue("HTTP/1.1 100 Continue\r\n\r\n");
     }
@@ -195,44 +220,30 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   void OnReadError(beast::error_code ec) {
-    if (ec.category() == bhttp::make_error_code(bhttp::error::end_of_stream).category() &&
-        ec != bhttp::error::end_of_stream &&
-        ec != bhttp::error::partial_message) {
-      // Malformed request: answer once, then close.
-      const int status = ec == bhttp::error::body_limit ? 413 : ec == bhttp::error::header_limit ? 431 : 400;
-      keep_alive_ = false;
-      state_ = State::kHandling;
-      responded_ = true;
-      finished_ = true;
-      const std::string body = ErrorBody(status, "malformed HTTP request: " + ec.message());
-      Enqueue(StatusAndHeaders(status, "application/json", {}) + "Content-Length: " + std::to_string(body.size()) +
-              "\r\n\r\n" + body);
-      return;
-    }
-    HandleDisconnect();
+    const int status = ParseErrorStatus(ec);
+    if (status == 0) return HandleDisconnect();
+    // Malformed request: answer once, then close.
+    keep_alive_ = false;
+    state_ = State::kHandling;
+    responded_ = true;
+    const std::string body = ErrorBody(status, "malformed HTTP request: " + ec.message());
+    Enqueue(StatusAndHeaders(status, "application/json", {}) + "Content-Length: " + std::to_string(body.size()) +
+            "\r\n\r\n" + body);
+    CompleteResponse();
   }
 
   void OnRead(beast::error_code ec) {
     if (ec) return OnReadError(ec);
-    auto message = parser_->release();
-    Request request;
-    request.method = std::string(message.method_string());
-    request.target = std::string(message.target());
-    const size_t q = request.target.find('?');
-    request.path = request.target.substr(0, q);
-    if (q != std::string::npos) request.query = request.target.substr(q + 1);
-    for (const auto& field : message) {
-      request.headers.push_back({std::string(field.name_string()), std::string(field.value())});
-    }
-    request.body = std::move(message.body());
-    request.remote_address = remote_;
-    keep_alive_ = message.keep_alive() && !server_->stopping;
+    Request request = ToRequest(parser_->release(), remote_);
+    keep_alive_ = request.keep_alive && !server_->stopping;
+    version_ = request.version;
+    head_ = request.method == "HEAD";
     ++seq_;
     responded_ = streaming_ = finished_ = false;
     state_ = State::kHandling;
     stream_.expires_never();
     StartWatch();
-    server_->Dispatch(request, MakeResponder());
+    server_->Dispatch(std::move(request), MakeResponder());
   }
 
   std::shared_ptr<Responder> MakeResponder();
@@ -240,7 +251,7 @@ class Session : public std::enable_shared_from_this<Session> {
   // While a response is produced we keep one read pending: it tells us at once when the client
   // goes away, and it collects a pipelined next request.
   void StartWatch() {
-    if (watching_ || closed_) return;
+    if (watching_ || closed_ || half_closed_) return;
     watching_ = true;
     stream_.socket().async_read_some(buffer_.prepare(4096),
                                      [self = shared_from_this()](beast::error_code ec, std::size_t n) {
@@ -251,6 +262,15 @@ class Session : public std::enable_shared_from_this<Session> {
   void OnWatch(beast::error_code ec, std::size_t n) {
     watching_ = false;
     if (ec == asio::error::operation_aborted && state_ == State::kIdle && !closed_) return DoRead();
+    if (ec == asio::error::eof && state_ == State::kHandling) {
+      // The client shut down its sending side after its request (a half-close), which HTTP
+      // allows: it still reads the answer. If it has in fact gone, the next write says so. No
+      // read is pending now to keep the session alive, so it holds itself until it is done.
+      half_closed_ = true;
+      keep_alive_ = false;
+      hold_ = shared_from_this();
+      return;
+    }
     if (ec) return HandleDisconnect();
     buffer_.commit(n);
     if (state_ == State::kIdle) return DoRead();
@@ -279,9 +299,16 @@ class Session : public std::enable_shared_from_this<Session> {
     if (finished_ && state_ == State::kHandling) ResponseDone();
   }
 
+  // The response is whole once its queued bytes are written.
+  void CompleteResponse() {
+    finished_ = true;
+    if (!writing_ && queue_.empty() && state_ == State::kHandling) ResponseDone();
+  }
+
   void ResponseDone() {
     state_ = State::kIdle;
     disconnect_callbacks_.clear();
+    auto keep = std::move(hold_);  // released when this returns
     if (!keep_alive_ || server_->stopping) {
       beast::error_code ignored;
       stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
@@ -314,22 +341,28 @@ class Session : public std::enable_shared_from_this<Session> {
     beast::error_code ignored;
     stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
     stream_.socket().close(ignored);
+    hold_.reset();
   }
 
   beast::tcp_stream stream_;
   beast::flat_buffer buffer_;
-  std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
+  std::optional<RequestParser> parser_;
   HttpServer::Impl* server_;
   std::string remote_;
   State state_ = State::kReading;
   std::uint64_t seq_ = 0;
+  int version_ = 11;
   bool keep_alive_ = true;
+  bool head_ = false;     // the request is a HEAD: headers only
+  bool chunked_ = true;   // the open stream frames its writes as chunks
   bool responded_ = false;
   bool streaming_ = false;
   bool finished_ = false;
   bool writing_ = false;
   bool watching_ = false;
+  bool half_closed_ = false;
   bool closed_ = false;
+  std::shared_ptr<Session> hold_;  // set while half-closed and answering
   std::deque<std::string> queue_;
   std::atomic<std::size_t> pending_bytes_{0};
   std::shared_ptr<std::atomic<bool>> disconnected_ = std::make_shared<std::atomic<bool>>(false);
@@ -407,26 +440,32 @@ std::shared_ptr<Responder> Session::MakeResponder() {
   return std::make_shared<SessionResponder>(shared_from_this(), seq_);
 }
 
-void HttpServer::Impl::Dispatch(const Request& request, std::shared_ptr<Responder> responder) {
+void HttpServer::Impl::Dispatch(Request request, std::shared_ptr<Responder> responder) {
   auto path = routes.find(request.path);
   if (path == routes.end()) {
-    responder->Send(404, "application/json", ErrorBody(404, "no route for " + request.path));
+    responder->Send(404, "application/json", ErrorBody(404, "no route for " + Abbreviate(request.path)));
     return;
   }
-  auto route = path->second.find(request.method);
+  // HEAD runs the GET handler; the session sends its headers without the body.
+  const bool head_as_get = request.method == "HEAD" && !path->second.contains("HEAD");
+  auto route = path->second.find(head_as_get ? std::string("GET") : request.method);
   if (route == path->second.end()) {
     std::string allowed;
-    for (const auto& [method, handler] : path->second) allowed += (allowed.empty() ? "" : ", ") + method;
-    responder->Send(405, "application/json", ErrorBody(405, request.method + " not allowed on " + request.path),
-                    {{"Allow", allowed}});
+    for (const auto& [method, handler] : path->second) {
+      allowed += (allowed.empty() ? "" : ", ") + method;
+      if (method == "GET" && !path->second.contains("HEAD")) allowed += ", HEAD";
+    }
+    responder->Send(405, "application/json",
+                    ErrorBody(405, Abbreviate(request.method) + " not allowed on " + request.path), {{"Allow", allowed}});
     return;
   }
+  const std::string what = request.method + " " + request.path;  // the handler may take the request
   try {
-    route->second(request, responder);
+    route->second(std::move(request), responder);
   } catch (const Error& e) {
     responder->Send(400, "application/json", ErrorBody(400, e.what()));
   } catch (const std::exception& e) {
-    Log(LogLevel::kError, "http: handler for ", request.method, " ", request.path, " threw: ", e.what());
+    Log(LogLevel::kError, "http: handler for ", what, " threw: ", e.what());
     responder->Send(500, "application/json", ErrorBody(500, "internal error"));
   }
 }
@@ -434,15 +473,52 @@ void HttpServer::Impl::Dispatch(const Request& request, std::shared_ptr<Responde
 void HttpServer::Impl::DoAccept() {
   acceptor.async_accept(asio::make_strand(ioc), [this](beast::error_code ec, tcp::socket socket) {
     if (ec == asio::error::operation_aborted || !acceptor.is_open()) return;
-    if (!ec) {
-      beast::error_code ignored;
-      socket.set_option(tcp::no_delay(true), ignored);
-      std::make_shared<Session>(std::move(socket), this)->Start();
-    } else {
-      Log(LogLevel::kWarning, "http: accept failed: ", ec.message());
+    if (ec) return AcceptLater(ec);
+    if (accept_failures > 0) {
+      Log(LogLevel::kWarning, "http: accepting connections again after ", accept_failures, " failed attempts");
+      accept_failures = 0;
+      accept_delay = std::chrono::milliseconds(0);
     }
+    beast::error_code ignored;
+    socket.set_option(tcp::no_delay(true), ignored);
+    std::make_shared<Session>(std::move(socket), this)->Start();
     DoAccept();
   });
+}
+
+void HttpServer::Impl::AcceptLater(const boost::system::error_code& ec) {
+  // A client that reset its connection before we took it costs nothing: accept the next one.
+  if (ec == asio::error::connection_aborted || ec == asio::error::connection_reset) return DoAccept();
+  if (accept_failures++ == 0)
+    Log(LogLevel::kWarning, "http: cannot accept connections (", ec.message(), "); ", sessions_count(),
+        " are open; retrying with back-off");
+  accept_delay = std::clamp(accept_delay * 2, std::chrono::milliseconds(kFirstAcceptDelay),
+                            std::chrono::milliseconds(kLastAcceptDelay));
+  accept_timer.expires_after(accept_delay);
+  accept_timer.async_wait([this](beast::error_code wait_ec) {
+    if (!wait_ec && acceptor.is_open()) DoAccept();
+  });
+}
+
+void HttpServer::Impl::CloseAcceptor() {
+  asio::post(acceptor.get_executor(), [this] {
+    beast::error_code ignored;
+    acceptor.close(ignored);
+    accept_timer.cancel();
+  });
+}
+
+void HttpServer::Impl::SignalSessions(bool force) {
+  // Collect under the lock, post outside it: dropping the last reference to a session runs its
+  // destructor, which takes the same lock.
+  std::vector<std::shared_ptr<Session>> live;
+  {
+    std::lock_guard lock(mu);
+    for (auto& [ptr, weak] : sessions) {
+      if (auto session = weak.lock()) live.push_back(std::move(session));
+    }
+  }
+  for (auto& session : live) session->Post([session, force] { session->DoServerStop(force); });
 }
 
 HttpServer::HttpServer(ServerOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {}
@@ -457,6 +533,10 @@ void HttpServer::AddRoute(std::string method, std::string path, Handler handler)
 void HttpServer::Start() {
   FISSION_CHECK(!impl_->started, "Start() called twice");
   Impl& s = *impl_;
+  // Every connection is a descriptor: the usual soft limit of 1024 is far below what clients open.
+  const std::uint64_t open_files = RaiseOpenFileLimit();
+  if (open_files > 0 && open_files < 4096)
+    Log(LogLevel::kWarning, "http: at most ", open_files, " open files (ulimit -n): connections beyond that wait");
   beast::error_code ec;
   const auto address = asio::ip::make_address(s.options.host, ec);
   if (ec) Fail("http server: bad host address '", s.options.host, "': ", ec.message());
@@ -475,38 +555,25 @@ void HttpServer::Start() {
 
 int HttpServer::port() const { return impl_->port; }
 
-std::size_t HttpServer::open_connections() const {
-  std::lock_guard lock(impl_->mu);
-  return impl_->sessions.size();
+std::size_t HttpServer::open_connections() const { return impl_->sessions_count(); }
+
+void HttpServer::StopAccepting() {
+  Impl& s = *impl_;
+  if (!s.started || s.stopping.exchange(true)) return;
+  s.CloseAcceptor();
+  s.SignalSessions(false);
 }
 
 void HttpServer::Stop(std::chrono::milliseconds grace) {
   Impl& s = *impl_;
   if (!s.started || s.stopped) return;
   s.stopped = true;
-  s.stopping = true;
-  asio::post(s.acceptor.get_executor(), [&s] {
-    beast::error_code ignored;
-    s.acceptor.close(ignored);
-  });
-  auto signal_all = [&s](bool force) {
-    // Collect under the lock, post outside it: dropping the last reference to a session runs its
-    // destructor, which takes the same lock.
-    std::vector<std::shared_ptr<Session>> live;
-    {
-      std::lock_guard lock(s.mu);
-      for (auto& [ptr, weak] : s.sessions) {
-        if (auto session = weak.lock()) live.push_back(std::move(session));
-      }
-    }
-    for (auto& session : live) session->Post([session, force] { session->DoServerStop(force); });
-  };
-  signal_all(false);
+  StopAccepting();
   {
     std::unique_lock lock(s.mu);
     s.cv.wait_for(lock, grace, [&s] { return s.sessions.empty(); });
   }
-  signal_all(true);
+  s.SignalSessions(true);
   {
     std::unique_lock lock(s.mu);
     s.cv.wait_for(lock, std::chrono::seconds(2), [&s] { return s.sessions.empty(); });

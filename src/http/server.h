@@ -1,5 +1,7 @@
 // An event-driven HTTP/1.1 server: a few I/O threads serve every connection (no thread per
-// connection), with keep-alive, chunked streaming (SSE) and a graceful stop.
+// connection), with keep-alive, chunked streaming (SSE) and a graceful stop. HTTP/1.0 clients get
+// streams without chunking (the body ends when the connection closes); a client that half-closes
+// after its request still gets the answer.
 //
 //   HttpServer server({.port = 30000});
 //   server.AddRoute("POST", "/v1/completions", [](const Request& req, std::shared_ptr<Responder> r) {
@@ -46,7 +48,9 @@ class Responder {
   virtual std::size_t pending_bytes() const = 0;
 };
 
-using Handler = std::function<void(const Request&, std::shared_ptr<Responder>)>;
+// A handler may take the Request by value to keep it (the body is moved, not copied) or by
+// const reference.
+using Handler = std::function<void(Request, std::shared_ptr<Responder>)>;
 
 struct ServerOptions {
   std::string host = "127.0.0.1";
@@ -64,15 +68,20 @@ class HttpServer {
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;
 
-  // Exact path match. An unknown path answers 404, a known path with another method 405.
-  // Routes are added before Start().
+  // Exact path match. An unknown path answers 404, a known path with another method 405; HEAD runs
+  // a GET route and sends its headers only. Routes are added before Start().
   void AddRoute(std::string method, std::string path, Handler handler);
-  // Binds and starts the I/O threads; throws fission::Error when the address cannot be bound.
+  // Raises the open-file soft limit to the hard limit, binds and starts the I/O threads; throws
+  // fission::Error when the address cannot be bound. When descriptors run out, accepting backs off
+  // (10 ms doubling to 1 s) instead of retrying at once.
   void Start();
   // The bound port (after Start()).
   int port() const;
-  // Stops accepting, closes idle connections, lets in-flight responses finish for up to `grace`,
-  // then closes everything and joins the I/O threads. Idempotent.
+  // Closes the listener and idle connections; a connection busy with a response closes once it is
+  // sent. Requests already read are still served. Idempotent.
+  void StopAccepting();
+  // StopAccepting, then lets in-flight responses finish for up to `grace`, then closes everything
+  // and joins the I/O threads. Idempotent.
   void Stop(std::chrono::milliseconds grace = std::chrono::milliseconds(0));
 
   // Connections currently open (for tests and metrics).

@@ -15,8 +15,9 @@ std::string ErrorType(int status) {
 }
 
 std::string ErrorBody(int status, const std::string& message, const std::string& param) {
-  Json error = {{"message", message}, {"type", ErrorType(status)}, {"code", status}};
-  error["param"] = param.empty() ? Json(nullptr) : Json(param);
+  // Messages quote values from the request; the cap keeps any answer small whatever was sent.
+  Json error = {{"message", Abbreviate(message, 2048)}, {"type", ErrorType(status)}, {"code", status}};
+  error["param"] = param.empty() ? Json(nullptr) : Json(Abbreviate(param));
   return Json{{"error", error}}.dump(-1, ' ', false, Json::error_handler_t::replace);
 }
 

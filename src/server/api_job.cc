@@ -15,10 +15,11 @@ std::string RandomHexId(int n) {
   return id;
 }
 
-ApiJob::ApiJob(engine::Engine& engine, Metrics& metrics, std::shared_ptr<http::Responder> responder, bool stream)
-    : engine_(engine),
-      metrics_(metrics),
-      responder_(std::move(responder)),
+ApiJob::ApiJob(JobContext context, bool stream)
+    : engine_(context.engine),
+      metrics_(context.metrics),
+      responder_(std::move(context.responder)),
+      ticket_(std::move(context.ticket)),
       stream_(stream),
       id_(RandomHexId(24)),
       created_(std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
@@ -27,13 +28,15 @@ ApiJob::ApiJob(engine::Engine& engine, Metrics& metrics, std::shared_ptr<http::R
 
 ApiJob::~ApiJob() = default;
 
-void ApiJob::Submit(const std::vector<std::vector<std::int32_t>>& prompts, const engine::SamplingParams& params) {
-  try {
-    params.Validate(engine_.vocab_size());
-  } catch (const ApiError&) {
-    throw;
-  } catch (const Error& e) {
-    throw ApiError(400, e.what());
+void ApiJob::Submit(const std::vector<std::vector<std::int32_t>>& prompts, const engine::SamplingParams& params,
+                    const std::string& rid) {
+  if (prompts.empty()) BadRequest("the request has no prompt");
+  for (std::size_t p = 0; p < prompts.size(); ++p) {
+    try {
+      engine_.Validate(prompts[p], params);
+    } catch (const Error& e) {
+      throw ApiError(400, prompts.size() > 1 ? StrCat("prompt ", p, ": ", e.what()) : std::string(e.what()));
+    }
   }
   for (std::size_t p = 0; p < prompts.size(); ++p) {
     for (int i = 0; i < params.n; ++i) {
@@ -45,18 +48,25 @@ void ApiJob::Submit(const std::vector<std::vector<std::int32_t>>& prompts, const
     }
   }
   unfinished_ = static_cast<int>(choices_.size());
+  if (const std::string refusal = ticket_.Attach(weak_from_this(), rid); !refusal.empty()) throw ApiError(503, refusal);
   metrics_.RequestStarted();
   std::weak_ptr<ApiJob> weak = shared_from_this();
-  std::lock_guard<std::mutex> lock(mutex_);
-  for (std::size_t p = 0; p < prompts.size(); ++p) {
-    engine::Request request;
-    request.prompt_ids = prompts[p];
-    request.params = params;
-    const int base = static_cast<int>(p) * params.n;
-    auto self = shared_from_this();  // the engine's callback keeps the job alive until it finishes
-    request.callback = [self, base](const engine::RequestOutput& out) { self->OnOutput(base + out.index, out); };
-    request_ids_.push_back(engine_.Submit(std::move(request)));
+  std::vector<std::int64_t> abort_now;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (std::size_t p = 0; p < prompts.size(); ++p) {
+      engine::Request request;
+      request.prompt_ids = prompts[p];
+      request.params = params;
+      const int base = static_cast<int>(p) * params.n;
+      auto self = shared_from_this();  // the engine's callback keeps the job alive until it finishes
+      request.callback = [self, base](const engine::RequestOutput& out) { self->OnOutput(base + out.index, out); };
+      request_ids_.push_back(engine_.Submit(std::move(request)));  // validated above: does not throw
+    }
+    // Cancelled between attaching and submitting: end at once, the same way.
+    if (cancelled_) abort_now = request_ids_;
   }
+  for (std::int64_t id : abort_now) engine_.Abort(id);
   responder_->OnDisconnect([weak] {
     if (auto job = weak.lock()) job->Abort();
   });
@@ -67,6 +77,19 @@ void ApiJob::Abort() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     disconnected_ = true;
+    ids = request_ids_;
+  }
+  for (std::int64_t id : ids) engine_.Abort(id);
+}
+
+void ApiJob::Cancel(const std::string& reason, int status) {
+  std::vector<std::int64_t> ids;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (cancelled_) return;
+    cancelled_ = true;
+    cancel_reason_ = reason;
+    cancel_status_ = status;
     ids = request_ids_;
   }
   for (std::int64_t id : ids) engine_.Abort(id);
@@ -96,6 +119,8 @@ void ApiJob::OnOutput(int choice, const engine::RequestOutput& out) {
     c.matched_stop_string = out.matched_stop_string;
     c.matched_stop_token = out.matched_stop_token;
     c.error = out.error;
+    // The engine reports our own abort without a message: the cancellation's reason is the error.
+    if (c.finish_reason == engine::FinishReason::kAbort && c.error.empty()) c.error = cancel_reason_;
   }
   if (disconnected_) {
     if (out.finished && --unfinished_ == 0) {
@@ -118,12 +143,12 @@ void ApiJob::OnOutput(int choice, const engine::RequestOutput& out) {
 void ApiJob::StartStreamOnce() {
   if (stream_started_) return;
   stream_started_ = true;
-  responder_->StartStream(200, "text/event-stream", {{"Cache-Control", "no-cache"}});
+  responder_->StartStream(200, "text/event-stream");  // the server adds Cache-Control: no-cache
 }
 
 void ApiJob::EndStream(const std::string& error, Json usage_chunk) {
   StartStreamOnce();
-  if (!error.empty()) responder_->Write(SseEvent({{"error", {{"message", error}, {"code", 500}}}}));
+  if (!error.empty()) responder_->Write(SseEvent({{"error", {{"message", error}, {"code", error_status()}}}}));
   if (!usage_chunk.is_null()) {
     usage_chunk["choices"] = Json::array();
     usage_chunk["usage"] = UsageJson(TotalUsage());

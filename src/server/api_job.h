@@ -1,7 +1,9 @@
 // One API request in flight: its engine requests (prompts × n completions), the state of every
-// choice, and the HTTP responder its answer goes to. Engine outputs arrive on the engine thread;
-// a job streams deltas as they come or answers once every choice has finished. A client that
-// disconnects has its engine requests aborted (their pages are freed at the end of the step).
+// choice, the HTTP responder its answer goes to, and the request's ticket (it counts as in flight
+// until the job is gone). Engine outputs arrive on the engine thread; a job streams deltas as they
+// come or answers once every choice has finished. A client that disconnects has its engine
+// requests aborted (their pages are freed at the end of the step); a job the server cancels
+// (shutdown, /abort_request) still ends its answer properly.
 //
 // Subclasses format one API's responses: OpenAI completions, OpenAI chat, SGLang's /generate.
 #pragma once
@@ -17,6 +19,7 @@
 #include "engine/engine.h"
 #include "http/server.h"
 #include "server/metrics.h"
+#include "server/request_tracker.h"
 
 namespace fission::server {
 
@@ -43,16 +46,31 @@ struct Usage {
   std::int64_t cached_tokens = 0;
 };
 
+// What every job is made with.
+struct JobContext {
+  engine::Engine& engine;
+  Metrics& metrics;
+  std::shared_ptr<http::Responder> responder;
+  RequestTracker::Ticket ticket;
+};
+
 class ApiJob : public std::enable_shared_from_this<ApiJob> {
  public:
-  ApiJob(engine::Engine& engine, Metrics& metrics, std::shared_ptr<http::Responder> responder, bool stream);
+  ApiJob(JobContext context, bool stream);
   virtual ~ApiJob();
 
-  // Submits one engine request per prompt (each with `params.n` completions). An invalid request is
-  // an ApiError(400); nothing is submitted then.
-  void Submit(const std::vector<std::vector<std::int32_t>>& prompts, const engine::SamplingParams& params);
-  // Aborts the job's engine requests (a disconnected client, or /abort_request).
+  // Submits one engine request per prompt (each with `params.n` completions), attached to the
+  // ticket under `rid` (may be empty). Every prompt is validated first: an invalid one is an
+  // ApiError(400) and nothing is submitted; a server that has begun cancelling everything answers
+  // 503.
+  void Submit(const std::vector<std::vector<std::int32_t>>& prompts, const engine::SamplingParams& params,
+              const std::string& rid = "");
+  // The client disconnected: aborts the job's engine requests and writes nothing more.
   void Abort();
+  // The server ends the job: its engine requests are aborted and the answer ends as it would on a
+  // failure, with `reason` and `status` (503 at shutdown); with an empty reason the choices simply
+  // finish with finish_reason "abort" (/abort_request).
+  void Cancel(const std::string& reason, int status);
 
  protected:
   // Streaming: called (engine thread, under the job's lock) for each output of choice `choice`,
@@ -74,8 +92,9 @@ class ApiJob : public std::enable_shared_from_this<ApiJob> {
   std::int64_t created() const { return created_; }
   const std::string& id() const { return id_; }
   void set_id_prefix(const std::string& prefix) { id_ = prefix + id_; }
-  // The first choice error, if a choice failed (not a client abort).
+  // The first choice error, if a choice failed (not a client abort), and the status to answer it with.
   std::string FirstError() const;
+  int error_status() const { return cancel_reason_.empty() ? 500 : cancel_status_; }
 
  private:
   void OnOutput(int choice, const engine::RequestOutput& out);
@@ -83,6 +102,7 @@ class ApiJob : public std::enable_shared_from_this<ApiJob> {
   engine::Engine& engine_;
   Metrics& metrics_;
   std::shared_ptr<http::Responder> responder_;
+  RequestTracker::Ticket ticket_;
   bool stream_;
   std::string id_;
   std::int64_t created_;
@@ -92,6 +112,9 @@ class ApiJob : public std::enable_shared_from_this<ApiJob> {
   std::vector<std::int64_t> request_ids_;
   int unfinished_ = 0;
   bool disconnected_ = false;
+  bool cancelled_ = false;
+  std::string cancel_reason_;
+  int cancel_status_ = 500;
   bool stream_started_ = false;
 };
 

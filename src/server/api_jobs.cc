@@ -7,10 +7,9 @@ namespace fission::server {
 
 // ---- /v1/completions --------------------------------------------------------------------------
 
-CompletionJob::CompletionJob(engine::Engine& engine, Metrics& metrics, std::shared_ptr<http::Responder> responder,
-                             const tokenizer::Tokenizer& tokenizer, std::string model, const CompletionRequest& request,
-                             std::vector<std::string> prompt_texts)
-    : ApiJob(engine, metrics, std::move(responder), request.stream.stream),
+CompletionJob::CompletionJob(JobContext context, const tokenizer::Tokenizer& tokenizer, std::string model,
+                             const CompletionRequest& request, std::vector<std::string> prompt_texts)
+    : ApiJob(std::move(context), request.stream.stream),
       tokenizer_(tokenizer),
       model_(std::move(model)),
       request_(request),
@@ -51,7 +50,7 @@ void CompletionJob::OnDelta(int choice, const engine::RequestOutput& out) {
 void CompletionJob::OnComplete() {
   const std::string error = FirstError();
   if (stream()) return EndStream(error, request_.stream.include_usage ? ChunkBase() : Json());
-  if (!error.empty()) return responder().Send(500, "application/json", ErrorBody(500, error));
+  if (!error.empty()) return responder().Send(error_status(), "application/json", ErrorBody(error_status(), error));
   Json choices = Json::array();
   for (std::size_t i = 0; i < this->choices().size(); ++i) {
     const ChoiceState& c = this->choices()[i];
@@ -67,10 +66,9 @@ void CompletionJob::OnComplete() {
 
 // ---- /v1/chat/completions ---------------------------------------------------------------------
 
-ChatJob::ChatJob(engine::Engine& engine, Metrics& metrics, std::shared_ptr<http::Responder> responder,
-                 const tokenizer::Tokenizer& tokenizer, std::string model, const ChatRequest& request, int num_choices,
-                 const SplitterFactory& splitters)
-    : ApiJob(engine, metrics, std::move(responder), request.stream.stream),
+ChatJob::ChatJob(JobContext context, const tokenizer::Tokenizer& tokenizer, std::string model,
+                 const ChatRequest& request, int num_choices, const SplitterFactory& splitters)
+    : ApiJob(std::move(context), request.stream.stream),
       tokenizer_(tokenizer),
       model_(std::move(model)),
       request_(request),
@@ -129,7 +127,7 @@ void ChatJob::OnComplete() {
       usage_chunk = {{"id", id()}, {"object", "chat.completion.chunk"}, {"created", created()}, {"model", model_}};
     return EndStream(error, usage_chunk);
   }
-  if (!error.empty()) return responder().Send(500, "application/json", ErrorBody(500, error));
+  if (!error.empty()) return responder().Send(error_status(), "application/json", ErrorBody(error_status(), error));
   Json choices = Json::array();
   for (std::size_t i = 0; i < this->choices().size(); ++i) {
     const ChoiceState& c = this->choices()[i];
@@ -147,9 +145,8 @@ void ChatJob::OnComplete() {
 
 // ---- /generate (SGLang native) ----------------------------------------------------------------
 
-GenerateJob::GenerateJob(engine::Engine& engine, Metrics& metrics, std::shared_ptr<http::Responder> responder,
-                         bool stream, bool batch, bool return_logprob, std::string rid)
-    : ApiJob(engine, metrics, std::move(responder), stream),
+GenerateJob::GenerateJob(JobContext context, bool stream, bool batch, bool return_logprob, std::string rid)
+    : ApiJob(std::move(context), stream),
       batch_(batch),
       return_logprob_(return_logprob),
       rid_(std::move(rid)) {}
@@ -190,7 +187,7 @@ void GenerateJob::OnComplete() {
   const std::string error = FirstError();
   if (stream()) return EndStream(error, Json());
   if (!error.empty()) {
-    responder().Send(500, "application/json", ErrorBody(500, error));
+    responder().Send(error_status(), "application/json", ErrorBody(error_status(), error));
     return;
   }
   Json body;

@@ -17,9 +17,8 @@ namespace fission::server {
 class CompletionJob final : public ApiJob {
  public:
   // `prompt_texts[p]` is prompt p's text (echoed when asked).
-  CompletionJob(engine::Engine& engine, Metrics& metrics, std::shared_ptr<http::Responder> responder,
-                const tokenizer::Tokenizer& tokenizer, std::string model, const CompletionRequest& request,
-                std::vector<std::string> prompt_texts);
+  CompletionJob(JobContext context, const tokenizer::Tokenizer& tokenizer, std::string model,
+                const CompletionRequest& request, std::vector<std::string> prompt_texts);
 
  private:
   void OnDelta(int choice, const engine::RequestOutput& out) override;
@@ -38,9 +37,8 @@ using SplitterFactory = std::function<std::unique_ptr<ChatOutputSplitter>()>;
 
 class ChatJob final : public ApiJob {
  public:
-  ChatJob(engine::Engine& engine, Metrics& metrics, std::shared_ptr<http::Responder> responder,
-          const tokenizer::Tokenizer& tokenizer, std::string model, const ChatRequest& request, int num_choices,
-          const SplitterFactory& splitters);
+  ChatJob(JobContext context, const tokenizer::Tokenizer& tokenizer, std::string model, const ChatRequest& request,
+          int num_choices, const SplitterFactory& splitters);
 
  private:
   void OnDelta(int choice, const engine::RequestOutput& out) override;
@@ -59,8 +57,7 @@ class ChatJob final : public ApiJob {
 // carry the cumulative text.
 class GenerateJob final : public ApiJob {
  public:
-  GenerateJob(engine::Engine& engine, Metrics& metrics, std::shared_ptr<http::Responder> responder, bool stream,
-              bool batch, bool return_logprob, std::string rid);
+  GenerateJob(JobContext context, bool stream, bool batch, bool return_logprob, std::string rid);
 
  private:
   void OnDelta(int choice, const engine::RequestOutput& out) override;

@@ -52,13 +52,11 @@ Metrics::Metrics(std::string model_name)
 void Metrics::RequestStarted() {
   std::lock_guard<std::mutex> lock(mutex_);
   ++requests_total_;
-  ++in_flight_;
 }
 
 void Metrics::RequestFinished(const std::string& status, std::int64_t prompt_tokens, std::int64_t generation_tokens,
                               double e2e_seconds) {
   std::lock_guard<std::mutex> lock(mutex_);
-  --in_flight_;
   if (status == "success") {
     ++requests_success_;
   } else if (status == "abort") {
@@ -81,7 +79,7 @@ void Metrics::InterToken(double seconds) {
   itl_.Observe(seconds);
 }
 
-std::string Metrics::Render(const engine::Engine& engine) const {
+std::string Metrics::Render(const engine::Engine& engine, std::int64_t in_flight) const {
   const engine::EngineStats s = engine.stats();
   const double total_pages = engine.num_pages();
   const double used_pages = total_pages - s.free_pages;
@@ -108,13 +106,16 @@ std::string Metrics::Render(const engine::Engine& engine) const {
   Line(&out, "fission:requests_finished_total", l + ",status=\"error\"", static_cast<double>(requests_error_));
   Line(&out, "fission:requests_finished_total", l + ",status=\"abort\"", static_cast<double>(requests_abort_));
   Help(&out, "fission:requests_in_flight", "gauge", "Requests accepted and not yet answered.");
-  Line(&out, "fission:requests_in_flight", l, static_cast<double>(in_flight_));
+  Line(&out, "fission:requests_in_flight", l, static_cast<double>(in_flight));
   Help(&out, "fission:kv_pages_total", "gauge", "KV cache pages in the pool.");
   Line(&out, "fission:kv_pages_total", l, total_pages);
   Help(&out, "fission:kv_pages_free", "gauge", "KV cache pages free (held by no sequence and no prefix-cache entry).");
   Line(&out, "fission:kv_pages_free", l, s.free_pages);
   Help(&out, "fission:kv_pages_cached", "gauge", "KV cache pages held by the prefix cache.");
   Line(&out, "fission:kv_pages_cached", l, s.cached_pages);
+  Help(&out, "fission:preemptions_total", "counter",
+       "Sequences preempted because the KV cache ran out (their KV is dropped and recomputed later).");
+  Line(&out, "fission:preemptions_total", l, static_cast<double>(s.preemptions));
   Help(&out, "sglang:time_to_first_token_seconds", "histogram", "Time to first token.");
   ttft_.Render("sglang:time_to_first_token_seconds", l, &out);
   Help(&out, "sglang:inter_token_latency_seconds", "histogram", "Time between streamed tokens.");

@@ -30,19 +30,16 @@ class Metrics {
  public:
   explicit Metrics(std::string model_name);
 
+  // A request reached the engine (requests refused before it are not counted).
   void RequestStarted();
   // `status` is "success", "error" or "abort".
   void RequestFinished(const std::string& status, std::int64_t prompt_tokens, std::int64_t generation_tokens,
                        double e2e_seconds);
   void FirstToken(double ttft_seconds);
   void InterToken(double seconds);
-  std::int64_t in_flight() const {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return in_flight_;
-  }
-
-  // The whole exposition, with gauges read from `engine`.
-  std::string Render(const engine::Engine& engine) const;
+  // The whole exposition, with gauges read from `engine` and the requests in flight (the
+  // service's RequestTracker counts those).
+  std::string Render(const engine::Engine& engine, std::int64_t in_flight) const;
 
  private:
   mutable std::mutex mutex_;
@@ -51,7 +48,6 @@ class Metrics {
   std::uint64_t requests_success_ = 0, requests_error_ = 0, requests_abort_ = 0;
   std::uint64_t prompt_tokens_total_ = 0;
   std::uint64_t generation_tokens_total_ = 0;
-  std::int64_t in_flight_ = 0;
   Histogram ttft_, itl_, e2e_;
 };
 

@@ -11,9 +11,9 @@ namespace {
 OrderedJson ParseBody(const std::string& body) {
   OrderedJson json;
   try {
-    json = OrderedJson::parse(body);
-  } catch (const OrderedJson::parse_error& e) {
-    BadRequest("request body is not valid JSON (at byte ", e.byte, ")");
+    json = ParseOrderedJson(body, "request body");
+  } catch (const Error& e) {
+    throw ApiError(400, e.what());
   }
   if (!json.is_object()) BadRequest("request body must be a JSON object");
   return json;
@@ -27,7 +27,7 @@ const OrderedJson* Field(const OrderedJson& body, const char* key) {
 double Number(const OrderedJson& body, const char* key, double fallback, double lo, double hi) {
   const OrderedJson* v = Field(body, key);
   if (!v) return fallback;
-  if (!v->is_number()) throw ApiError(400, StrCat("'", key, "' must be a number, got ", v->dump()), key);
+  if (!v->is_number()) throw ApiError(400, StrCat("'", key, "' must be a number, got ", JsonPreview(*v)), key);
   const double d = v->get<double>();
   if (!(d >= lo && d <= hi)) throw ApiError(400, StrCat("'", key, "' must be in [", lo, ", ", hi, "], got ", d), key);
   return d;
@@ -36,35 +36,36 @@ double Number(const OrderedJson& body, const char* key, double fallback, double 
 std::int64_t Integer(const OrderedJson& body, const char* key, std::int64_t fallback, std::int64_t lo, std::int64_t hi) {
   const OrderedJson* v = Field(body, key);
   if (!v) return fallback;
-  if (!v->is_number_integer() && !(v->is_number_float() && v->get<double>() == static_cast<double>(static_cast<std::int64_t>(v->get<double>()))))
-    throw ApiError(400, StrCat("'", key, "' must be an integer, got ", v->dump()), key);
-  const std::int64_t i = v->is_number_integer() ? v->get<std::int64_t>() : static_cast<std::int64_t>(v->get<double>());
-  if (i < lo || i > hi) throw ApiError(400, StrCat("'", key, "' must be in [", lo, ", ", hi, "], got ", i), key);
-  return i;
+  const std::optional<std::int64_t> i = ExactInt64(*v);
+  if (!i || *i < lo || *i > hi)
+    throw ApiError(400, StrCat("'", key, "' must be an integer in [", lo, ", ", hi, "], got ", JsonPreview(*v)), key);
+  return *i;
 }
 
 bool Boolean(const OrderedJson& body, const char* key, bool fallback) {
   const OrderedJson* v = Field(body, key);
   if (!v) return fallback;
-  if (!v->is_boolean()) throw ApiError(400, StrCat("'", key, "' must be true or false, got ", v->dump()), key);
+  if (!v->is_boolean()) throw ApiError(400, StrCat("'", key, "' must be true or false, got ", JsonPreview(*v)), key);
   return v->get<bool>();
 }
 
 std::string String(const OrderedJson& body, const char* key, const std::string& fallback) {
   const OrderedJson* v = Field(body, key);
   if (!v) return fallback;
-  if (!v->is_string()) throw ApiError(400, StrCat("'", key, "' must be a string, got ", v->dump()), key);
+  if (!v->is_string()) throw ApiError(400, StrCat("'", key, "' must be a string, got ", JsonPreview(*v)), key);
   return v->get<std::string>();
 }
 
 std::vector<std::int32_t> TokenIds(const OrderedJson& v, const std::string& where) {
   std::vector<std::int32_t> ids;
+  ids.reserve(v.size());
   for (std::size_t i = 0; i < v.size(); ++i) {
     const OrderedJson& e = v[i];
-    if (!e.is_number_integer() || e.get<std::int64_t>() < 0 || e.get<std::int64_t>() > std::numeric_limits<std::int32_t>::max())
-      throw ApiError(400, StrCat("'", where, "[", i, "]' must be a token id (a non-negative integer), got ", e.dump()),
-                     where);
-    ids.push_back(static_cast<std::int32_t>(e.get<std::int64_t>()));
+    const std::optional<std::int64_t> id = e.is_number_integer() ? ExactInt64(e) : std::nullopt;
+    if (!id || *id < 0 || *id > std::numeric_limits<std::int32_t>::max())
+      throw ApiError(400, StrCat("'", where, "[", i, "]' must be a token id (an integer in [0, 2^31)), got ",
+                                 JsonPreview(e)), where);
+    ids.push_back(static_cast<std::int32_t>(*id));
   }
   return ids;
 }
@@ -143,10 +144,8 @@ engine::SamplingParams Sampling(const OrderedJson& body) {
     if (!ids->is_array()) throw ApiError(400, "'stop_token_ids' must be an array of token ids", "stop_token_ids");
     p.stop_token_ids = TokenIds(*ids, "stop_token_ids");
   }
-  if (const OrderedJson* seed = Field(body, "seed")) {
-    if (!seed->is_number_integer()) throw ApiError(400, "'seed' must be an integer", "seed");
-    p.seed = static_cast<std::uint64_t>(seed->get<std::int64_t>());
-  }
+  if (Field(body, "seed"))
+    p.seed = static_cast<std::uint64_t>(Integer(body, "seed", 0, 0, std::numeric_limits<std::int64_t>::max()));
   p.presence_penalty = Number(body, "presence_penalty", 0.0, -2.0, 2.0);
   p.frequency_penalty = Number(body, "frequency_penalty", 0.0, -2.0, 2.0);
   p.repetition_penalty = Number(body, "repetition_penalty", 1.0, 1e-6, 1e6);
@@ -199,7 +198,7 @@ ChatRequest ParseChatRequest(const std::string& body_text) {
     const std::string role = m["role"].get<std::string>();
     if (role != "system" && role != "user" && role != "assistant" && role != "tool" && role != "developer")
       throw ApiError(400, StrCat("'messages[", i, "].role' must be system, user, assistant, tool or developer, got '",
-                                 role, "'"), "messages");
+                                 Abbreviate(role), "'"), "messages");
     if (m.contains("content") && !m["content"].is_null() && !m["content"].is_string() && !m["content"].is_array())
       throw ApiError(400, StrCat("'messages[", i, "].content' must be a string or an array of parts"), "messages");
   }

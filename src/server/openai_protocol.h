@@ -4,16 +4,14 @@
 #pragma once
 
 #include <cstdint>
-#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "base/json.h"  // OrderedJson: messages and tools keep the client's key order
 #include "engine/sampling_params.h"
 
 namespace fission::server {
-
-using OrderedJson = nlohmann::ordered_json;
 
 struct PromptInput {
   bool is_text = true;

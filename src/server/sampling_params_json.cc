@@ -10,10 +10,11 @@ namespace fission::server {
 using engine::SamplingParams;
 
 std::int32_t ParseTokenId(const Json& v, const std::string& where) {
-  if (!v.is_number_integer()) Fail(where, " must be an integer token id, got ", v.dump());
-  const std::int64_t id = v.get<std::int64_t>();
-  if (id < 0 || id > std::numeric_limits<std::int32_t>::max()) Fail(where, " must be a token id >= 0, got ", id);
-  return static_cast<std::int32_t>(id);
+  if (!v.is_number_integer()) Fail(where, " must be an integer token id, got ", JsonPreview(v));
+  const std::optional<std::int64_t> id = ExactInt64(v);
+  if (!id || *id < 0 || *id > std::numeric_limits<std::int32_t>::max())
+    Fail(where, " must be a token id in [0, 2^31), got ", JsonPreview(v));
+  return static_cast<std::int32_t>(*id);
 }
 
 std::vector<std::int32_t> ParseTokenIds(const Json& v, const std::string& where) {
@@ -31,7 +32,7 @@ SamplingParams ParseSamplingParamsJson(const Json& object, const std::string& wh
       "ignore_eos",        "n",              "repetition_penalty", "frequency_penalty", "presence_penalty",
       "logprobs",          "top_logprobs",   "prompt_logprobs"};
   for (const auto& [key, value] : object.items())
-    if (!kKnown.contains(key)) Fail(where, ": unknown field '", key, "'");
+    if (!kKnown.contains(key)) Fail(where, ": unknown field '", Abbreviate(key), "'");
   auto int32 = [&](const char* key, std::int32_t fallback) {
     const std::int64_t v = GetInt(object, key, where, fallback);
     if (v < std::numeric_limits<std::int32_t>::min() || v > std::numeric_limits<std::int32_t>::max())

@@ -54,6 +54,8 @@ const std::vector<FlagInfo>& ServerFlags() {
       {"--tool-call-parser", {}, T::kString, K::kApplied, P::kServer, "NAME", "none",
        "deepseekv3 | deepseekv31 | deepseekv4 | glm45 | glm47 | qwen: tool-call markup becomes tool_calls"},
       {"--log-level", {}, T::kString, K::kApplied, P::kServer, "L", "info", "debug | info | warning | error | critical"},
+      {"--graceful-shutdown-timeout", {}, T::kFloat, K::kApplied, P::kServer, "S", "30",
+       "on SIGTERM, seconds requests in flight may take to finish before they are cancelled"},
       {"--enable-metrics", {}, T::kBool, K::kIgnored, P::kServer, "", "", "/metrics is always served"},
       {"--log-requests", {}, T::kBool, K::kIgnored, P::kServer, "", "", "request logging follows --log-level"},
       {"--stream-interval", {}, T::kInt, K::kIgnored, P::kServer, "N", "1", "every token is streamed"},
@@ -294,6 +296,11 @@ void Apply(const FlagInfo& f, const std::vector<std::string>& values, ServerArgs
     out->cuda_graph_max_bs = static_cast<int>(i);
   }
   if (n == "--disable-cuda-graph") out->disable_cuda_graph = true;
+  if (n == "--graceful-shutdown-timeout") {
+    const double seconds = ParseFloatValue(n, v);
+    if (!(seconds >= 0 && seconds <= 86400)) Fail("--graceful-shutdown-timeout must be in [0, 86400] seconds, got ", v);
+    out->graceful_shutdown_timeout = seconds;
+  }
   if (n == "--swa-full-tokens-ratio") {
     const double r = ParseFloatValue(n, v);
     if (!(r > 0 && r <= 1)) Fail("--swa-full-tokens-ratio must be in (0, 1], got ", v);

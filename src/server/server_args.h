@@ -60,6 +60,7 @@ struct ServerArgs {
   std::string tool_call_parser;
   std::string api_key;
   std::string log_level = "info";
+  double graceful_shutdown_timeout = 30;  // seconds
 
   // Accepted for recipes; no effect until CUDA graphs land (listed as ignored).
   std::vector<int> cuda_graph_bs;

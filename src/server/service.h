@@ -1,11 +1,15 @@
 // The HTTP API of `fission serve`: OpenAI routes (/v1/completions, /v1/chat/completions,
 // /v1/models), SGLang's native routes (/generate, /get_model_info, /get_server_info,
-// /flush_cache, /abort_request, /health, /health_generate) and Prometheus /metrics. Handlers parse
-// and validate on the I/O thread, render chat templates, tokenize, and hand the work to the
-// engine; answers go back through ApiJob. JSON stays in this layer.
+// /flush_cache, /abort_request, /health, /health_generate) and Prometheus /metrics.
+//
+// A generation route is admitted on the I/O thread (authentication, then a ticket: 503 when
+// max_pending_requests are in flight) and decoded on the work pool (parse, validate, render the
+// chat template, tokenize: request_decoding.h), then handed to the engine; answers go back through
+// ApiJob. Every other route answers on the I/O thread. JSON stays in this layer.
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <memory>
 #include <optional>
 #include <string>
@@ -15,7 +19,10 @@
 #include "server/api_jobs.h"
 #include "server/metrics.h"
 #include "server/reasoning_parser.h"
+#include "server/request_decoding.h"
+#include "server/request_tracker.h"
 #include "server/tool_call_parser.h"
+#include "server/work_pool.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
@@ -30,8 +37,10 @@ struct ServiceOptions {
   // --reasoning-parser and --tool-call-parser names; empty: none.
   std::string reasoning_parser;
   std::string tool_call_parser;
-  // Requests accepted but not finished beyond which new ones get 503.
+  // Requests accepted but not answered beyond which new ones get 503.
   std::int64_t max_pending_requests = 4096;
+  // Threads that decode requests (0: a quarter of the cores, between 2 and 8).
+  int decode_threads = 0;
   Json server_info = Json::object();  // /get_server_info
 };
 
@@ -41,14 +50,28 @@ class Service {
   void Register(http::HttpServer& server);
   Metrics& metrics() { return metrics_; }
 
- private:
-  using Handler = void (Service::*)(const http::Request&, const std::shared_ptr<http::Responder>&);
-  // Wraps a handler: authentication, overload, and errors turned into JSON answers.
-  http::Handler Route(Handler handler, bool needs_auth);
+  // Shutdown: new generation requests get 503 (and /health too, so balancers stop sending); the
+  // requests in flight get until `grace` passes to finish, then the rest are cancelled, each
+  // ending its answer properly (an error event and [DONE] for a stream, a 503 otherwise). Returns
+  // once nothing is in flight, or after a last few seconds for the cancelled ones to answer.
+  void Drain(std::chrono::milliseconds grace);
+  std::int64_t in_flight() const { return tracker_.in_flight(); }
 
-  void Completions(const http::Request& req, const std::shared_ptr<http::Responder>& r);
-  void ChatCompletions(const http::Request& req, const std::shared_ptr<http::Responder>& r);
-  void Generate(const http::Request& req, const std::shared_ptr<http::Responder>& r);
+ private:
+  using Ticket = RequestTracker::Ticket;
+  using Handler = void (Service::*)(const http::Request&, const std::shared_ptr<http::Responder>&);
+  using GenerationHandler = void (Service::*)(const http::Request&, const std::shared_ptr<http::Responder>&,
+                                              Ticket);
+  // A route answered on the I/O thread, with authentication when `needs_auth`.
+  http::Handler Route(Handler handler, bool needs_auth);
+  // A generation route: authentication and admission here, the handler on the work pool.
+  http::Handler GenerationRoute(GenerationHandler handler);
+  // 401 when the API key is required and missing or wrong (compared in constant time).
+  bool Authorized(const http::Request& req, const std::shared_ptr<http::Responder>& r) const;
+
+  void Completions(const http::Request& req, const std::shared_ptr<http::Responder>& r, Ticket ticket);
+  void ChatCompletions(const http::Request& req, const std::shared_ptr<http::Responder>& r, Ticket ticket);
+  void Generate(const http::Request& req, const std::shared_ptr<http::Responder>& r, Ticket ticket);
   void Models(const http::Request& req, const std::shared_ptr<http::Responder>& r);
   void ModelInfo(const http::Request& req, const std::shared_ptr<http::Responder>& r);
   void ServerInfo(const http::Request& req, const std::shared_ptr<http::Responder>& r);
@@ -58,25 +81,24 @@ class Service {
   void FlushCache(const http::Request& req, const std::shared_ptr<http::Responder>& r);
   void AbortRequest(const http::Request& req, const std::shared_ptr<http::Responder>& r);
 
-  void CheckModel(const std::string& model) const;
-  // 400 with both numbers when prompt + max_new_tokens exceeds the context.
-  void CheckContext(std::size_t prompt_tokens, std::int64_t max_new_tokens) const;
-  void CheckTokenIds(const std::vector<std::int32_t>& ids, const char* field) const;
-  std::string RenderChat(const ChatRequest& request) const;
+  JobContext Context(const std::shared_ptr<http::Responder>& r, Ticket ticket) {
+    return {engine_, metrics_, r, std::move(ticket)};
+  }
   // How a request's generated text is split into content, reasoning and tool calls.
-  SplitterFactory SplittersFor(const ChatRequest& request) const;
+  SplitterFactory SplittersFor(const DecodedChat& chat) const;
 
   ServiceOptions options_;
   engine::Engine& engine_;
   const tokenizer::Tokenizer& tokenizer_;
   std::optional<tokenizer::ChatTemplate> chat_template_;
-  std::string chat_template_error_;
   std::unique_ptr<ReasoningParser> reasoning_parser_;
   std::unique_ptr<ToolCallParser> tool_call_parser_;
+  RouteContext route_context_;
   Metrics metrics_;
-  // SGLang's /abort_request names requests by "rid"; native requests register theirs here.
-  std::mutex rids_mutex_;
-  std::unordered_map<std::string, std::weak_ptr<ApiJob>> rids_;
+  RequestTracker tracker_;
+  std::atomic<bool> draining_{false};
+  // Last member: its destructor runs the queued work, which uses everything above.
+  WorkPool work_;
 };
 
 }  // namespace fission::server

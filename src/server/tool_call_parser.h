@@ -132,8 +132,7 @@ class ToolCallParser {
 // Converts a parameter value written as text (GLM's <arg_value>) to JSON using the parameter's
 // schema: strings stay strings; numbers, booleans, arrays and objects are parsed when the schema
 // allows them; without a schema a value that parses as JSON is taken as such.
-// Objects keep the model's key order.
-using OrderedJson = nlohmann::ordered_json;
+// Objects keep the model's key order (OrderedJson, base/json.h).
 OrderedJson ConvertArgumentValue(std::string_view raw, const Json* schema);
 // Compact JSON text; invalid UTF-8 is replaced rather than thrown on.
 std::string DumpJson(const OrderedJson& value);

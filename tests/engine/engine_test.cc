@@ -227,20 +227,27 @@ TEST(EngineTest, TinyKvBudgetCompletesEveryRequestByPreemption) {
   }
 }
 
-TEST(EngineTest, ARequestThatCannotFitAloneFailsCleanly) {
+// Admission: a request whose prompt and max_new_tokens could outgrow the whole pool is refused at
+// Submit, naming the numbers, instead of failing part-way; one that just fits runs.
+TEST(EngineTest, ARequestThatCannotFitAloneIsRefusedAtSubmit) {
   FakeCausalLM model;
   EngineConfig c = SmallConfig();
   c.max_total_tokens = 32;
   Engine engine(&model, c);
   Collector collector;
-  const auto big = collector.Submit(engine, MakePrompt(1, 20, model.vocab_size()), Greedy(40));
+  try {
+    collector.Submit(engine, MakePrompt(1, 20, model.vocab_size()), Greedy(14));
+    ADD_FAILURE() << "20 prompt tokens + 14 new ones - 1 = 33 > 32 must be refused";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("needs up to 33 tokens of KV cache"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("--max-total-tokens"), std::string::npos) << e.what();
+  }
+  // 20 + 13 - 1 = 32 rows fill the pool exactly: the 13th token is sampled from the last row.
+  const auto big = collector.Submit(engine, MakePrompt(1, 20, model.vocab_size()), Greedy(13));
   const auto small = collector.Submit(engine, MakePrompt(2, 5, model.vocab_size()), Greedy(3));
   engine.RunUntilIdle();
-  const auto& b = collector.results(big)[0];
-  EXPECT_EQ(b.finish_reason, FinishReason::kAbort);
-  EXPECT_NE(b.error.find("--max-total-tokens"), std::string::npos) << b.error;
-  // 20 + 12 = 32 rows fill the pool; the 13th token is sampled from the last row's logits.
-  EXPECT_EQ(b.tokens, model.ReferenceGreedy(MakePrompt(1, 20, model.vocab_size()), 13));
+  EXPECT_EQ(collector.results(big)[0].finish_reason, FinishReason::kLength);
+  EXPECT_EQ(collector.results(big)[0].tokens, model.ReferenceGreedy(MakePrompt(1, 20, model.vocab_size()), 13));
   EXPECT_EQ(collector.results(small)[0].tokens, model.ReferenceGreedy(MakePrompt(2, 5, model.vocab_size()), 3));
   EXPECT_EQ(engine.CheckPageAccounting(), "");
 }

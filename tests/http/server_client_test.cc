@@ -11,6 +11,7 @@
 
 #include "base/json.h"
 #include "http/client.h"
+#include "http/request_parser.h"
 #include "http/server.h"
 
 namespace fission::http {
@@ -69,7 +70,7 @@ TEST_F(ServerClientTest, GetAndRoutingErrors) {
   ClientResponse wrong_method = client_.Fetch(ClientRequest::Post(Loopback(server_), "/health", "{}"));
   EXPECT_EQ(wrong_method.status, 405);
   ASSERT_NE(FindHeader(wrong_method.headers, "allow"), nullptr);
-  EXPECT_EQ(*FindHeader(wrong_method.headers, "Allow"), "GET");
+  EXPECT_EQ(*FindHeader(wrong_method.headers, "Allow"), "GET, HEAD");
 }
 
 TEST_F(ServerClientTest, PostJsonHeadersQueryAndKeepAlive) {
@@ -373,6 +374,111 @@ TEST(ClientTest, DeadlineEndsAStalledResponse) {
   EXPECT_EQ(r.status, 200);
   EXPECT_EQ(r.body, "data: first\n\n");
   EXPECT_EQ(r.error, "timed out");
+}
+
+}  // namespace
+}  // namespace fission::http
+
+namespace fission::http {
+namespace {
+
+// A server with one streaming route written from another thread, as the API's jobs do.
+class ConformanceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    server_.AddRoute("GET", "/info", [](const Request&, std::shared_ptr<Responder> r) {
+      r->Send(200, "application/json", R"({"ok":true})");
+    });
+    server_.AddRoute("POST", "/stream", [this](const Request&, std::shared_ptr<Responder> r) {
+      r->StartStream(200, "text/event-stream", {{"Cache-Control", "no-store"}});
+      writers_.emplace_back([r] {
+        std::this_thread::sleep_for(20ms);  // the client may have half-closed by now
+        for (int i = 0; i < 3; ++i) r->Write("data: " + std::to_string(i) + "\n\n");
+        r->Finish();
+      });
+    });
+    server_.AddRoute("POST", "/plain", [this](const Request& req, std::shared_ptr<Responder> r) {
+      writers_.emplace_back([r, body = req.body] {
+        std::this_thread::sleep_for(20ms);
+        r->Send(200, "text/plain", "got " + body);
+      });
+    });
+    server_.Start();
+  }
+  void TearDown() override {
+    for (std::thread& t : writers_) t.join();
+  }
+  // Sends `bytes`, optionally half-closes, and reads until the server closes the connection.
+  std::string Exchange(const std::string& bytes, bool half_close) {
+    boost::asio::io_context ioc;
+    boost::asio::ip::tcp::socket socket(ioc);
+    socket.connect({boost::asio::ip::make_address("127.0.0.1"), static_cast<unsigned short>(server_.port())});
+    boost::asio::write(socket, boost::asio::buffer(bytes));
+    if (half_close) socket.shutdown(boost::asio::ip::tcp::socket::shutdown_send);
+    std::string out;
+    char buf[4096];
+    boost::system::error_code ec;
+    for (;;) {
+      const size_t n = socket.read_some(boost::asio::buffer(buf), ec);
+      if (ec) break;
+      out.append(buf, n);
+    }
+    return out;
+  }
+  HttpServer server_{ServerOptions{.io_threads = 2}};
+  std::vector<std::thread> writers_;
+};
+
+TEST_F(ConformanceTest, HeadAnswersTheHeadersOfGet) {
+  const std::string get = Exchange("GET /info HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", false);
+  const std::string head = Exchange("HEAD /info HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", false);
+  EXPECT_EQ(head, get.substr(0, get.find("\r\n\r\n") + 4)) << "same headers, Content-Length included; no body";
+  const std::string wrong = Exchange("HEAD /plain HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", false);
+  EXPECT_EQ(wrong.rfind("HTTP/1.1 405", 0), 0u) << wrong;
+  EXPECT_EQ(wrong.substr(wrong.find("\r\n\r\n") + 4), "") << "a HEAD answer never has a body";
+}
+
+TEST_F(ConformanceTest, Http10StreamsAreNotChunkedAndEndWithTheConnection) {
+  const std::string reply = Exchange("POST /stream HTTP/1.0\r\nContent-Length: 0\r\n\r\n", false);
+  const std::string headers = reply.substr(0, reply.find("\r\n\r\n"));
+  EXPECT_EQ(headers.find("Transfer-Encoding"), std::string::npos) << headers;
+  EXPECT_NE(headers.find("Connection: close"), std::string::npos) << headers;
+  EXPECT_EQ(reply.substr(reply.find("\r\n\r\n") + 4), "data: 0\n\ndata: 1\n\ndata: 2\n\n");
+  // HTTP/1.1 gets chunks, and the handler's Cache-Control is the only one.
+  const std::string chunked = Exchange("POST /stream HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n", true);
+  EXPECT_NE(chunked.find("Transfer-Encoding: chunked"), std::string::npos) << chunked;
+  EXPECT_NE(chunked.find("Cache-Control: no-store"), std::string::npos) << chunked;
+  EXPECT_EQ(chunked.find("no-cache"), std::string::npos) << chunked;
+  EXPECT_EQ(chunked.substr(chunked.size() - 5), "0\r\n\r\n");
+}
+
+TEST_F(ConformanceTest, AHalfClosedClientStillGetsItsAnswer) {
+  const std::string plain = Exchange("POST /plain HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\nhi", true);
+  EXPECT_EQ(plain.rfind("HTTP/1.1 200", 0), 0u) << plain;
+  EXPECT_NE(plain.find("Connection: close"), std::string::npos) << "no request can follow a half-close";
+  EXPECT_EQ(plain.substr(plain.size() - 6), "got hi");
+  const std::string stream = Exchange("POST /stream HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n", true);
+  EXPECT_NE(stream.find("data: 2"), std::string::npos) << stream;
+}
+
+TEST(RequestParserTest, CompleteIncompleteAndMalformedRequests) {
+  const ParseResult ok = ParseRequest("POST /a?b=1 HTTP/1.0\r\nContent-Length: 2\r\nX-Y: z\r\n\r\nhi", 1024);
+  ASSERT_EQ(ok.outcome, ParseResult::Outcome::kComplete);
+  EXPECT_EQ(ok.request.path, "/a");
+  EXPECT_EQ(ok.request.query, "b=1");
+  EXPECT_EQ(ok.request.body, "hi");
+  EXPECT_EQ(ok.request.version, 10);
+  EXPECT_FALSE(ok.request.keep_alive);
+  EXPECT_EQ(*ok.request.FindHeader("x-y"), "z");
+  EXPECT_EQ(ParseRequest("POST /a HTTP/1.1\r\nContent-Length: 5\r\n\r\nhi", 1024).outcome,
+            ParseResult::Outcome::kIncomplete);
+  EXPECT_EQ(ParseRequest("GET / HTTP/1.1\r\nHost:", 1024).outcome, ParseResult::Outcome::kIncomplete);
+  const ParseResult big = ParseRequest("POST /a HTTP/1.1\r\nContent-Length: 5000\r\n\r\n", 1024);
+  EXPECT_EQ(big.outcome, ParseResult::Outcome::kMalformed);
+  EXPECT_EQ(big.status, 413);
+  EXPECT_EQ(ParseRequest("GET / HTTP/1.1\r\nX: " + std::string(70000, 'h') + "\r\n\r\n", 1024).status, 431);
+  EXPECT_EQ(ParseRequest("GARBAGE\r\n\r\n", 1024).status, 400);
+  EXPECT_EQ(ParseRequest("POST / HTTP/1.1\r\nContent-Length: x\r\n\r\n", 1024).status, 400);
 }
 
 }  // namespace

@@ -69,7 +69,7 @@ TEST(GenerateIoTest, MalformedLinesNameTheLineAndField) {
   auto parse = [&](const std::string& text) { return ErrorOf([&] { ParsePromptsJsonl(text, "f.jsonl", d, nullptr); }); };
   EXPECT_NE(parse("{\"input_ids\": [1]}\n{bad\n").find("f.jsonl line 2"), std::string::npos);
   EXPECT_NE(parse("{\"input_ids\": [1, \"x\"]}").find("input_ids'[1]"), std::string::npos);
-  EXPECT_NE(parse("{\"input_ids\": [-1]}").find("token id >= 0"), std::string::npos);
+  EXPECT_NE(parse("{\"input_ids\": [-1]}").find("token id in [0, 2^31)"), std::string::npos);
   EXPECT_NE(parse("{\"text\": \"hi\"}").find("needs a tokenizer"), std::string::npos);
   EXPECT_NE(parse("{\"input_ids\": [1], \"text\": \"x\"}").find("exactly one"), std::string::npos);
   EXPECT_NE(parse("{\"prompt\": [1]}").find("unknown field 'prompt'"), std::string::npos);

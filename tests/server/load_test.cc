@@ -12,6 +12,7 @@
 #include <random>
 #include <thread>
 
+#include "server/malformed_requests_testlib.h"
 #include "server/serve_process_testlib.h"
 
 namespace fission::server {
@@ -136,89 +137,39 @@ TEST(ServeLoad, ClientsThatDisconnectMidStreamFreeTheirPages) {
   EXPECT_EQ(server.Stop(), 0);
 }
 
-// Malformed requests by construction: truncated JSON, fields of the wrong type or range, non-JSON
-// bytes, and broken HTTP framing. Every one must get a 4xx (or, for framing the parser cannot
-// recover from, a closed connection after a 4xx), and the server must stay up.
-std::vector<std::string> MalformedBodies(std::mt19937_64& rng, int count) {
-  const std::vector<std::string> valid = {
-      Json{{"prompt", kPrompt}, {"max_tokens", 4}, {"temperature", 0.5}, {"stop", {"Q"}}}.dump(),
-      Json{{"messages", {{{"role", "user"}, {"content", "hi"}}}}, {"max_tokens", 4}}.dump(),
-  };
-  const std::vector<std::pair<std::string, Json>> wrong = {
-      {"prompt", 5}, {"prompt", Json::object()}, {"prompt", Json::array()}, {"max_tokens", -1},
-      {"max_tokens", "many"}, {"max_tokens", 1e12}, {"temperature", "hot"}, {"temperature", -1},
-      {"top_p", 2}, {"top_k", "k"}, {"n", 0}, {"n", 1000}, {"stop", 7}, {"stop", {1, 2}},
-      {"logprobs", 99}, {"logprobs", "yes"}, {"echo", "yes"}, {"stream", 1}, {"seed", "s"},
-      {"presence_penalty", 9}, {"frequency_penalty", -9}, {"stream_options", 3}, {"model", 42},
-      {"model", "gpt-4"}, {"messages", "hi"}, {"messages", {{{"content", "no role"}}}}, {"regex", ".*"},
-      {"logit_bias", {{"1", 100}}}, {"min_p", 5}, {"stop_token_ids", "x"}, {"repetition_penalty", 0}};
-  std::vector<std::string> bodies;
-  std::uniform_int_distribution<int> kind(0, 2);
-  while (static_cast<int>(bodies.size()) < count) {
-    const std::string& base = valid[rng() % valid.size()];
-    switch (kind(rng)) {
-      case 0:  // truncated JSON
-        bodies.push_back(base.substr(0, rng() % (base.size() - 1)));
-        break;
-      case 1: {  // one field wrong
-        Json j = Json::parse(base);
-        const auto& [key, value] = wrong[rng() % wrong.size()];
-        if ((key == "messages") != j.contains("messages")) continue;
-        j[key] = value;
-        bodies.push_back(j.dump());
-        break;
-      }
-      default: {  // bytes that are not JSON
-        std::string junk(1 + rng() % 64, '\0');
-        for (char& c : junk) c = static_cast<char>(rng() % 256);
-        if (junk[0] == '{' || junk[0] == '[' || junk[0] == '"' || (junk[0] >= '0' && junk[0] <= '9')) junk[0] = '#';
-        bodies.push_back(junk);
-      }
-    }
-  }
-  return bodies;
-}
-
+// Every class of malformed request the server has been probed with (malformed_requests_testlib.h),
+// 4,600 bodies and 400 broken framings: each gets a 4xx, a good request succeeds during and
+// after, and the server ends idle.
 TEST(ServeAbuse, FiveThousandMalformedRequestsGetOnly4xx) {
   ServeProcess server({});
   std::mt19937_64 rng(2026);
-  const std::vector<std::string> bodies = MalformedBodies(rng, 4600);
-  std::map<int, int> statuses;
-  for (std::size_t i = 0; i < bodies.size(); ++i) {
-    const bool chat = bodies[i].find("messages") != std::string::npos;
-    const Reply r = Post(server.port(), chat ? "/v1/chat/completions" : "/v1/completions", bodies[i]);
-    ++statuses[r.status];
-    ASSERT_TRUE(r.status >= 400 && r.status < 500) << "body " << i << ": " << bodies[i] << " -> " << r.status << " "
-                                                  << r.body;
+  const std::vector<MalformedRequest> requests = MalformedRequests(rng, 4600);
+  const std::string good = Json{{"prompt", kPrompt}, {"max_tokens", 2}}.dump();
+  std::map<std::string, int> per_class;
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    const MalformedRequest& m = requests[i];
+    const Reply r = Post(server.port(), m.path, m.body);
+    ASSERT_TRUE(r.status >= 400 && r.status < 500 && r.json.contains("error"))
+        << MalformedName(m.kind) << " request " << i << " on " << m.path << ": " << m.body.substr(0, 200) << " -> "
+        << r.status << " " << r.body.substr(0, 300);
+    ++per_class[MalformedName(m.kind)];
+    if (i % 500 == 0) ASSERT_EQ(Post(server.port(), "/v1/completions", good).status, 200) << "during, at " << i;
   }
-  // Broken framing and headers, over raw connections.
-  const std::vector<std::string> raw = {
-      "GARBAGE\r\n\r\n",
-      "POST /v1/completions HTTP/1.1\r\nContent-Length: 5\r\n\r\n{\"a\":",
-      "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n{}",
-      "POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nxx\r\n0\r\n\r\n",
-      "POST /v1/completions HTTP/1.1\r\nHost: x\r\nBad Header Line\r\n\r\n",
-      "GET /v1/completions HTTP/1.1\r\nHost: x\r\n\r\n",
-      "DELETE /health HTTP/1.1\r\nHost: x\r\n\r\n",
-      "POST /v1/completions HTTP/9.9\r\nHost: x\r\n\r\n",
-      "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n[]",
-      StrCat("GET /", std::string(100000, 'a'), " HTTP/1.1\r\nHost: x\r\n\r\n"),
-      StrCat("GET /health HTTP/1.1\r\nHost: x\r\nX-Big: ", std::string(100000, 'b'), "\r\n\r\n"),
-      "POST /generate HTTP/1.1\r\nHost: x\r\nContent-Length: 9\r\n\r\n{\"text\":1",
-  };
+  EXPECT_EQ(per_class.size(), static_cast<std::size_t>(Malformed::kCount));
   int raw_count = 0;
   for (int round = 0; raw_count < 400; ++round) {
-    for (const std::string& bytes : raw) {
+    for (const std::string& bytes : MalformedFraming()) {
       int status = 0;
       const std::string reply = RawExchange(server.port(), bytes, 2000, &status);
       ASSERT_TRUE(status >= 400 && status < 500) << "raw request " << raw_count << " got '" << reply.substr(0, 80) << "'";
       ++raw_count;
     }
   }
-  EXPECT_GE(bodies.size() + raw_count, 5000u);
+  EXPECT_GE(requests.size() + raw_count, 5000u);
   EXPECT_TRUE(server.alive());
   EXPECT_EQ(Get(server.port(), "/health").status, 200);
-  EXPECT_EQ(Post(server.port(), "/v1/completions", Json{{"prompt", kPrompt}, {"max_tokens", 2}}.dump()).status, 200);
+  EXPECT_EQ(Post(server.port(), "/v1/completions", good).status, 200);
+  EXPECT_EQ(WaitUntilIdle(server.port()), "");
   EXPECT_EQ(server.Stop(), 0);
 }
 

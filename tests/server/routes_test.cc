@@ -177,7 +177,7 @@ TEST_F(Routes, ErrorsAreOpenAiJsonWithTheRightStatus) {
     const char* mention;
   };
   const std::vector<Case> cases = {
-      {"/v1/completions", "{not json", 400, "not valid JSON"},
+      {"/v1/completions", "{not json", 400, "invalid JSON"},
       {"/v1/completions", R"({"prompt": "x", "model": "other"})", 404, "does not exist"},
       {"/v1/completions", R"({"prompt": "x", "max_tokens": 100000})", 400, "maximum context length is 2048"},
       {"/v1/completions", R"({"prompt": "x", "temperature": "hot"})", 400, "'temperature' must be a number"},

@@ -1,10 +1,12 @@
 #include "server/serve_process_testlib.h"
 
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <regex>
 #include <sstream>
@@ -19,7 +21,7 @@ namespace fission::server {
 std::string DemoModelDir() { return std::string(FISSION_SOURCE_DIR) + "/models/demo-deepseek-v3"; }
 std::string FissionBinary() { return std::string(FISSION_BINARY_DIR) + "/fission"; }
 
-ServeProcess::ServeProcess(const std::vector<std::string>& args) {
+ServeProcess::ServeProcess(const std::vector<std::string>& args, const ProcessLimits& limits) {
   static int counter = 0;
   log_path_ = StrCat(::testing::TempDir(), "/serve_", ::getpid(), "_", counter++, ".log");
   std::vector<std::string> argv = {FissionBinary(), "serve", "--port", "0"};
@@ -30,6 +32,10 @@ ServeProcess::ServeProcess(const std::vector<std::string>& args) {
     std::vector<char*> cargv;
     for (std::string& a : argv) cargv.push_back(a.data());
     cargv.push_back(nullptr);
+    if (limits.open_files_soft > 0) {
+      const rlimit files{limits.open_files_soft, limits.open_files_hard};
+      if (::setrlimit(RLIMIT_NOFILE, &files) != 0) std::_Exit(126);
+    }
     FILE* log = std::freopen(log_path_.c_str(), "w", stdout);
     (void)log;
     ::dup2(::fileno(stdout), 2);
@@ -61,6 +67,10 @@ ServeProcess::~ServeProcess() {
 bool ServeProcess::alive() const {
   if (pid_ <= 0) return false;
   return ::kill(pid_, 0) == 0 && ::waitpid(pid_, nullptr, WNOHANG) == 0;
+}
+
+void ServeProcess::Terminate() const {
+  if (pid_ > 0) ::kill(pid_, SIGTERM);
 }
 
 int ServeProcess::Stop() {
@@ -101,11 +111,57 @@ Reply Finish(http::ClientResponse response) {
 
 }  // namespace
 
+std::string WaitUntilIdle(int port, int timeout_ms) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  std::string metrics;
+  while (true) {
+    metrics = Get(port, "/metrics").body;
+    const bool idle = MetricValue(metrics, "fission:requests_in_flight") == 0 &&
+                      MetricValue(metrics, "sglang:num_running_reqs") == 0 &&
+                      MetricValue(metrics, "sglang:num_queue_reqs") == 0 &&
+                      MetricValue(metrics, "fission:kv_pages_free") + MetricValue(metrics, "fission:kv_pages_cached") ==
+                          MetricValue(metrics, "fission:kv_pages_total");
+    if (idle) return "";
+    if (std::chrono::steady_clock::now() > deadline) return metrics;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
+int OpenFileCount(pid_t pid) {
+  int count = 0;
+  for ([[maybe_unused]] const auto& entry : std::filesystem::directory_iterator(StrCat("/proc/", pid, "/fd"))) ++count;
+  return count;
+}
+
+std::int64_t ResidentBytes(pid_t pid) {
+  std::ifstream in(StrCat("/proc/", pid, "/statm"));
+  std::int64_t size = 0, resident = 0;
+  in >> size >> resident;
+  return resident * ::sysconf(_SC_PAGESIZE);
+}
+
+double CpuSeconds(pid_t pid) {
+  std::ifstream in(StrCat("/proc/", pid, "/stat"));
+  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // Fields after the command name (which may hold spaces) start after the last ')'.
+  std::istringstream fields(stat.substr(stat.rfind(')') + 2));
+  std::string field;
+  double ticks = 0;
+  for (int i = 3; i <= 15 && fields >> field; ++i)
+    if (i == 14 || i == 15) ticks += std::stod(field);  // utime, stime
+  return ticks / static_cast<double>(::sysconf(_SC_CLK_TCK));
+}
+
 Reply Post(int port, const std::string& path, const std::string& body, const std::vector<http::Header>& headers) {
+  return Post(Client(), port, path, body, headers);
+}
+
+Reply Post(http::HttpClient& client, int port, const std::string& path, const std::string& body,
+           const std::vector<http::Header>& headers) {
   http::ClientRequest request = http::ClientRequest::Post(http::Url::Parse(StrCat("http://127.0.0.1:", port)), path, body);
   request.headers = headers;
   request.timeout = std::chrono::seconds(120);
-  return Finish(Client().Fetch(std::move(request)));
+  return Finish(client.Fetch(std::move(request)));
 }
 
 Reply Get(int port, const std::string& path, const std::vector<http::Header>& headers) {
@@ -199,6 +255,29 @@ std::string RawExchange(int port, const std::string& bytes, int timeout_ms, int*
   }
   ::close(fd);
   if (reply.rfind("HTTP/1.", 0) == 0 && reply.size() >= 12) *status = std::atoi(reply.substr(9, 3).c_str());
+  return reply;
+}
+
+std::string ExchangeToClose(int port, const std::string& bytes, bool half_close, int timeout_ms) {
+  const int fd = ConnectTo(port);
+  if (fd < 0) return "";
+  for (std::size_t sent = 0; sent < bytes.size();) {
+    const ssize_t n = ::send(fd, bytes.data() + sent, bytes.size() - sent, MSG_NOSIGNAL);
+    if (n <= 0) break;
+    sent += static_cast<std::size_t>(n);
+  }
+  if (half_close) ::shutdown(fd, SHUT_WR);
+  std::string reply;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  char buffer[8192];
+  while (std::chrono::steady_clock::now() < deadline) {
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 50) <= 0) continue;
+    const ssize_t n = ::recv(fd, buffer, sizeof(buffer), 0);
+    if (n <= 0) break;
+    reply.append(buffer, static_cast<std::size_t>(n));
+  }
+  ::close(fd);
   return reply;
 }
 

@@ -1,0 +1,147 @@
+#include "server/request_decoding.h"
+
+#include <algorithm>
+
+#include "server/api_error.h"
+
+namespace fission::server {
+namespace {
+
+std::string ModelName(const std::string& requested, const RouteContext& c) {
+  if (!requested.empty() && requested != c.served_model_name && requested != c.model_path)
+    throw ApiError(404, StrCat("the model '", Abbreviate(requested), "' does not exist; this server serves '",
+                               c.served_model_name, "'"), "model");
+  return requested.empty() ? c.served_model_name : requested;
+}
+
+void CheckChoices(std::size_t prompts, std::int32_t n) {
+  if (prompts * static_cast<std::size_t>(std::max(n, 1)) > kMaxChoicesPerRequest)
+    BadRequest("the request asks for ", prompts, " prompts x ", n, " completions; at most ", kMaxChoicesPerRequest,
+               " completions per request");
+}
+
+std::vector<std::int32_t> Tokenize(const std::string& text, bool add_special_tokens, const RouteContext& c,
+                                   const char* field) {
+  if (text.size() > c.max_prompt_bytes)
+    throw ApiError(400, StrCat("the prompt text of '", field, "' is ", text.size(),
+                               " bytes; this server tokenizes at most ", c.max_prompt_bytes,
+                               " bytes of text for its context of ", c.context_length, " tokens"),
+                   field);
+  return c.tokenizer->Encode(text, add_special_tokens);
+}
+
+void CheckTokenIds(const std::vector<std::int32_t>& ids, const RouteContext& c, const char* field) {
+  for (std::int32_t id : ids)
+    if (id < 0 || id >= c.vocab_size)
+      throw ApiError(400, StrCat("'", field, "' holds token id ", id, " outside the vocabulary of ", c.vocab_size),
+                     field);
+}
+
+// 400 with both numbers when prompt + max_new_tokens exceeds the context.
+void CheckContext(std::size_t prompt_tokens, std::int64_t max_new_tokens, const RouteContext& c) {
+  if (prompt_tokens == 0) BadRequest("the prompt is empty");
+  const std::int64_t total = static_cast<std::int64_t>(prompt_tokens) + max_new_tokens;
+  if (total > c.context_length)
+    throw ApiError(400, StrCat("This model's maximum context length is ", c.context_length,
+                               " tokens. However, you requested ", total, " tokens (", prompt_tokens,
+                               " in the prompt, ", max_new_tokens,
+                               " for the completion). Please reduce the prompt or max_tokens."),
+                   "max_tokens");
+}
+
+std::string RenderChat(const ChatRequest& request, const RouteContext& c) {
+  if (c.chat_template == nullptr)
+    BadRequest("this model has no chat template (", c.chat_template_error,
+               "); pass --chat-template FILE or use /v1/completions");
+  tokenizer::ChatRenderOptions render;
+  render.add_generation_prompt = !request.continue_final_message;
+  if (!(request.tool_choice.is_string() && request.tool_choice == "none")) render.tools = request.tools;
+  render.extra = request.chat_template_kwargs;
+  if (!request.response_format.is_null()) render.extra["response_format"] = request.response_format;
+  try {
+    std::string text = c.chat_template->Apply(request.messages, render, c.tokenizer->config());
+    if (request.continue_final_message) {
+      // Continue the last assistant message: drop whatever the template closed it with.
+      const OrderedJson& last = request.messages.back();
+      if (last.contains("content") && last["content"].is_string()) {
+        const std::string& content = last["content"].get_ref<const std::string&>();
+        const std::size_t at = text.rfind(content);
+        if (at != std::string::npos) text.resize(at + content.size());
+      }
+    }
+    return text;
+  } catch (const ApiError&) {
+    throw;
+  } catch (const Error& e) {
+    throw ApiError(400, StrCat("the chat template failed: ", Abbreviate(e.what(), 512)), "messages");
+  }
+}
+
+std::vector<ToolSpec> ChatTools(const ChatRequest& request, const RouteContext& c) {
+  const bool offered = request.tools.is_array() && !request.tools.empty() &&
+                       !(request.tool_choice.is_string() && request.tool_choice == "none");
+  if (!offered || !c.parses_tool_calls) return {};
+  try {
+    return ToolSpecsFromJson(Json::parse(request.tools.dump()));
+  } catch (const Error& e) {
+    throw ApiError(400, e.what(), "tools");
+  }
+}
+
+}  // namespace
+
+std::size_t MaxPromptBytes(const tokenizer::Tokenizer& tokenizer, std::int64_t context_length) {
+  std::size_t longest = 1;
+  for (std::int64_t id = 0; id < tokenizer.vocab_size(); ++id)
+    if (const auto token = tokenizer.IdToToken(static_cast<std::int32_t>(id))) longest = std::max(longest, token->size());
+  return 2 * longest * static_cast<std::size_t>(std::max<std::int64_t>(context_length, 1));
+}
+
+DecodedCompletion DecodeCompletion(const std::string& body, const RouteContext& c) {
+  DecodedCompletion d;
+  d.request = ParseCompletionRequest(body);
+  d.model = ModelName(d.request.model, c);
+  CheckChoices(d.request.prompts.size(), d.request.params.n);
+  for (const PromptInput& p : d.request.prompts) {
+    d.prompts.push_back(p.is_text ? Tokenize(p.text, true, c, "prompt") : p.ids);
+    CheckTokenIds(d.prompts.back(), c, "prompt");
+    CheckContext(d.prompts.back().size(), d.request.params.max_new_tokens, c);
+    d.texts.push_back(p.is_text ? p.text : c.tokenizer->Decode(p.ids, false));
+  }
+  return d;
+}
+
+DecodedChat DecodeChat(const std::string& body, const RouteContext& c) {
+  DecodedChat d;
+  d.request = ParseChatRequest(body);
+  d.model = ModelName(d.request.model, c);
+  CheckChoices(1, d.request.params.n);
+  d.tools = ChatTools(d.request, c);
+  d.prompt = Tokenize(RenderChat(d.request, c), false, c, "messages");
+  if (!d.request.max_tokens_given) {
+    // Up to the rest of the context, and never more than the KV cache could hold with the prompt.
+    const std::int64_t prompt = static_cast<std::int64_t>(d.prompt.size());
+    const std::int64_t room = std::min(c.context_length - prompt, c.kv_capacity_tokens - prompt + 1);
+    d.request.params.max_new_tokens = static_cast<std::int32_t>(std::max<std::int64_t>(0, room));
+  }
+  CheckContext(d.prompt.size(), d.request.params.max_new_tokens, c);
+  return d;
+}
+
+DecodedGenerate DecodeGenerate(const std::string& body, const RouteContext& c) {
+  DecodedGenerate d;
+  d.request = ParseGenerateRequest(body);
+  CheckChoices(d.request.num_prompts(), d.request.params.n);
+  if (d.request.is_text) {
+    for (const std::string& text : d.request.texts) d.prompts.push_back(Tokenize(text, true, c, "text"));
+  } else {
+    d.prompts = d.request.input_ids;
+  }
+  for (const auto& p : d.prompts) {
+    CheckTokenIds(p, c, "input_ids");
+    CheckContext(p.size(), d.request.params.max_new_tokens, c);
+  }
+  return d;
+}
+
+}  // namespace fission::server

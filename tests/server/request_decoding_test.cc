@@ -1,0 +1,101 @@
+// The generation routes' decoding (request_decoding.h) on the demo model's tokenizer: every bad
+// body is an ApiError with a 4xx status naming what is wrong, never another exception.
+#include "server/request_decoding.h"
+
+#include <gtest/gtest.h>
+
+#include "server/api_error.h"
+
+namespace fission::server {
+namespace {
+
+class RequestDecodingTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    tokenizer_ = tokenizer::Tokenizer::Load(std::string(FISSION_SOURCE_DIR) + "/models/demo-deepseek-v3").release();
+    chat_template_ = new tokenizer::ChatTemplate(tokenizer::ChatTemplate::ForModel(tokenizer_->config(), std::nullopt));
+  }
+  RouteContext Context() const {
+    RouteContext c;
+    c.tokenizer = tokenizer_;
+    c.chat_template = chat_template_;
+    c.served_model_name = "demo";
+    c.model_path = "/models/demo";
+    c.context_length = 2048;
+    c.vocab_size = tokenizer_->vocab_size();
+    c.kv_capacity_tokens = 16384;
+    c.max_prompt_bytes = MaxPromptBytes(*tokenizer_, c.context_length);
+    return c;
+  }
+  // The status and message a body decodes to on `route` (0 when it decodes).
+  std::pair<int, std::string> Decode(const std::string& route, const std::string& body) const {
+    try {
+      if (route == "completions") DecodeCompletion(body, Context());
+      if (route == "chat") DecodeChat(body, Context());
+      if (route == "generate") DecodeGenerate(body, Context());
+    } catch (const ApiError& e) {
+      return {e.status(), e.what()};
+    }
+    return {0, ""};
+  }
+  static tokenizer::Tokenizer* tokenizer_;
+  static tokenizer::ChatTemplate* chat_template_;
+};
+tokenizer::Tokenizer* RequestDecodingTest::tokenizer_ = nullptr;
+tokenizer::ChatTemplate* RequestDecodingTest::chat_template_ = nullptr;
+
+TEST_F(RequestDecodingTest, GoodRequestsDecode) {
+  const DecodedCompletion c = DecodeCompletion(R"({"prompt": ["a", [1, 2]], "max_tokens": 3, "model": "demo"})", Context());
+  ASSERT_EQ(c.prompts.size(), 2u);
+  EXPECT_EQ(c.prompts[1], (std::vector<std::int32_t>{1, 2}));
+  EXPECT_EQ(c.model, "demo");
+  const DecodedChat chat = DecodeChat(R"({"messages": [{"role": "user", "content": "Hi"}]})", Context());
+  EXPECT_FALSE(chat.prompt.empty());
+  EXPECT_EQ(chat.request.params.max_new_tokens, 2048 - static_cast<int>(chat.prompt.size()));
+  const DecodedGenerate g = DecodeGenerate(R"({"input_ids": [[1, 2], [3]], "sampling_params": {"max_new_tokens": 2}})", Context());
+  EXPECT_TRUE(g.request.batch);
+  EXPECT_EQ(g.prompts.size(), 2u);
+}
+
+TEST_F(RequestDecodingTest, BadBodiesAre4xxNamingTheProblem) {
+  struct Case {
+    const char* route;
+    std::string body;
+    int status;
+    const char* mention;
+  };
+  const std::vector<Case> cases = {
+      {"completions", "{", 400, "invalid JSON"},
+      {"completions", R"({"prompt": "a", "temperature": 1e400})", 400, "number overflow"},
+      {"completions", R"({"prompt": )" + std::string(300, '[') + std::string(300, ']') + "}", 400, "nested deeper"},
+      {"completions", R"({"prompt": "a", "model": "other"})", 404, "the model 'other' does not exist"},
+      {"completions", R"({"prompt": [4294967297]})", 400, "prompt[0]"},
+      {"completions", R"({"prompt": [1], "max_tokens": 4000})", 400, "maximum context length is 2048"},
+      {"completions", R"({"prompt": [[1], [2], [3], [4], [5], [6], [7], [8], [9], [10], [11]], "n": 100})", 400, "completions per request"},
+      {"chat", R"({"messages": [{"role": "user", "content": "a"}], "max_tokens": -1})", 400, "max_tokens"},
+      {"chat", R"({"messages": "hi"})", 400, "messages"},
+      {"generate", R"({"text": []})", 400, "'text'"},
+      {"generate", R"({"input_ids": [[]]})", 400, "input_ids[0]"},
+      {"generate", R"({"input_ids": [1], "top_logprobs_num": 4294967301})", 400, "top_logprobs_num"},
+      {"generate", R"({"text": "a", "sampling_params": {"n": 2}, "input_ids": [[1], [2]]})", 400, "'n' > 1"},
+      {"generate", R"({"text": "a", "sampling_params": {"max_new_tokens": 4294967312}})", 400, "max_new_tokens"},
+      {"generate", "[1]", 400, "JSON object"},
+  };
+  for (const Case& c : cases) {
+    const auto [status, message] = Decode(c.route, c.body);
+    EXPECT_EQ(status, c.status) << c.body.substr(0, 100) << " -> " << message;
+    EXPECT_NE(message.find(c.mention), std::string::npos) << c.body.substr(0, 100) << " -> " << message;
+  }
+}
+
+TEST_F(RequestDecodingTest, PromptTextBeyondTheLimitIsRefusedUntokenized) {
+  const RouteContext c = Context();
+  EXPECT_GE(c.max_prompt_bytes, 2u * 2048);
+  const std::string body = R"({"prompt": ")" + std::string(c.max_prompt_bytes + 1, 'a') + "\"}";
+  const auto [status, message] = Decode("completions", body);
+  EXPECT_EQ(status, 400);
+  EXPECT_NE(message.find(StrCat("at most ", c.max_prompt_bytes, " bytes")), std::string::npos) << message;
+}
+
+}  // namespace
+}  // namespace fission::server
