@@ -55,6 +55,17 @@ void Profile(const RunOptions& o, const char* path, const char* doing, const cha
   }
 }
 
+// Token-id prompts have no chat form; said before the first request rather than by one of them.
+void CheckPromptsFitTheRoute(const Backend& backend, const std::vector<DatasetRow>& rows) {
+  if (backend.api != ApiKind::kChatCompletions) return;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    if (!rows[i].prompt_ids.empty()) {
+      Fail("prompt ", i + 1, " is token ids, which --backend ", backend.name,
+           " cannot send: use a completions backend (sglang, sglang-oai, vllm, openai)");
+    }
+  }
+}
+
 ReportConfig BuildReportConfig(const BenchArgs& a, double duration_s, std::optional<double> accept_length) {
   ReportConfig c;
   c.backend = a.backend;
@@ -88,6 +99,7 @@ int RunBenchCommand(const std::vector<std::string>& argv, std::ostream& out, std
   if (!tokenizer_id.empty()) tok = load_tokenizer(tokenizer_id);
 
   std::vector<DatasetRow> rows = BuildDataset(a, tok.get(), out);
+  CheckPromptsFitTheRoute(o.backend, rows);
   AssignLoraNames(rows, a.lora_names, a.seed);
   if (!a.save_dataset.empty()) {
     SaveDataset(a.save_dataset, rows, tok.get());

@@ -91,6 +91,19 @@ TEST(BenchFlagsTest, RandomIdsWithTokenizePromptSendsTheDrawnIds) {
   EXPECT_NE(o.out.find("#Input tokens: 10\n"), std::string::npos) << o.out;
 }
 
+TEST(BenchFlagsTest, TokenIdPromptsOnTheChatRouteAreAnErrorBeforeAnyRequest) {
+  const std::string path = Scratch() + "/ids.jsonl";
+  std::ofstream(path) << R"({"prompt": "a", "prompt_len": 1})" << "\n" << R"({"prompt_ids": [1, 2]})" << "\n";
+  MockOpenAiServer mock(Echo());
+  try {
+    Bench(mock, {"--backend", "openai-chat", "--dataset-name", "jsonl", "--dataset-path", path, "--num-warmups", "0"});
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("prompt 2 is token ids"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(mock.requests_seen(), 0);
+}
+
 TEST(BenchFlagsTest, SavedDatasetReplaysTheSameIds) {
   const std::string dir = ::testing::TempDir() + "/fission_bench_ids_" + std::to_string(getpid());
   std::filesystem::remove_all(dir);
