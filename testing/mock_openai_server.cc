@@ -207,6 +207,7 @@ class MockOpenAiServer::Impl {
   Options options;
   mutable std::mutex mu;
   std::vector<Json> received;
+  std::vector<std::string> controls;
   Timer timer;
   http::HttpServer server;  // declared last: stopped first, before the timer and script go
 };
@@ -232,6 +233,16 @@ MockOpenAiServer::MockOpenAiServer(MockScript script, Options options)
   impl->server.AddRoute("GET", "/health", [](const http::Request&, std::shared_ptr<http::Responder> r) {
     r->Send(200, "text/plain", "");
   });
+  // The profiler's control routes record the order of their calls among the requests.
+  for (const char* path : {"/start_profile", "/stop_profile"}) {
+    impl->server.AddRoute("POST", path, [impl, path](const http::Request&, std::shared_ptr<http::Responder> r) {
+      {
+        std::lock_guard lock(impl->mu);
+        impl->controls.push_back(StrCat(path, "@", impl->received.size()));
+      }
+      r->Send(200, "application/json", "{}");
+    });
+  }
   impl->server.Start();
 }
 
@@ -249,6 +260,11 @@ int MockOpenAiServer::requests_seen() const {
 std::vector<Json> MockOpenAiServer::bodies() const {
   std::lock_guard lock(impl_->mu);
   return impl_->received;
+}
+
+std::vector<std::string> MockOpenAiServer::control_calls() const {
+  std::lock_guard lock(impl_->mu);
+  return impl_->controls;
 }
 
 }  // namespace fission::serving_bench

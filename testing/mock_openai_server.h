@@ -1,7 +1,8 @@
 // A scripted OpenAI-compatible server for testing the tools and measuring the client: a script
 // decides, per request, which text chunks to stream, after which delays, with which usage block,
 // and whether to fail. It serves /v1/completions, /v1/chat/completions and SGLang's /generate
-// (streaming or not), /v1/models, /get_server_info and /health.
+// (streaming or not), /v1/models, /get_server_info, /health and the profiler's /start_profile and
+// /stop_profile.
 #pragma once
 
 #include <atomic>
@@ -66,6 +67,8 @@ class MockOpenAiServer {
   int requests_seen() const;
   // The bodies received, in arrival order.
   std::vector<Json> bodies() const;
+  // "/start_profile@N", "/stop_profile@N": the control calls, N requests having arrived before.
+  std::vector<std::string> control_calls() const;
 
   class Impl;
 

@@ -1,6 +1,9 @@
 #include "base/flag_reader.h"
 
 #include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
 
 #include "base/error.h"
 
@@ -30,6 +33,23 @@ std::vector<std::string> FlagReader::Values() {
   while (next_ < args_.size() && args_[next_].rfind("--", 0) != 0) values.push_back(args_[next_++]);
   if (values.empty()) Fail(flag_, ": missing value");
   return values;
+}
+
+long long IntegerValue(const std::string& flag, const std::string& value, long long lo, long long hi) {
+  char* end = nullptr;
+  errno = 0;
+  const long long x = std::strtoll(value.c_str(), &end, 10);
+  if (value.empty() || *end != '\0' || errno != 0 || x < lo || x > hi) {
+    Fail(flag, ": expected an integer in [", lo, ", ", hi, "], got '", value, "'");
+  }
+  return x;
+}
+
+double NumberValue(const std::string& flag, const std::string& value) {
+  char* end = nullptr;
+  const double x = std::strtod(value.c_str(), &end);
+  if (value.empty() || *end != '\0' || std::isnan(x)) Fail(flag, ": expected a number, got '", value, "'");
+  return x;
 }
 
 }  // namespace fission

@@ -29,4 +29,9 @@ class FlagReader {
   std::optional<std::string> inline_value_;
 };
 
+// `value` of `flag` as a decimal integer in [lo, hi]; an Error naming the flag and the value.
+long long IntegerValue(const std::string& flag, const std::string& value, long long lo, long long hi);
+// `value` of `flag` as a number (not NaN); an Error naming the flag and the value.
+double NumberValue(const std::string& flag, const std::string& value);
+
 }  // namespace fission

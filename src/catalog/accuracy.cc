@@ -130,18 +130,27 @@ double FlexibleExtractScore(const Json& doc, const std::string& where) {
 Json ReadEvalOutput(const std::string& path) {
   std::error_code ec;
   if (fs::is_regular_file(path, ec)) return ReadJsonFile(path);
-  if (!fs::is_directory(path, ec)) Fail("eval output '", path, "' was not written");
+  // lm-eval writes --output_path X.json as X_<date>.json beside it.
+  const fs::path given(path);
+  const bool dated = given.extension() == ".json" && fs::is_directory(given.parent_path().empty() ? "." : given.parent_path(), ec);
+  if (!dated && !fs::is_directory(path, ec)) Fail("eval output '", path, "' was not written");
+  const fs::path dir = dated ? (given.parent_path().empty() ? fs::path(".") : given.parent_path()) : given;
+  const std::string prefix = dated ? given.stem().string() + "_" : "";
   fs::path newest;
   fs::file_time_type newest_time{};
-  for (const auto& e : fs::recursive_directory_iterator(path, ec)) {
+  for (const auto& e : fs::recursive_directory_iterator(dir, ec)) {
     if (!e.is_regular_file() || e.path().extension() != ".json") continue;
+    if (dated && (e.path().parent_path() != dir || e.path().filename().string().rfind(prefix, 0) != 0)) continue;
     const auto t = e.last_write_time();
     if (newest.empty() || t > newest_time || (t == newest_time && e.path() > newest)) {
       newest = e.path();
       newest_time = t;
     }
   }
-  if (newest.empty()) Fail("eval output directory '", path, "' holds no JSON file");
+  if (newest.empty()) {
+    if (dated) Fail("eval output '", path, "' was not written (nor ", prefix, "<date>.json beside it)");
+    Fail("eval output directory '", path, "' holds no JSON file");
+  }
   return ReadJsonFile(newest.string());
 }
 

@@ -44,8 +44,9 @@ AccuracyCatalog LoadAccuracyCatalog(const std::string& path);
 // field "exact_match,flexible-extract", or the same field at the top level. Error naming `where`.
 double FlexibleExtractScore(const Json& results, const std::string& where);
 
-// Reads eval output at `path`: a JSON file, or a directory in which the newest *.json (searched
-// recursively) is taken, as lm-eval's --output_path writes.
+// Reads eval output at `path`: a JSON file; for a missing X.json, the newest X_<date>.json beside
+// it; or a directory in which the newest *.json (searched recursively) is taken. Those are the
+// places lm-eval's --output_path (and fission eval's) writes to.
 Json ReadEvalOutput(const std::string& path);
 
 struct AccuracyOptions {

@@ -5,6 +5,7 @@
 #include <set>
 
 #include "base/mapped_file.h"
+#include "catalog/expansion.h"
 
 namespace fission::catalog {
 namespace {
@@ -340,8 +341,11 @@ Catalog ParseCatalog(const Json& document, const std::string& source) {
         }
       }
     }
+    if (auto w = document.find("workloads"); w != document.end() && !w->is_null()) {
+      catalog.grids = ParseCatalogGrids(*w, StrCat(source, ": 'workloads'"));
+    }
     for (auto kv = document.begin(); kv != document.end(); ++kv) {
-      if (kv.key() != "models" && kv.key() != "templates") {
+      if (kv.key() != "models" && kv.key() != "templates" && kv.key() != "workloads") {
         catalog.warnings.push_back(StrCat(source, ": unknown top-level key '", kv.key(), "' kept"));
       }
     }

@@ -2,7 +2,9 @@
 // run against a grid of workloads. Two on-disk forms are read:
 //   - legacy: a JSON array of model entries;
 //   - templates: {"templates": {"extra_args": {NAME: "flags"}, "env_vars": {NAME: "K=V\nK=V"}},
-//                 "models": [ ...entries... ]}.
+//                 "models": [ ...entries... ], "workloads": GRID}; the optional workload grid is
+//                 one grid for every suite or {"SGLang-OOB": GRID, "SGLang-Mesh": GRID}
+//                 (expansion.h has the grid's forms).
 // Entries reference templates by exact name; an element that names no template is literal text.
 // Everything here is resolved at load time, so later stages work on plain strings and lists.
 #pragma once
@@ -46,6 +48,16 @@ struct IoPair {
 // Parses "ISLxOSL" with positive decimal integers; anything else is an Error naming `where`.
 IoPair ParseIoPair(const std::string& text, const std::string& where);
 
+// One workload of a grid: lengths, concurrency and the random range ratio.
+struct Workload {
+  std::int64_t isl = 0;
+  std::int64_t osl = 0;
+  std::int64_t concurrency = 0;
+  double ratio = 1.0;
+  IoPair Pair() const { return {isl, osl}; }
+  bool operator==(const Workload&) const = default;
+};
+
 struct ModelEntry {
   int index = 0;  // position in the catalog's model list
   std::string prefix;
@@ -87,6 +99,8 @@ struct Catalog {
   std::map<std::string, std::string> extra_args_templates;
   std::map<std::string, std::string> env_templates;
   std::vector<ModelEntry> models;
+  // The catalog's own workload grid per suite ("workloads"); a suite without one uses its default.
+  std::map<Suite, std::vector<Workload>> grids;
   std::vector<std::string> warnings;  // unknown keys and similar non-fatal findings
 
   const ModelEntry* Find(const std::string& prefix) const;

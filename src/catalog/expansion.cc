@@ -87,6 +87,113 @@ std::vector<Workload> DefaultGrid(Suite suite) {
   return out;
 }
 
+namespace {
+
+std::int64_t PositiveField(const Json& item, const char* key, const std::string& where) {
+  auto it = item.find(key);
+  if (it == item.end() || !it->is_number_integer() || it->get<std::int64_t>() <= 0) {
+    Fail(where, ": '", key, "' must be a positive integer, got ", it == item.end() ? "nothing" : it->dump());
+  }
+  return it->get<std::int64_t>();
+}
+
+// {"isl", "osl", "concurrency": N or [N, ...], "ratio"}: one workload per concurrency.
+std::vector<Workload> WorkloadsOfObject(const Json& item, const std::string& where) {
+  for (auto kv = item.begin(); kv != item.end(); ++kv) {
+    if (kv.key() != "isl" && kv.key() != "osl" && kv.key() != "concurrency" && kv.key() != "ratio") {
+      Fail(where, ": unknown key '", kv.key(), "' (isl, osl, concurrency, ratio)");
+    }
+  }
+  const std::int64_t isl = PositiveField(item, "isl", where), osl = PositiveField(item, "osl", where);
+  double ratio = 1.0;
+  if (auto r = item.find("ratio"); r != item.end()) {
+    if (!r->is_number() || !(r->get<double>() > 0) || r->get<double>() > 1) {
+      Fail(where, ": 'ratio' must be a number in (0, 1], got ", r->dump());
+    }
+    ratio = r->get<double>();
+  }
+  const Json& conc = item.contains("concurrency") ? item["concurrency"] : Json(nullptr);
+  std::vector<Workload> out;
+  if (conc.is_array()) {
+    if (conc.empty()) Fail(where, ": 'concurrency' is an empty list");
+    for (size_t i = 0; i < conc.size(); ++i) {
+      out.push_back({isl, osl, PositiveField(Json{{"concurrency", conc[i]}}, "concurrency", where), ratio});
+    }
+  } else {
+    out.push_back({isl, osl, PositiveField(item, "concurrency", where), ratio});
+  }
+  return out;
+}
+
+std::vector<Workload> ParseGridValue(const Json& value, const std::string& where) {
+  auto from_text = [&](const std::string& text, const std::string& at) {
+    try {
+      return ParseParamLists(text);
+    } catch (const Error& e) {
+      Fail(at, ": ", e.what());
+    }
+  };
+  if (value.is_string()) return from_text(value.get<std::string>(), where);
+  if (!value.is_array() || value.empty()) {
+    Fail(where, ": expected a non-empty list of workloads or an \"isl,osl,conc,ratio;...\" string");
+  }
+  std::vector<Workload> out;
+  for (size_t i = 0; i < value.size(); ++i) {
+    const std::string at = StrCat(where, " item ", i);
+    std::vector<Workload> more;
+    if (value[i].is_string()) {
+      more = from_text(value[i].get<std::string>(), at);
+    } else if (value[i].is_object()) {
+      more = WorkloadsOfObject(value[i], at);
+    } else {
+      Fail(at, ": expected an object or an \"isl,osl,conc,ratio\" string, got ", value[i].dump());
+    }
+    out.insert(out.end(), more.begin(), more.end());
+  }
+  return out;
+}
+
+}  // namespace
+
+std::map<Suite, std::vector<Workload>> ParseCatalogGrids(const Json& value, const std::string& where) {
+  std::map<Suite, std::vector<Workload>> grids;
+  if (!value.is_object()) {
+    const std::vector<Workload> grid = ParseGridValue(value, where);
+    grids[Suite::kOob] = grid;
+    grids[Suite::kMesh] = grid;
+    return grids;
+  }
+  for (auto kv = value.begin(); kv != value.end(); ++kv) {
+    Suite suite;
+    if (kv.key() == kOobLabel) {
+      suite = Suite::kOob;
+    } else if (kv.key() == kMeshLabel) {
+      suite = Suite::kMesh;
+    } else {
+      Fail(where, ": unknown workload label '", kv.key(), "' (", kOobLabel, ", ", kMeshLabel, ")");
+    }
+    grids[suite] = ParseGridValue(kv.value(), StrCat(where, ".", kv.key()));
+  }
+  return grids;
+}
+
+const std::vector<Workload>& Grids::For(Suite suite) const {
+  static const std::vector<Workload> kOob = DefaultGrid(Suite::kOob), kMesh = DefaultGrid(Suite::kMesh);
+  if (flag) return *flag;
+  if (catalog) {
+    if (auto it = catalog->find(suite); it != catalog->end()) return it->second;
+  }
+  return suite == Suite::kOob ? kOob : kMesh;
+}
+
+std::string Grids::Source(Suite suite) const {
+  if (flag) return "--param-lists";
+  if (catalog && catalog->count(suite)) return "the catalog's workloads";
+  return StrCat("the ", SuiteName(suite), " default grid");
+}
+
+Grids GridsFor(const Catalog& catalog, const std::vector<Workload>* flag) { return Grids{flag, &catalog.grids}; }
+
 std::string FormatRatio(double ratio) {
   for (int precision = 1; precision <= 17; ++precision) {
     char buf[64];
@@ -153,6 +260,38 @@ std::vector<Cell> ExpandModel(const ModelEntry& model, const std::vector<Workloa
     cells.push_back(std::move(c));
   }
   return cells;
+}
+
+std::vector<Cell> ExpandModels(const std::vector<const ModelEntry*>& models, const Grids& grids) {
+  std::vector<Cell> out;
+  for (const ModelEntry* m : models) {
+    std::vector<Cell> cells = ExpandModel(*m, &grids.For(m->suite));
+    out.insert(out.end(), std::make_move_iterator(cells.begin()), std::make_move_iterator(cells.end()));
+  }
+  return out;
+}
+
+std::string NoCellReason(const ModelEntry& model, const std::vector<Workload>& grid) {
+  std::vector<std::string> pairs;
+  for (const Workload& w : grid) {
+    if (!Contains(pairs, w.Pair().Name())) pairs.push_back(w.Pair().Name());
+  }
+  auto list = [](const std::vector<std::string>& v) {
+    std::string out;
+    for (const std::string& x : v) out += (out.empty() ? "" : ", ") + x;
+    return out;
+  };
+  std::vector<std::string> kept;
+  for (const std::string& p : pairs) {
+    if (model.supported_pairs && !Contains(*model.supported_pairs, p)) continue;
+    if (!Contains(model.excluded_pairs, p)) kept.push_back(p);
+  }
+  if (kept.empty() && model.supported_pairs) {
+    return StrCat("its supported_input_output_pairs (", list(*model.supported_pairs), ") match none of the grid's pairs (",
+                  list(pairs), ")");
+  }
+  if (kept.empty()) return StrCat("its excluded_input_output_pairs exclude every pair of the grid (", list(pairs), ")");
+  return StrCat("its concurrency filters keep none of the grid's concurrencies for ", list(kept));
 }
 
 std::vector<Cell> ExpandModels(const std::vector<const ModelEntry*>& models, const std::vector<Workload>* grid) {

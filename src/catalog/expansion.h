@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -10,15 +11,6 @@
 #include "catalog/catalog.h"
 
 namespace fission::catalog {
-
-struct Workload {
-  std::int64_t isl = 0;
-  std::int64_t osl = 0;
-  std::int64_t concurrency = 0;
-  double ratio = 1.0;
-  IoPair Pair() const { return {isl, osl}; }
-  bool operator==(const Workload&) const = default;
-};
 
 // Parses --param-lists: "isl,osl,conc,ratio;isl,osl,conc,ratio;...". Empty items between ';' are
 // skipped. Lengths and concurrency are positive integers, ratio a number in (0, 1].
@@ -32,6 +24,23 @@ std::vector<Workload> DefaultGrid(Suite suite);
 // The shortest decimal that reads back as `ratio` ("0.8", "1").
 std::string FormatRatio(double ratio);
 
+// A catalog's "workloads" (errors name `where`). A grid is a --param-lists string, or a list whose
+// items are such strings or objects {"isl", "osl", "concurrency": N or [N, ...], "ratio" (default
+// 1)}. The value is one grid for every suite, or an object of grids keyed by workload label
+// ("SGLang-OOB", "SGLang-Mesh").
+std::map<Suite, std::vector<Workload>> ParseCatalogGrids(const Json& value, const std::string& where);
+
+// The grid each entry runs: --param-lists when given, else the catalog's grid for the entry's
+// suite, else the suite's default grid.
+struct Grids {
+  const std::vector<Workload>* flag = nullptr;                       // --param-lists
+  const std::map<Suite, std::vector<Workload>>* catalog = nullptr;  // Catalog::grids
+  const std::vector<Workload>& For(Suite suite) const;
+  // "--param-lists", "the catalog's workloads" or "the oob default grid", for messages.
+  std::string Source(Suite suite) const;
+};
+Grids GridsFor(const Catalog& catalog, const std::vector<Workload>* flag);
+
 struct Cell {
   const ModelEntry* model = nullptr;
   Workload workload;
@@ -40,6 +49,10 @@ struct Cell {
   std::vector<EnvVar> env;   // env_vars + case_env_vars_by_pair[pair]
   std::int64_t num_prompts = 0;
   std::int64_t num_warmups = 0;
+  // Whether `fission serve`'s own flag checks saw this cell's server arguments, and their verdict
+  // ("" when accepted): serve_check.h.
+  bool serve_checked = false;
+  std::string serve_refusal;
 };
 
 std::string CellName(const std::string& prefix, const Workload& w);
@@ -53,5 +66,9 @@ std::int64_t WarmupMultiplier(const ModelEntry& m);
 // duplicates of (isl, osl, conc, ratio) dropped (first kept), then the pair and concurrency filters.
 std::vector<Cell> ExpandModel(const ModelEntry& model, const std::vector<Workload>* grid);
 std::vector<Cell> ExpandModels(const std::vector<const ModelEntry*>& models, const std::vector<Workload>* grid);
+std::vector<Cell> ExpandModels(const std::vector<const ModelEntry*>& models, const Grids& grids);
+
+// Why `model` gets no cell from `grid` (its pair or concurrency filters), for the warning.
+std::string NoCellReason(const ModelEntry& model, const std::vector<Workload>& grid);
 
 }  // namespace fission::catalog

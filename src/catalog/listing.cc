@@ -4,6 +4,9 @@
 #include <iomanip>
 #include <sstream>
 
+#include "catalog/command_template.h"
+#include "catalog/selection_warnings.h"
+
 namespace fission::catalog {
 namespace {
 
@@ -38,12 +41,29 @@ std::string Table(const std::vector<std::vector<std::string>>& rows) {
   return out.str();
 }
 
+// "ok", "REFUSED" (the reasons follow the table) or "-" when the server command was not checked.
+std::string ServeMark(const Cell& c) {
+  if (!c.serve_checked) return "-";
+  return c.serve_refusal.empty() ? "ok" : "REFUSED";
+}
+
+// Cells of `model` (every model when null) that fission serve would refuse.
+size_t RefusedCells(const Listing& l, const ModelEntry* model) {
+  return static_cast<size_t>(std::count_if(l.cells.begin(), l.cells.end(), [&](const Cell& c) {
+    return (model == nullptr || c.model == model) && !c.serve_refusal.empty();
+  }));
+}
+
 }  // namespace
 
-Listing BuildListing(const Catalog& catalog, const Selection& selection, const std::vector<Workload>* grid) {
+Listing BuildListing(const Catalog& catalog, const Selection& selection, const std::vector<Workload>* grid,
+                     const ServeFlagCheck& check) {
   Listing l;
+  const Grids grids = GridsFor(catalog, grid);
   l.models = Select(catalog, selection);
-  l.cells = ExpandModels(l.models, grid);
+  l.cells = ExpandModels(l.models, grids);
+  CheckServeCommands(l.cells, kDefaultServerCommand, "", "", check);
+  l.warnings = SelectionWarnings(catalog, selection, l.models, l.cells, grids);
   for (const ModelEntry* m : l.models) {
     const size_t n = std::count_if(l.cells.begin(), l.cells.end(), [&](const Cell& c) { return c.model == m; });
     l.per_model.emplace_back(m->prefix, n);
@@ -52,7 +72,7 @@ Listing BuildListing(const Catalog& catalog, const Selection& selection, const s
     Selection s;
     s.suite = selection.suite;
     s.presets = {preset};
-    l.per_preset.emplace_back(preset, ExpandModels(Select(catalog, s), grid).size());
+    l.per_preset.emplace_back(preset, ExpandModels(Select(catalog, s), grids).size());
   }
   return l;
 }
@@ -74,7 +94,9 @@ Json ListingJson(const Catalog& catalog, const Listing& l, bool with_cells) {
                        {"num_warmups", c.num_warmups},
                        {"server_args", c.server_args},
                        {"env", EnvObject(c.env)},
-                       {"bench_args", c.model->bench_args}});
+                       {"bench_args", c.model->bench_args},
+                       {"serve_checked", c.serve_checked},
+                       {"serve_refusal", c.serve_refusal.empty() ? Json(nullptr) : Json(c.serve_refusal)}});
     }
     out["cells"] = cells;
   } else {
@@ -92,7 +114,8 @@ Json ListingJson(const Catalog& catalog, const Listing& l, bool with_cells) {
                         {"extra_args", m.extra_args},
                         {"env", EnvObject(m.env)},
                         {"unknown", m.unknown},
-                        {"cells", l.per_model[i].second}});
+                        {"cells", l.per_model[i].second},
+                        {"refused_cells", RefusedCells(l, &m)}});
     }
     out["models"] = models;
   }
@@ -101,7 +124,10 @@ Json ListingJson(const Catalog& catalog, const Listing& l, bool with_cells) {
   for (const auto& [k, n] : l.per_preset) per_preset[k] = n;
   out["counts"] = {{"models", l.models.size()}, {"cells", l.cells.size()}, {"per_model", per_model},
                    {"per_preset", per_preset}};
-  out["warnings"] = catalog.warnings;
+  out["counts"]["refused_cells"] = RefusedCells(l, nullptr);
+  Json warnings = catalog.warnings;
+  for (const std::string& w : l.warnings) warnings.push_back(w);
+  out["warnings"] = warnings;
   return out;
 }
 
@@ -109,17 +135,19 @@ std::string ListingTable(const Catalog& catalog, const Listing& l, bool with_cel
   std::ostringstream out;
   std::vector<std::vector<std::string>> rows;
   if (with_cells) {
-    rows.push_back({"CELL", "ISL", "OSL", "CONC", "RATIO", "PROMPTS", "WARMUPS", "SERVER ARGS", "ENV"});
+    rows.push_back({"CELL", "ISL", "OSL", "CONC", "RATIO", "PROMPTS", "WARMUPS", "SERVE", "SERVER ARGS", "ENV"});
     for (const Cell& c : l.cells) {
       rows.push_back({c.name, std::to_string(c.workload.isl), std::to_string(c.workload.osl),
                       std::to_string(c.workload.concurrency), FormatRatio(c.workload.ratio),
-                      std::to_string(c.num_prompts), std::to_string(c.num_warmups), c.server_args, EnvText(c.env)});
+                      std::to_string(c.num_prompts), std::to_string(c.num_warmups), ServeMark(c), c.server_args,
+                      EnvText(c.env)});
     }
   } else {
-    rows.push_back({"PREFIX", "SUITE", "DISPLAY", "PATH", "CELLS"});
+    rows.push_back({"PREFIX", "SUITE", "DISPLAY", "PATH", "CELLS", "REFUSED"});
     for (size_t i = 0; i < l.models.size(); ++i) {
       const ModelEntry& m = *l.models[i];
-      rows.push_back({m.prefix, SuiteName(m.suite), m.display, m.path, std::to_string(l.per_model[i].second)});
+      rows.push_back({m.prefix, SuiteName(m.suite), m.display, m.path, std::to_string(l.per_model[i].second),
+                      std::to_string(RefusedCells(l, &m))});
     }
   }
   out << Table(rows) << "\n";
@@ -132,7 +160,9 @@ std::string ListingTable(const Catalog& catalog, const Listing& l, bool with_cel
   std::vector<std::vector<std::string>> per_preset = {{"per preset:", "CELLS"}};
   for (const auto& [k, n] : l.per_preset) per_preset.push_back({"  " + k, std::to_string(n)});
   out << Table(per_preset);
+  out << RefusalSummary(l.cells);
   for (const std::string& w : catalog.warnings) out << "warning: " << w << "\n";
+  for (const std::string& w : l.warnings) out << "warning: " << w << "\n";
   return out.str();
 }
 

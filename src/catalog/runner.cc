@@ -78,6 +78,7 @@ Json CellRecord(const Cell& c) {
               {"num_warmups", c.num_warmups},
               {"server_args", c.server_args},
               {"env", EnvJson(c.env)},
+              {"serve_refusal", c.serve_refusal.empty() ? Json(nullptr) : Json(c.serve_refusal)},
               {"status", "pending"}};
 }
 
@@ -122,6 +123,19 @@ std::string ServerArgs(const Cell& cell, const std::string& model_override_args)
     args += (args.empty() ? "" : " ") + std::string("--json-model-override-args ") + ShellQuote(model_override_args);
   }
   return args;
+}
+
+TemplateVars ServerTemplateVars(const Cell& cell, const std::string& fission, const std::string& model_path,
+                                const std::string& model_override_args, int port) {
+  return {
+      {"fission", {fission}},
+      {"path", {model_path}},
+      {"model", {model_path}},
+      {"prefix", {cell.model->prefix}},
+      {"server_args", {ServerArgs(cell, model_override_args), true}},
+      {"host", {"127.0.0.1"}},
+      {"port", {std::to_string(port)}},
+  };
 }
 
 std::unique_ptr<Subprocess> StartServer(const ServerLaunch& launch, std::string* error) {
@@ -222,16 +236,8 @@ int RunCells(const std::vector<Cell>& cells, const RunOptions& options, std::ost
     const Cell& head = cells[group.first];
     const int port = options.port > 0 ? options.port : (options.dry_run ? 30000 : PickFreePort());
     const std::string path = model_paths[group.first];
-    const TemplateVars server_vars = {
-        {"fission", {fission}},
-        {"path", {path}},
-        {"model", {path}},
-        {"prefix", {head.model->prefix}},
-        {"server_args", {ServerArgs(head, options.model_override_args), true}},
-        {"host", {"127.0.0.1"}},
-        {"port", {std::to_string(port)}},
-    };
-    const std::string server_cmd = ExpandTemplate(options.server_cmd, server_vars, "--server-cmd");
+    const std::string server_cmd = ExpandTemplate(
+        options.server_cmd, ServerTemplateVars(head, fission, path, options.model_override_args, port), "--server-cmd");
     auto bench_command = [&](const Cell& c) {
       const TemplateVars vars = {
           {"fission", {fission}},
@@ -261,6 +267,7 @@ int RunCells(const std::vector<Cell>& cells, const RunOptions& options, std::ost
           << " cells)\n";
       out << "env: " << EnvLine(head.env) << "\n";
       out << "server: " << server_cmd << "\n";
+      if (!head.serve_refusal.empty()) out << "refused: fission serve would refuse this command: " << head.serve_refusal << "\n";
       for (size_t i = group.first; i < group.first + group.count; ++i) {
         out << "bench " << cells[i].name << ": " << bench_cmds[i - group.first] << "\n";
       }

@@ -40,6 +40,11 @@ std::string ResolveModelPath(const ModelEntry& entry, const std::string& models_
 // The server arguments of a cell with --json-model-override-args appended when given.
 std::string ServerArgs(const Cell& cell, const std::string& model_override_args);
 
+// The placeholders of a server command for `cell`: {fission}, {path}/{model}, {prefix},
+// {server_args} (with --json-model-override-args), {host} and {port}.
+TemplateVars ServerTemplateVars(const Cell& cell, const std::string& fission, const std::string& model_path,
+                                const std::string& model_override_args, int port);
+
 // Starts a server and waits for it to answer GET /health. On failure returns null and sets `error`
 // (the server is stopped by then).
 struct ServerLaunch {
@@ -60,7 +65,8 @@ std::string NullNonFinite(const std::string& text);
 // appends). Errors name the file.
 Json ReadBenchResult(const std::string& path);
 
-// Runs `cells`; writes progress to `progress` and, with dry_run, every command and env to `out`.
+// Runs `cells`; writes progress to `progress` and, with dry_run, every command and env to `out`
+// (with the reason when `fission serve` would refuse a group's server command, serve_check.h).
 // Returns 0 when every cell succeeded, 1 when any failed, 130 when stopped by a signal.
 int RunCells(const std::vector<Cell>& cells, const RunOptions& options, std::ostream& out, std::ostream& progress);
 

@@ -99,13 +99,17 @@ bool PresetMatches(const std::string& preset, const ModelEntry& e) {
   return false;
 }
 
+bool IsPresetName(const std::string& p) {
+  return IsOobPreset(p) || p == "ds-all" || StartsWith(p, "ds-fp4-") || StartsWith(p, "ds-fp8-");
+}
+
 std::vector<const ModelEntry*> Select(const Catalog& catalog, const Selection& selection) {
   for (const std::string& p : selection.presets) {
-    if (IsOobPreset(p)) continue;
+    if (IsPresetName(p)) continue;  // well-formed; when it selects nothing, SelectionWarnings says so
     const bool known = std::any_of(catalog.models.begin(), catalog.models.end(), [&](const ModelEntry& e) {
       return e.prefix == p || HasTag(e, MeshTag(p));
     });
-    if (!known && MeshTag(p) != "all") {
+    if (!known) {
       std::string names;
       for (const std::string& k : KnownPresets(catalog)) names += (names.empty() ? "" : ", ") + k;
       Fail(catalog.source, ": unknown preset '", p, "' (known: ", names, ", or an entry's prefix)");

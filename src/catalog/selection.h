@@ -40,8 +40,13 @@ std::string MeshTag(const std::string& preset);
 // Whether `preset` selects `entry` (exact prefix included).
 bool PresetMatches(const std::string& preset, const ModelEntry& entry);
 
-// The entries `selection` covers, in catalog order. A preset that is neither built in, nor a Mesh tag
-// of any entry, nor a prefix is an Error listing what is known.
+// Whether `preset` has the form of a built-in preset (the OOB ones, "ds-all", "ds-fp4-...",
+// "ds-fp8-...") whatever the catalog holds.
+bool IsPresetName(const std::string& preset);
+
+// The entries `selection` covers, in catalog order. A preset that is neither a preset name, nor a
+// Mesh tag of any entry, nor a prefix is an Error listing what is known (a typo); a preset name
+// that selects nothing is not an error (SelectionWarnings reports it).
 std::vector<const ModelEntry*> Select(const Catalog& catalog, const Selection& selection);
 
 // Every preset name meaningful for `catalog`: the OOB presets, then "ds-"-style names of the Mesh tags

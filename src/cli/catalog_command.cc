@@ -1,4 +1,5 @@
 // `fission catalog expand|list|run|report|accuracy`: see src/catalog/ and docs/catalog.md.
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -14,7 +15,10 @@
 #include "catalog/listing.h"
 #include "catalog/report.h"
 #include "catalog/runner.h"
+#include "catalog/selection_warnings.h"
+#include "catalog/serve_check.h"
 #include "cli/commands.h"
+#include "server/server_args.h"
 
 namespace fission::cli {
 namespace {
@@ -34,7 +38,11 @@ selection:
   --preset P[,P...]         all-oob, all-deepseek, all-deepseek-non-mtp, all-deepseek-mtp, all-qwen,
                             Mesh tags (ds-all, ds-fp4-..., ds-fp8-...), or an entry's exact prefix
   --schedule DAY            mon..sun or today (UTC): the weekday's suite and presets
-  --param-lists L           "isl,osl,conc,ratio;..." instead of the suite's default grid
+  --param-lists L           "isl,osl,conc,ratio;..." instead of the catalog's "workloads" or the
+                            suite's default grid
+
+expand, list and run --dry-run mark the cells whose server command `fission serve` would refuse
+(its own flag checks, no model loaded) and warn about presets and entries that select nothing.
 
 run options:
   --server-cmd T            server command template (default: fission serve ...; see docs/catalog.md)
@@ -129,6 +137,20 @@ Selection SelectionFrom(const Parsed& p) {
 
 const std::set<std::string> kSelectionOptions = {"--suite", "--preset", "--schedule", "--param-lists"};
 
+// `fission serve`'s own flag checks, without loading a model.
+std::string CheckServeFlags(const std::vector<std::string>& args) {
+  try {
+    server::ParseServerArgs(args);
+    return "";
+  } catch (const Error& e) {
+    return e.what();
+  }
+}
+
+std::vector<Workload> FlagGrid(const Parsed& p) {
+  return p.Has("--param-lists") ? ParseParamLists(p.Get("--param-lists")) : std::vector<Workload>{};
+}
+
 std::set<std::string> With(std::set<std::string> base, std::initializer_list<const char*> more) {
   for (const char* m : more) base.insert(m);
   return base;
@@ -144,9 +166,9 @@ int Expand(const std::vector<std::string>& args, bool cells) {
   const Catalog catalog = LoadCatalog(OnlyPositional(p, "CATALOG"));
   const std::string format = p.Get("--format", "table");
   if (format != "table" && format != "json") Fail("--format must be 'table' or 'json', got '", format, "'");
-  std::vector<Workload> grid;
-  if (p.Has("--param-lists")) grid = ParseParamLists(p.Get("--param-lists"));
-  const Listing listing = BuildListing(catalog, SelectionFrom(p), p.Has("--param-lists") ? &grid : nullptr);
+  const std::vector<Workload> grid = FlagGrid(p);
+  const Listing listing =
+      BuildListing(catalog, SelectionFrom(p), p.Has("--param-lists") ? &grid : nullptr, CheckServeFlags);
   if (format == "json") {
     std::cout << ListingJson(catalog, listing, cells).dump(2) << "\n";
   } else {
@@ -190,10 +212,16 @@ int Run(const std::vector<std::string>& args) {
                  &o.health_timeout_s, &o.stop_timeout_s);
   if (p.Has("--bench-cmd")) o.bench_cmd = p.Get("--bench-cmd");
   o.cell_timeout_s = PositiveSeconds(p, "--cell-timeout", o.cell_timeout_s);
-  std::vector<Workload> grid;
-  if (p.Has("--param-lists")) grid = ParseParamLists(p.Get("--param-lists"));
-  const std::vector<Cell> cells =
-      ExpandModels(Select(catalog, SelectionFrom(p)), p.Has("--param-lists") ? &grid : nullptr);
+  const std::vector<Workload> grid = FlagGrid(p);
+  const Grids grids = GridsFor(catalog, p.Has("--param-lists") ? &grid : nullptr);
+  const Selection selection = SelectionFrom(p);
+  const std::vector<const ModelEntry*> models = Select(catalog, selection);
+  std::vector<Cell> cells = ExpandModels(models, grids);
+  for (const std::string& w : SelectionWarnings(catalog, selection, models, cells, grids)) {
+    std::cerr << "warning: " << w << "\n";
+  }
+  CheckServeCommands(cells, o.server_cmd, o.models_root, o.model_override_args, CheckServeFlags);
+  std::cerr << RefusalSummary(cells);
   if (cells.empty()) {
     std::cerr << "nothing to run: the selection has no cells\n";
     return 0;
@@ -268,15 +296,22 @@ int Accuracy(const std::vector<std::string>& args) {
   return RunAccuracy(entries, o, std::cout, std::cerr);
 }
 
+bool IsHelp(const std::string& a) { return a == "--help" || a == "-h"; }
+
 }  // namespace
 
 int RunCatalog(const std::vector<std::string>& args) {
-  if (args.empty() || args[0] == "--help" || args[0] == "-h") {
+  if (args.empty() || IsHelp(args[0])) {
     std::fputs(kUsage, args.empty() ? stderr : stdout);
     return args.empty() ? 2 : 0;
   }
   const std::string sub = args[0];
   const std::vector<std::string> rest(args.begin() + 1, args.end());
+  // `fission catalog run --help` (any subcommand) prints the usage.
+  if (std::any_of(rest.begin(), rest.end(), IsHelp)) {
+    std::fputs(kUsage, stdout);
+    return 0;
+  }
   // File-system and JSON access failures on user paths and files are input errors, not crashes.
   try {
     if (sub == "expand") return Expand(rest, true);

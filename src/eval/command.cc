@@ -4,15 +4,14 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <ctime>
 #include <filesystem>
-#include <fstream>
-#include <optional>
 
 #include "base/error.h"
-#include "base/flag_reader.h"
+#include "eval/eval_args.h"
+#include "eval/output_files.h"
 #include "eval/runner.h"
 #include "http/client.h"
 
@@ -20,111 +19,7 @@ namespace fission::eval {
 
 namespace {
 
-constexpr const char* kUsage = R"(usage: fission eval [options]
-
-gsm8k with lm-eval's semantics against an OpenAI-compatible server.
-
-  --base-url URL            server, e.g. http://127.0.0.1:30000 (default http://127.0.0.1:30000)
-  --model NAME              model name sent in requests (default: the server's first /v1/models entry)
-  --tasks gsm8k             the task (only gsm8k)
-  --data-dir DIR            folder with train.jsonl and test.jsonl (required)
-  --num-fewshot N           exemplars from the train split (default 5)
-  --limit N                 first N test questions (default all)
-  --num-concurrent N        requests in flight (default 1)
-  --seed N                  few-shot sampling seed (default 1234, as lm-eval)
-  --max-gen-toks N          generation limit (default 256)
-  --apply-chat-template     use /v1/chat/completions
-  --fewshot-as-multiturn    exemplars as alternating chat turns (with --apply-chat-template)
-  --output-path PATH        write results JSON and per-sample log (a .json file or a folder)
-  --threshold X             exit 1 when flexible-extract exact_match is below X
-  --disable-tqdm            no progress bar
-)";
-
-struct Args {
-  std::string base_url = "http://127.0.0.1:30000";
-  std::string model;
-  std::string data_dir;
-  int num_fewshot = 5;
-  int limit = -1;
-  int num_concurrent = 1;
-  std::uint32_t seed = 1234;
-  int max_gen_toks = kMaxGenTokens;
-  bool chat = false;
-  bool multiturn = false;
-  std::string output_path;
-  std::optional<double> threshold;
-  bool progress = true;
-  bool help = false;
-};
-
-long long ParseInteger(const std::string& flag, const std::string& v, long long lo, long long hi) {
-  char* end = nullptr;
-  errno = 0;
-  const long long x = std::strtoll(v.c_str(), &end, 10);
-  if (v.empty() || *end != '\0' || errno != 0 || x < lo || x > hi) {
-    Fail(flag, ": expected an integer in [", lo, ", ", hi, "], got '", v, "'");
-  }
-  return x;
-}
-
-double ParseNumber(const std::string& flag, const std::string& v) {
-  char* end = nullptr;
-  const double x = std::strtod(v.c_str(), &end);
-  if (v.empty() || *end != '\0') Fail(flag, ": expected a number, got '", v, "'");
-  return x;
-}
-
-Args Parse(const std::vector<std::string>& argv) {
-  Args a;
-  FlagReader reader(argv);  // lm-eval spells flags with underscores; the reader accepts both
-  while (reader.Next()) {
-    const std::string flag = reader.flag();
-    auto value = [&] { return reader.Value(); };
-    if (flag == "--help" || flag == "-h") {
-      a.help = true;
-    } else if (flag == "--base-url") {
-      a.base_url = value();
-    } else if (flag == "--model") {
-      a.model = value();
-    } else if (flag == "--tasks") {
-      const std::string t = value();
-      if (t != "gsm8k") Fail("--tasks: only gsm8k is supported, got '", t, "'");
-    } else if (flag == "--data-dir") {
-      a.data_dir = value();
-    } else if (flag == "--num-fewshot") {
-      a.num_fewshot = static_cast<int>(ParseInteger(flag, value(), 0, 1000));
-    } else if (flag == "--limit") {
-      a.limit = static_cast<int>(ParseInteger(flag, value(), 1, 100000000));
-    } else if (flag == "--num-concurrent") {
-      a.num_concurrent = static_cast<int>(ParseInteger(flag, value(), 1, 100000));
-    } else if (flag == "--seed") {
-      a.seed = static_cast<std::uint32_t>(ParseInteger(flag, value(), 0, 0xffffffffll));
-    } else if (flag == "--max-gen-toks") {
-      a.max_gen_toks = static_cast<int>(ParseInteger(flag, value(), 1, 1000000));
-    } else if (flag == "--apply-chat-template") {
-      a.chat = true;
-    } else if (flag == "--fewshot-as-multiturn") {
-      a.multiturn = true;
-    } else if (flag == "--output-path") {
-      a.output_path = value();
-    } else if (flag == "--threshold") {
-      a.threshold = ParseNumber(flag, value());
-    } else if (flag == "--disable-tqdm") {
-      a.progress = false;
-    } else {
-      Fail("unknown flag '", flag, "' (see fission eval --help)");
-    }
-  }
-  if (a.multiturn && !a.chat) Fail("--fewshot-as-multiturn needs --apply-chat-template");
-  return a;
-}
-
-std::string Timestamp() {
-  const std::time_t t = std::time(nullptr);
-  char buf[64];
-  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H-%M-%S", std::gmtime(&t));
-  return buf;
-}
+using OJson = nlohmann::ordered_json;
 
 std::string DiscoverModel(const http::Url& url, const std::vector<http::Header>& headers) {
   http::HttpClient client;
@@ -141,71 +36,179 @@ std::string DiscoverModel(const http::Url& url, const std::vector<http::Header>&
   return GetString(data[0], "id", "/v1/models entry");
 }
 
+std::string DataDir(const EvalArgs& a) {
+  if (!a.data_dir.empty()) return a.data_dir;
+  if (const char* env = std::getenv("FISSION_GSM8K_DIR"); env && *env) return env;
+  Fail("no gsm8k data: pass --data-dir DIR (a folder with train.jsonl and test.jsonl) or set FISSION_GSM8K_DIR");
+}
+
+// The server and the route: model_args' base_url is the full URL lm-eval posts to.
+void ResolveEndpoint(const EvalArgs& a, EvalOptions& o) {
+  const std::string default_path = a.chat ? "/v1/chat/completions" : "/v1/completions";
+  if (a.endpoint_url.empty()) {
+    o.base_url = http::Url::Parse(a.base_url);
+    o.path = default_path;
+    return;
+  }
+  o.base_url = http::Url::Parse(a.endpoint_url);
+  o.path = o.base_url.path.empty() ? default_path : o.base_url.path;
+  o.base_url.path.clear();
+}
+
+// The tokenizer's EOS text when the model name is a local checkpoint, as lm-eval appends it to
+// the stops of completion requests; "" when unknown.
+std::string LocalEosString(const std::string& model) {
+  const std::filesystem::path config = std::filesystem::path(model) / "tokenizer_config.json";
+  std::error_code ec;
+  if (model.empty() || !std::filesystem::is_regular_file(config, ec)) return "";
+  const Json j = ReadJsonFile(config.string());
+  auto it = j.find("eos_token");
+  if (it == j.end()) return "";
+  if (it->is_string()) return it->get<std::string>();
+  if (it->is_object() && it->contains("content") && (*it)["content"].is_string()) return (*it)["content"];
+  return "";
+}
+
+// The task's generation kwargs updated with --gen_kwargs, as every request records them.
+OJson RequestKwargs(const EvalArgs& a) {
+  OJson kwargs = {{"until", Gsm8kStops()}, {"do_sample", false}, {"temperature", 0.0}};
+  if (a.gen_kwargs.is_object()) kwargs.update(a.gen_kwargs);
+  return kwargs;
+}
+
+// lm-eval's API models turn the kwargs into request fields: do_sample is dropped, max_tokens or
+// max_gen_toks caps the generation, until becomes stop (with the EOS text for completions; at
+// most four for chats), anything else is sent as it is.
+GenerationSettings Generation(const EvalArgs& a, OJson kwargs, const std::string& eos) {
+  GenerationSettings g;
+  g.seed = a.request_seed;
+  kwargs.erase("do_sample");
+  g.max_tokens = a.max_gen_toks;
+  for (const char* key : {"max_gen_toks", "max_tokens"}) {
+    if (!kwargs.contains(key)) continue;
+    if (!kwargs[key].is_number_integer()) Fail("--gen_kwargs ", key, ": expected an integer");
+    g.max_tokens = kwargs[key].get<int>();
+    kwargs.erase(key);
+  }
+  if (kwargs.contains("temperature")) {
+    if (!kwargs["temperature"].is_number()) Fail("--gen_kwargs temperature: expected a number");
+    g.temperature = kwargs["temperature"].get<double>();
+    kwargs.erase("temperature");
+  }
+  g.stop.clear();
+  const OJson until = kwargs.value("until", OJson(nullptr));
+  kwargs.erase("until");
+  if (until.is_string()) {
+    g.stop.push_back(until.get<std::string>());
+  } else if (until.is_array()) {
+    for (const OJson& s : until) {
+      if (!s.is_string()) Fail("--gen_kwargs until: expected strings");
+      g.stop.push_back(s.get<std::string>());
+    }
+  } else if (!until.is_null()) {
+    Fail("--gen_kwargs until: expected a string or a list of strings");
+  }
+  if (!a.chat && !eos.empty() && std::find(g.stop.begin(), g.stop.end(), eos) == g.stop.end()) g.stop.push_back(eos);
+  if (a.chat && g.stop.size() > 4) g.stop.resize(4);
+  g.extra = kwargs;
+  return g;
+}
+
+// The model_args string Fission's spelling stands for, so the files name the run the same way.
+std::string ImpliedModelArgs(const EvalOptions& o) {
+  return StrCat("model=", o.model, ",base_url=", o.base_url.ToString(), o.path, ",num_concurrent=", o.num_concurrent);
+}
+
+std::string Limit(const EvalArgs& a) {
+  if (!a.limit) return "None";
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%g", *a.limit);
+  std::string s = buf;
+  return s.find_first_of(".e") == std::string::npos ? s + ".0" : s;
+}
+
+int DocumentLimit(const EvalArgs& a, size_t test_size) {
+  if (!a.limit) return -1;
+  if (*a.limit < 1) return static_cast<int>(std::ceil(static_cast<double>(test_size) * *a.limit));
+  return static_cast<int>(*a.limit);
+}
+
+double Seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
 }  // namespace
 
 int RunEvalCommand(const std::vector<std::string>& argv, std::ostream& out, std::ostream& err) {
-  const Args a = Parse(argv);
+  const EvalArgs a = ParseEvalArgs(argv);
   if (a.help) {
-    out << kUsage;
+    out << EvalUsage();
     return 0;
   }
-  if (a.data_dir.empty()) Fail("--data-dir is required (a folder with train.jsonl and test.jsonl)");
+  const std::string data_dir = DataDir(a);
   http::RaiseOpenFileLimit();
   EvalOptions o;
-  o.base_url = http::Url::Parse(a.base_url);
+  ResolveEndpoint(a, o);
   if (const char* key = std::getenv("OPENAI_API_KEY"); key && *key) {
     o.headers.push_back({"Authorization", StrCat("Bearer ", key)});
   }
   o.model = a.model.empty() ? DiscoverModel(o.base_url, o.headers) : a.model;
   o.chat = a.chat;
   o.num_concurrent = a.num_concurrent;
-  o.seed = a.seed;
-  o.max_gen_toks = a.max_gen_toks;
-  const bool tty = a.progress && isatty(fileno(stderr));
-  if (tty) {
-    o.progress = [&err](int done, int total) {
-      err << "\rRunning generate_until requests: " << done << "/" << total << std::flush;
+  o.max_retries = a.max_retries;
+  o.timeout = std::chrono::milliseconds(static_cast<long long>(a.timeout_s * 1000));
+  const OJson request_kwargs = RequestKwargs(a);
+  o.generation = Generation(a, request_kwargs, a.eos_string.empty() ? LocalEosString(o.model) : a.eos_string);
+  const bool tty = isatty(fileno(stderr)) != 0;
+  int last_tenth = -1;
+  if (a.progress) {
+    o.progress = [&err, tty, &last_tenth](int done, int total) {
+      if (tty) {
+        err << "\rRunning generate_until requests: " << done << "/" << total << std::flush;
+      } else if (const int tenth = total > 0 ? done * 10 / total : 10; tenth > last_tenth) {
+        last_tenth = tenth;
+        err << "Running generate_until requests: " << done << "/" << total << "\n" << std::flush;
+      }
     };
   }
-  const auto train = LoadGsm8k(a.data_dir + "/train.jsonl");
-  const auto test = LoadGsm8k(a.data_dir + "/test.jsonl");
+  const auto train = LoadGsm8k(data_dir + "/train.jsonl");
+  const auto test = LoadGsm8k(data_dir + "/test.jsonl");
   PromptOptions p;
-  p.num_fewshot = a.num_fewshot;
-  p.seed = a.seed;
+  p.num_fewshot = a.Fewshot();
+  p.seed = a.fewshot_seed;
   p.chat = a.chat;
   p.fewshot_as_multiturn = a.multiturn;
-  p.limit = a.limit;
+  p.limit = DocumentLimit(a, test.size());
   const auto requests = BuildGsm8kRequests(train, test, p);
+  const double start = Seconds();
   const EvalResult result = RunGsm8k(o, requests);
-  if (tty) err << "\n";
+  const double end = Seconds();
+  if (a.progress && tty) err << "\n";
 
-  out << (o.chat ? "local-chat-completions" : "local-completions") << " (model=" << o.model
-      << ",base_url=" << o.base_url.ToString() << (o.chat ? "/v1/chat/completions" : "/v1/completions")
-      << ",num_concurrent=" << o.num_concurrent << "), gen_kwargs: (None), limit: "
-      << (a.limit < 0 ? std::string("None") : StrCat(a.limit, ".0")) << ", num_fewshot: " << a.num_fewshot
-      << ", batch_size: 1\n";
-  out << FormatResultsTable(ResultRows(result, a.num_fewshot));
-
+  RunRecord run;
+  run.model_type = a.model_type.empty() ? (a.chat ? "local-chat-completions" : "local-completions") : a.model_type;
+  run.model_args = a.model_args.empty() ? ImpliedModelArgs(o) : a.model_args;
+  run.batch_size = a.batch_size;
+  run.limit = a.limit ? OJson(*a.limit) : OJson(nullptr);
+  run.cli_gen_kwargs = a.gen_kwargs;
+  run.request_kwargs = request_kwargs;
+  run.num_fewshot = a.Fewshot();
+  run.fewshot_seed = a.fewshot_seed;
+  run.chat = a.chat;
+  run.multiturn = a.multiturn;
+  run.test_size = test.size();
+  run.start_time = start;
+  run.end_time = end;
+  // lm-eval's header line, then its table.
+  out << run.model_type << " (" << run.model_args << "), gen_kwargs: ("
+      << (a.gen_kwargs_text.empty() ? "None" : a.gen_kwargs_text) << "), limit: " << Limit(a)
+      << ", num_fewshot: " << (a.num_fewshot ? std::to_string(*a.num_fewshot) : "None")
+      << ", batch_size: " << a.batch_size << "\n";
+  out << FormatResultsTable(ResultRows(result, a.Fewshot()));
   if (!a.output_path.empty()) {
-    namespace fs = std::filesystem;
-    fs::path results_path, samples_path;
-    if (fs::path(a.output_path).extension() == ".json") {
-      results_path = a.output_path;
-      samples_path = fs::path(a.output_path).replace_extension("").string() + "_samples_gsm8k.jsonl";
-    } else {
-      const std::string ts = Timestamp();
-      results_path = fs::path(a.output_path) / ("results_" + ts + ".json");
-      samples_path = fs::path(a.output_path) / ("samples_gsm8k_" + ts + ".jsonl");
-    }
-    std::error_code ec;
-    if (results_path.has_parent_path()) fs::create_directories(results_path.parent_path(), ec);
-    std::ofstream results(results_path);
-    if (!results) Fail("--output-path: cannot write '", results_path.string(), "'");
-    results << ResultsJson(result, o, a.num_fewshot, a.limit, test.size()).dump(2, ' ', false, Json::error_handler_t::replace) << "\n";
-    std::ofstream samples(samples_path);
-    if (!samples) Fail("--output-path: cannot write '", samples_path.string(), "'");
-    for (const SampleResult& s : result.samples) samples << SampleJson(s).dump(-1, ' ', false, Json::error_handler_t::replace) << "\n";
-    out << "results: " << results_path.string() << "\nsamples: " << samples_path.string() << "\n";
+    const OutputPaths paths = WriteOutputs(a.output_path, result, run, a.log_samples);
+    out << "results: " << paths.results << "\n";
+    if (!paths.samples.empty()) out << "samples: " << paths.samples << "\n";
   }
   if (a.threshold && result.flexible.value < *a.threshold) {
     err << "fission eval: flexible-extract exact_match " << result.flexible.value << " is below the threshold "

@@ -3,7 +3,7 @@
 #include <fstream>
 
 #include "base/error.h"
-#include "eval/python_random.h"
+#include "base/python_random.h"
 
 namespace fission::eval {
 

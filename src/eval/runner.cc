@@ -12,8 +12,9 @@
 namespace fission::eval {
 
 Json BuildEvalRequest(const EvalOptions& o, const Gsm8kRequest& r) {
-  Json body = {{"model", o.model}, {"max_tokens", o.max_gen_toks}, {"temperature", 0},
-               {"stop", Gsm8kStops()}, {"seed", o.seed}};
+  const GenerationSettings& g = o.generation;
+  Json body = {{"model", o.model}, {"max_tokens", g.max_tokens}, {"temperature", g.temperature},
+               {"stop", g.stop}, {"seed", g.seed}};
   if (o.chat) {
     Json messages = Json::array();
     for (const ChatMessage& m : r.messages) messages.push_back({{"role", m.role}, {"content", m.content}});
@@ -21,10 +22,11 @@ Json BuildEvalRequest(const EvalOptions& o, const Gsm8kRequest& r) {
   } else {
     body["prompt"] = r.prompt;
   }
+  for (const auto& [key, value] : g.extra.items()) body[key] = Json::parse(value.dump());
   return body;
 }
 
-std::string ParseEvalResponse(const std::string& body, bool chat) {
+std::string ParseEvalResponse(const std::string& body, bool chat, const std::vector<std::string>& stops) {
   const Json j = ParseJson(body, "server response");
   const Json& choices = RequireField(j, "choices", "server response");
   if (!choices.is_array() || choices.empty()) Fail("server response: 'choices' is empty");
@@ -37,7 +39,7 @@ std::string ParseEvalResponse(const std::string& body, bool chat) {
   }
   // The server should have stopped there already; cut anyway, as lm-eval's "until" means.
   size_t cut = text.size();
-  for (const std::string& stop : Gsm8kStops()) cut = std::min(cut, text.find(stop));
+  for (const std::string& stop : stops) cut = std::min(cut, text.find(stop));
   return text.substr(0, cut);
 }
 
@@ -79,7 +81,6 @@ EvalResult Score(std::vector<SampleResult> samples) {
 
 EvalResult RunGsm8k(const EvalOptions& o, const std::vector<Gsm8kRequest>& requests) {
   if (o.num_concurrent <= 0) Fail("--num-concurrent must be positive, got ", o.num_concurrent);
-  const std::string path = o.chat ? "/v1/chat/completions" : "/v1/completions";
   http::HttpClient client(http::ClientOptions{.io_threads = 1});
   std::vector<SampleResult> samples(requests.size());
   std::vector<std::string> errors(requests.size());
@@ -88,7 +89,7 @@ EvalResult RunGsm8k(const EvalOptions& o, const std::vector<Gsm8kRequest>& reque
   size_t next = 0, done = 0;
 
   std::function<void(size_t, int)> start = [&](size_t i, int attempt) {
-    http::ClientRequest req = http::ClientRequest::Post(o.base_url, path, BuildEvalRequest(o, requests[i]).dump(-1, ' ', false, Json::error_handler_t::replace));
+    http::ClientRequest req = http::ClientRequest::Post(o.base_url, o.path, BuildEvalRequest(o, requests[i]).dump(-1, ' ', false, Json::error_handler_t::replace));
     req.headers = o.headers;
     req.timeout = o.timeout;
     auto status = std::make_shared<int>(0);
@@ -105,7 +106,7 @@ EvalResult RunGsm8k(const EvalOptions& o, const std::vector<Gsm8kRequest>& reque
       s.request = requests[i];
       if (failure.empty()) {
         try {
-          s.response = ParseEvalResponse(*body, o.chat);
+          s.response = ParseEvalResponse(*body, o.chat, o.generation.stop);
         } catch (const Error& e) {
           failure = e.what();
         }
@@ -147,48 +148,6 @@ std::vector<TableRow> ResultRows(const EvalResult& r, int num_fewshot) {
   return {{"gsm8k", kGsm8kVersion, "flexible-extract", num_fewshot, "exact_match", r.flexible.value,
            r.flexible.stderr_value},
           {"gsm8k", kGsm8kVersion, "strict-match", num_fewshot, "exact_match", r.strict.value, r.strict.stderr_value}};
-}
-
-Json ResultsJson(const EvalResult& r, const EvalOptions& o, int num_fewshot, int limit, size_t test_size) {
-  auto se = [](const FilterScore& s) { return s.stderr_value ? Json(*s.stderr_value) : Json("N/A"); };
-  Json results = {{"alias", "gsm8k"},
-                  {"exact_match,strict-match", r.strict.value},
-                  {"exact_match_stderr,strict-match", se(r.strict)},
-                  {"exact_match,flexible-extract", r.flexible.value},
-                  {"exact_match_stderr,flexible-extract", se(r.flexible)}};
-  return {{"results", {{"gsm8k", results}}},
-          {"versions", {{"gsm8k", static_cast<double>(kGsm8kVersion)}}},
-          {"n-shot", {{"gsm8k", num_fewshot}}},
-          {"higher_is_better", {{"gsm8k", {{"exact_match", true}}}}},
-          {"n-samples", {{"gsm8k", {{"original", test_size}, {"effective", r.samples.size()}}}}},
-          {"config",
-           {{"model", o.chat ? "local-chat-completions" : "local-completions"},
-            {"model_args", StrCat("model=", o.model, ",base_url=", o.base_url.ToString(),
-                                  o.chat ? "/v1/chat/completions" : "/v1/completions",
-                                  ",num_concurrent=", o.num_concurrent)},
-            {"limit", limit < 0 ? Json(nullptr) : Json(limit)},
-            {"fewshot_seed", o.seed},
-            {"gen_kwargs", {{"until", Gsm8kStops()}, {"do_sample", false}, {"temperature", 0.0},
-                            {"max_gen_toks", o.max_gen_toks}}}}}};
-}
-
-Json SampleJson(const SampleResult& s) {
-  Json arguments;
-  if (!s.request.messages.empty()) {
-    Json messages = Json::array();
-    for (const ChatMessage& m : s.request.messages) messages.push_back({{"role", m.role}, {"content", m.content}});
-    arguments["messages"] = messages;
-  } else {
-    arguments["prompt"] = s.request.prompt;
-  }
-  return {{"doc_id", s.request.doc_id},
-          {"doc", {{"question", s.request.doc.question}, {"answer", s.request.doc.answer}}},
-          {"target", s.request.doc.answer},
-          {"arguments", arguments},
-          {"resps", Json::array({Json::array({s.response})})},
-          {"filtered_resps", {{"strict-match", s.strict}, {"flexible-extract", s.flexible}}},
-          {"exact_match", {{"strict-match", s.strict_correct ? 1.0 : 0.0},
-                           {"flexible-extract", s.flexible_correct ? 1.0 : 0.0}}}};
 }
 
 }  // namespace fission::eval

@@ -1,6 +1,5 @@
-// Runs gsm8k against an OpenAI-compatible server: greedy generation of at most 256 tokens per
-// document, stopping at lm-eval's stop strings, several requests in flight, then both filters and
-// exact match, the lm-eval table and the results and per-sample logs.
+// Runs gsm8k against an OpenAI-compatible server: one greedy generation per document, stopping at
+// the stop strings, several requests in flight, then both filters and exact match.
 #pragma once
 
 #include <chrono>
@@ -18,13 +17,23 @@
 
 namespace fission::eval {
 
+// The generation fields of every request, as lm-eval's API models build them from the task's
+// generation kwargs and --gen_kwargs.
+struct GenerationSettings {
+  int max_tokens = kMaxGenTokens;
+  double temperature = 0.0;
+  std::vector<std::string> stop = Gsm8kStops();
+  std::int64_t seed = 1234;
+  nlohmann::ordered_json extra = nlohmann::ordered_json::object();  // other kwargs, sent as they are
+};
+
 struct EvalOptions {
   http::Url base_url;
+  std::string path = "/v1/completions";  // or /v1/chat/completions, or model_args base_url's path
   std::string model;
-  bool chat = false;  // /v1/chat/completions instead of /v1/completions
+  bool chat = false;  // messages instead of a prompt
   int num_concurrent = 1;
-  std::uint32_t seed = 1234;
-  int max_gen_toks = kMaxGenTokens;
+  GenerationSettings generation;
   int max_retries = 3;
   std::chrono::milliseconds timeout{std::chrono::minutes(10)};
   std::vector<http::Header> headers;
@@ -53,17 +62,13 @@ struct EvalResult {
 
 // The request body for one document.
 Json BuildEvalRequest(const EvalOptions& options, const Gsm8kRequest& request);
-// The generated text of a response body, cut at the first stop string.
-std::string ParseEvalResponse(const std::string& body, bool chat);
+// The generated text of a response body, cut at the first of `stops`.
+std::string ParseEvalResponse(const std::string& body, bool chat, const std::vector<std::string>& stops);
 // Scores already generated responses (exposed for tests).
 EvalResult Score(std::vector<SampleResult> samples);
 // Throws fission::Error when a request still fails after its retries.
 EvalResult RunGsm8k(const EvalOptions& options, const std::vector<Gsm8kRequest>& requests);
 
 std::vector<TableRow> ResultRows(const EvalResult& result, int num_fewshot);
-// lm-eval's results layout: results, versions, n-shot, n-samples, config.
-Json ResultsJson(const EvalResult& result, const EvalOptions& options, int num_fewshot, int limit, size_t test_size);
-// One line of the per-sample log.
-Json SampleJson(const SampleResult& sample);
 
 }  // namespace fission::eval

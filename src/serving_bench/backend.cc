@@ -34,15 +34,26 @@ std::string Backend::Path() const {
   return "";
 }
 
+namespace {
+
+// The prompt as the API takes it: token ids when the row has them, else the text.
+Json PromptValue(const DatasetRow& row) {
+  if (row.prompt_ids.empty()) return row.prompt;
+  return Json(row.prompt_ids);
+}
+
+}  // namespace
+
 std::string BuildRequestBody(const Backend& backend, const RequestSettings& s, const DatasetRow& row) {
   Json body;
   switch (backend.api) {
     case ApiKind::kCompletions:
-      body = {{"model", s.model}, {"prompt", row.prompt}, {"temperature", 0.0}, {"best_of", 1},
+      body = {{"model", s.model}, {"prompt", PromptValue(row)}, {"temperature", 0.0}, {"best_of", 1},
               {"max_tokens", row.output_len}, {"stream", s.stream}, {"ignore_eos", s.ignore_eos}};
       if (s.stream) body["stream_options"] = {{"include_usage", true}};
       break;
     case ApiKind::kChatCompletions:
+      if (!row.prompt_ids.empty()) fission::Fail("token-id prompts need a completions backend, not ", backend.name);
       body = {{"model", s.model},
               {"messages", Json::array({{{"role", "user"}, {"content", row.prompt}}})},
               {"temperature", 0.0},
@@ -52,11 +63,17 @@ std::string BuildRequestBody(const Backend& backend, const RequestSettings& s, c
       if (s.stream) body["stream_options"] = {{"include_usage", true}};
       break;
     case ApiKind::kSglangGenerate:
-      body = {{"text", row.prompt},
+      body = {{row.prompt_ids.empty() ? "text" : "input_ids", PromptValue(row)},
               {"sampling_params",
                {{"temperature", 0.0}, {"max_new_tokens", row.output_len}, {"ignore_eos", s.ignore_eos}}},
               {"stream", s.stream}};
       break;
+  }
+  // bench_serving names the adapter as the model and as lora_path on the OpenAI routes, and as
+  // lora_path on /generate.
+  if (!row.lora_name.empty()) {
+    if (backend.api != ApiKind::kSglangGenerate) body["model"] = row.lora_name;
+    body["lora_path"] = row.lora_name;
   }
   for (const auto& [key, value] : s.extra_body.items()) body[key] = value;
   return body.dump(-1, ' ', false, Json::error_handler_t::replace);
@@ -167,10 +184,9 @@ void StreamMeasurer::OnEvent(const Json& data, http::Clock::time_point when) {
   if (backend_.api == ApiKind::kCompletions) {
     if (auto t = choice.find("text"); t != choice.end() && t->is_string()) text = t->get<std::string>();
   } else {
+    // As bench_serving: only `delta.content` is a token; reasoning_content chunks are not.
     if (auto delta = choice.find("delta"); delta != choice.end() && delta->is_object()) {
-      for (const char* field : {"reasoning_content", "content"}) {
-        if (auto t = delta->find(field); t != delta->end() && t->is_string()) text += t->get<std::string>();
-      }
+      if (auto t = delta->find("content"); t != delta->end() && t->is_string()) text = t->get<std::string>();
     }
   }
   if (text.empty()) return;
@@ -222,7 +238,11 @@ RequestOutput StreamMeasurer::Finish(const std::string& transport_error, http::C
       partial_.clear();
       OnLine(line, when);
     }
-    if (!got_text_) Fail("no chunk with text arrived");
+    if (!got_text_) {
+      Fail(backend_.api == ApiKind::kChatCompletions
+               ? "no chunk with delta.content arrived (reasoning_content is not counted, as in bench_serving)"
+               : "no chunk with text arrived");
+    }
     out_.latency = Since(any_line_ ? last_line_ : when);
   }
   out_.success = out_.error.empty();

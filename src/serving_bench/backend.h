@@ -1,8 +1,10 @@
 // What each --backend sends and how its streamed answer is measured.
 //
 // Measurement rules (bench_serving's): the clock starts when the request is sent; TTFT is the time
-// to the first chunk that carries text; every later text chunk adds one inter-token gap (for
-// SGLang's native /generate, a chunk that carries k new tokens adds k equal gaps); the end-to-end
+// to the first chunk with non-empty content (`choices[0].text` on /v1/completions,
+// `choices[0].delta.content` on /v1/chat/completions, where reasoning_content does not count, and
+// `text` on /generate); every later content chunk adds one inter-token gap (for SGLang's native
+// /generate, a chunk that carries k new tokens adds k equal gaps); the end-to-end
 // latency runs to the last line of the stream (including a trailing usage chunk and [DONE]);
 // output tokens come from the usage block. A request succeeds when its status is 200 and at least
 // one text chunk arrived; anything else is a failure with its reason.
@@ -40,7 +42,8 @@ struct RequestSettings {
   Json extra_body = Json::object();  // merged last, so it can override anything
 };
 
-// The JSON body for one request.
+// The JSON body for one request: the row's token ids replace its text when it has them (an Error
+// on the chat route), and its LoRA adapter is named as bench_serving names it.
 std::string BuildRequestBody(const Backend& backend, const RequestSettings& settings, const DatasetRow& row);
 
 // Turns one response into a RequestOutput. Feed it from the HTTP client's callbacks; all times

@@ -1,6 +1,7 @@
 #include "serving_bench/dataset.h"
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <fstream>
 #include <random>
@@ -99,10 +100,29 @@ std::vector<DatasetRow> SampleRandomRequests(const RandomDatasetOptions& o, cons
     for (std::int64_t j = 0; j < input_lens[i]; ++j) ids.push_back(sampler.Ordinary(offsets[i] + i + j));
     auto [text, measured] =
         FitToLength(tok, prefix_text, std::move(ids), o.prefix_len + input_lens[i], o.max_fit_rounds, sampler);
-    rows.push_back({std::move(text), measured, output_lens[i]});
+    rows.push_back({std::move(text), measured, output_lens[i], {}, {}});
   }
   return rows;
 }
+
+namespace {
+
+// A line's token ids ("prompt_ids"), or empty when it has none.
+std::vector<std::int32_t> PromptIds(const Json& j, const std::string& where) {
+  auto it = j.find("prompt_ids");
+  if (it == j.end() || it->is_null()) return {};
+  if (!it->is_array() || it->empty()) Fail(where, ": prompt_ids must be a non-empty array of token ids");
+  std::vector<std::int32_t> ids;
+  for (const Json& id : *it) {
+    if (!id.is_number_integer() || id.get<std::int64_t>() < 0 || id.get<std::int64_t>() > INT32_MAX) {
+      Fail(where, ": prompt_ids holds '", id.dump(), "', not a token id");
+    }
+    ids.push_back(id.get<std::int32_t>());
+  }
+  return ids;
+}
+
+}  // namespace
 
 std::vector<DatasetRow> LoadJsonlRequests(const std::string& path, int num_prompts, std::int64_t default_output_len,
                                           const tokenizer::Tokenizer* tok) {
@@ -114,11 +134,15 @@ std::vector<DatasetRow> LoadJsonlRequests(const std::string& path, int num_promp
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     const std::string where = StrCat(path, ":", line_no);
     const Json j = ParseJson(line, where);
+    if (!j.is_object()) Fail(where, ": expected a JSON object");
     DatasetRow row;
-    row.prompt = GetString(j, "prompt", where);
+    row.prompt_ids = PromptIds(j, where);
+    if (row.prompt_ids.empty() || j.contains("prompt")) row.prompt = GetString(j, "prompt", where);
     row.output_len = GetInt(j, "output_len", where, default_output_len);
     if (row.output_len <= 0) Fail(where, ": output_len must be positive");
-    if (auto len = GetOptionalInt(j, "prompt_len", where)) {
+    if (!row.prompt_ids.empty()) {
+      row.prompt_len = static_cast<std::int64_t>(row.prompt_ids.size());  // what the server receives
+    } else if (auto len = GetOptionalInt(j, "prompt_len", where)) {
       row.prompt_len = *len;
     } else if (tok) {
       row.prompt_len = static_cast<std::int64_t>(tok->Encode(row.prompt, false).size());

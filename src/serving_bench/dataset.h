@@ -33,7 +33,9 @@ struct RandomDatasetOptions {
 std::vector<DatasetRow> SampleRandomRequests(const RandomDatasetOptions& options, const tokenizer::Tokenizer& tok);
 
 // One JSON object per line: {"prompt": "...", "output_len": N (optional), "prompt_len": N
-// (optional; measured with the tokenizer when absent)}. Errors name the file and line.
+// (optional; measured with the tokenizer when absent)}, or a token-id prompt {"prompt_ids": [...],
+// "output_len": N} that is sent as those ids (prompt_len is their count; a "prompt" beside them is
+// kept as the text). Errors name the file and line.
 std::vector<DatasetRow> LoadJsonlRequests(const std::string& path, int num_prompts, std::int64_t default_output_len,
                                           const tokenizer::Tokenizer* tok);
 

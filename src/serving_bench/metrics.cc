@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include "tokenizer/tokenizer.h"
 
@@ -15,9 +16,9 @@ std::int64_t OutputTokens(const RequestOutput& o, const tokenizer::Tokenizer* to
   return o.token_chunks;
 }
 
-// bench_serving's peaks: tokens and running requests counted in one-second buckets from the
+// bench_serving's peak output tokens per second: tokens counted in one-second buckets from the
 // first successful request's start.
-void ComputePeaks(const std::vector<RequestOutput>& outputs, BenchmarkMetrics& m) {
+double PeakTokensPerSecond(const std::vector<RequestOutput>& outputs) {
   double min_start = INFINITY;
   double max_end = -INFINITY;
   for (const RequestOutput& o : outputs) {
@@ -25,10 +26,9 @@ void ComputePeaks(const std::vector<RequestOutput>& outputs, BenchmarkMetrics& m
     min_start = std::min(min_start, o.start_time);
     max_end = std::max(max_end, o.start_time + o.latency);
   }
-  if (min_start == INFINITY) return;
+  if (min_start == INFINITY) return 0;
   const auto buckets = static_cast<std::int64_t>(std::ceil(max_end - min_start)) + 1;
   std::vector<double> tokens(buckets, 0.0);
-  std::vector<int> running(buckets, 0);
   for (const RequestOutput& o : outputs) {
     if (!o.success) continue;
     double t = o.start_time + o.ttft;
@@ -41,12 +41,28 @@ void ComputePeaks(const std::vector<RequestOutput>& outputs, BenchmarkMetrics& m
       t += gap;
       count(t);
     }
-    const auto first = static_cast<std::int64_t>(o.start_time - min_start);
-    const auto last = static_cast<std::int64_t>(o.start_time + o.latency - min_start);
-    for (std::int64_t s = first; s < std::min(last + 1, buckets); ++s) running[s] += 1;
   }
-  m.max_output_tokens_per_s = *std::max_element(tokens.begin(), tokens.end());
-  m.max_concurrent_requests = *std::max_element(running.begin(), running.end());
+  return *std::max_element(tokens.begin(), tokens.end());
+}
+
+// The most successful requests in flight at one instant: a sweep over [start, start + latency).
+// A request that ends when another starts does not overlap it; the nanosecond allowance keeps the
+// rounding of start + latency from making a freed slot's next request overlap its predecessor.
+int PeakConcurrentRequests(const std::vector<RequestOutput>& outputs) {
+  constexpr double kAllowance = 1e-9;
+  std::vector<std::pair<double, int>> events;  // (time, +1 start / -1 end)
+  for (const RequestOutput& o : outputs) {
+    if (!o.success) continue;
+    events.emplace_back(o.start_time, +1);
+    events.emplace_back(o.start_time + o.latency - kAllowance, -1);
+  }
+  std::sort(events.begin(), events.end());  // at equal times the end (-1) sorts first
+  int running = 0, peak = 0;
+  for (const auto& [time, delta] : events) {
+    running += delta;
+    peak = std::max(peak, running);
+  }
+  return peak;
 }
 
 }  // namespace
@@ -99,7 +115,8 @@ BenchmarkMetrics CalculateMetrics(const std::vector<RequestOutput>& outputs, dou
   m.tpot_ms = Summary(tpots).Scaled(1000.0);
   m.itl_ms = Summary(itls).Scaled(1000.0);
   m.e2e_ms = Summary(e2es).Scaled(1000.0);
-  ComputePeaks(outputs, m);
+  m.max_output_tokens_per_s = PeakTokensPerSecond(outputs);
+  m.max_concurrent_requests = PeakConcurrentRequests(outputs);
   return m;
 }
 

@@ -1,7 +1,9 @@
 // Per-request measurements and the benchmark metrics computed from them, with bench_serving's
 // definitions (TTFT, TPOT over requests with more than one output token, ITL pooled over all
-// gaps, E2E latency, throughputs over the wall time, concurrency, peaks) and goodput as
-// `vllm bench serve` defines it.
+// gaps, E2E latency, throughputs over the wall time, concurrency, peak output tokens per second)
+// and goodput as `vllm bench serve` defines it. The peak of concurrent requests is the largest
+// number of requests in flight at one instant (bench_serving counts every request that overlaps
+// a one-second bucket, which exceeds --max-concurrency when requests are short).
 #pragma once
 
 #include <cstdint>
@@ -22,6 +24,10 @@ struct DatasetRow {
   std::string prompt;
   std::int64_t prompt_len = 0;
   std::int64_t output_len = 0;
+  // Token-id prompts (a JSON-lines dataset of ids, or --tokenize-prompt) are sent as these ids
+  // instead of the text.
+  std::vector<std::int32_t> prompt_ids;
+  std::string lora_name;  // the adapter this request names (--lora-name); empty: none
 };
 
 // One request as measured by the client. Times are seconds.

@@ -5,40 +5,18 @@
 #include <cstdio>
 
 #include "base/error.h"
+#include "serving_bench/block_format.h"
 
 namespace fission::serving_bench {
 
 namespace {
 
-// Python's "{:<40} {:<10}".format(label, value).
-std::string Row(const std::string& label, const std::string& value) {
-  std::string out = label;
-  if (out.size() < 40) out.append(40 - out.size(), ' ');
-  out += ' ';
-  out += value;
-  if (value.size() < 10) out.append(10 - value.size(), ' ');
-  return out + "\n";
-}
-
-std::string Fixed2(double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof(buf), "%.2f", v);
-  return buf;
-}
-
-// Python's "{s:{c}^{n}}": centred, the odd fill character going to the right.
-std::string Rule(const std::string& title, char fill) {
-  const size_t width = 50;
-  if (title.size() >= width) return title + "\n";
-  const size_t pad = width - title.size();
-  return std::string(pad / 2, fill) + title + std::string(pad - pad / 2, fill) + "\n";
-}
-
 struct Section {
   const char* key;      // percentile-metrics name
   const char* title;    // rule text
   const char* label;    // metric name inside labels
-  const char* json;     // metric name inside JSON keys
+  const char* json;     // metric name inside sglang's JSON keys
+  const char* vllm;     // metric name inside vLLM's JSON keys ("e2el" for the end-to-end latency)
   const Summary BenchmarkMetrics::*summary;
   std::vector<double> default_percentiles;
   bool max;  // "Max ITL"
@@ -46,10 +24,10 @@ struct Section {
 
 const std::vector<Section>& Sections() {
   static const std::vector<Section> kSections = {
-      {"e2el", "End-to-End Latency", "E2E Latency", "e2e_latency", &BenchmarkMetrics::e2e_ms, {90, 99}, false},
-      {"ttft", "Time to First Token", "TTFT", "ttft", &BenchmarkMetrics::ttft_ms, {99}, false},
-      {"tpot", "Time per Output Token (excl. 1st token)", "TPOT", "tpot", &BenchmarkMetrics::tpot_ms, {99}, false},
-      {"itl", "Inter-Token Latency", "ITL", "itl", &BenchmarkMetrics::itl_ms, {95, 99}, true},
+      {"e2el", "End-to-End Latency", "E2E Latency", "e2e_latency", "e2el", &BenchmarkMetrics::e2e_ms, {90, 99}, false},
+      {"ttft", "Time to First Token", "TTFT", "ttft", "ttft", &BenchmarkMetrics::ttft_ms, {99}, false},
+      {"tpot", "Time per Output Token (excl. 1st token)", "TPOT", "tpot", "tpot", &BenchmarkMetrics::tpot_ms, {99}, false},
+      {"itl", "Inter-Token Latency", "ITL", "itl", "itl", &BenchmarkMetrics::itl_ms, {95, 99}, true},
   };
   return kSections;
 }
@@ -100,34 +78,34 @@ std::string PercentileName(double p) {
 }
 
 std::string FormatResultBlock(const ReportConfig& c, const BenchmarkMetrics& m) {
-  std::string out = Rule(" Serving Benchmark Result ", '=');
-  out += Row("Backend:", c.backend);
-  out += Row("Traffic request rate:", PythonFloat(c.request_rate));
-  out += Row("Max request concurrency:", c.max_concurrency ? std::to_string(*c.max_concurrency) : "not set");
-  out += Row("Successful requests:", std::to_string(m.completed));
-  out += Row("Benchmark duration (s):", Fixed2(c.duration_s));
-  out += Row("Total input tokens:", std::to_string(m.total_input));
-  out += Row("Total input text tokens:", std::to_string(m.total_input));
-  out += Row("Total generated tokens:", std::to_string(m.total_output));
-  out += Row("Total generated tokens (retokenized):", std::to_string(m.total_output_retokenized));
-  out += Row("Request throughput (req/s):", Fixed2(m.request_throughput));
-  if (c.goodput) out += Row("Request goodput (req/s):", Fixed2(m.request_goodput));
-  out += Row("Input token throughput (tok/s):", Fixed2(m.input_throughput));
-  out += Row("Output token throughput (tok/s):", Fixed2(m.output_throughput));
-  out += Row("Peak output token throughput (tok/s):", Fixed2(m.max_output_tokens_per_s));
-  out += Row("Peak concurrent requests:", std::to_string(m.max_concurrent_requests));
-  out += Row("Total token throughput (tok/s):", Fixed2(m.total_throughput));
-  out += Row("Concurrency:", Fixed2(m.concurrency));
-  if (c.accept_length && *c.accept_length != 0) out += Row("Accept length:", Fixed2(*c.accept_length));
+  std::string out = BlockRule(" Serving Benchmark Result ", '=');
+  out += BlockRow("Backend:", c.backend);
+  out += BlockRow("Traffic request rate:", PythonFloat(c.request_rate));
+  out += BlockRow("Max request concurrency:", c.max_concurrency ? std::to_string(*c.max_concurrency) : "not set");
+  out += BlockRow("Successful requests:", std::to_string(m.completed));
+  out += BlockRow("Benchmark duration (s):", Fixed2(c.duration_s));
+  out += BlockRow("Total input tokens:", std::to_string(m.total_input));
+  out += BlockRow("Total input text tokens:", std::to_string(m.total_input));
+  out += BlockRow("Total generated tokens:", std::to_string(m.total_output));
+  out += BlockRow("Total generated tokens (retokenized):", std::to_string(m.total_output_retokenized));
+  out += BlockRow("Request throughput (req/s):", Fixed2(m.request_throughput));
+  if (c.goodput) out += BlockRow("Request goodput (req/s):", Fixed2(m.request_goodput));
+  out += BlockRow("Input token throughput (tok/s):", Fixed2(m.input_throughput));
+  out += BlockRow("Output token throughput (tok/s):", Fixed2(m.output_throughput));
+  out += BlockRow("Peak output token throughput (tok/s):", Fixed2(m.max_output_tokens_per_s));
+  out += BlockRow("Peak concurrent requests:", std::to_string(m.max_concurrent_requests));
+  out += BlockRow("Total token throughput (tok/s):", Fixed2(m.total_throughput));
+  out += BlockRow("Concurrency:", Fixed2(m.concurrency));
+  if (c.accept_length && *c.accept_length != 0) out += BlockRow("Accept length:", Fixed2(*c.accept_length));
   for (const Section& s : Sections()) {
     if (!Selected(c, s.key)) continue;
     const Summary& sum = m.*(s.summary);
-    out += Rule(s.title, '-');
-    out += Row(StrCat("Mean ", s.label, " (ms):"), Fixed2(sum.mean()));
-    out += Row(StrCat("Median ", s.label, " (ms):"), Fixed2(sum.median()));
+    out += BlockRule(s.title, '-');
+    out += BlockRow(StrCat("Mean ", s.label, " (ms):"), Fixed2(sum.mean()));
+    out += BlockRow(StrCat("Median ", s.label, " (ms):"), Fixed2(sum.median()));
     const std::vector<double>& ps = c.metric_percentiles.empty() ? s.default_percentiles : c.metric_percentiles;
-    for (double p : ps) out += Row(StrCat(PercentileName(p), " ", s.label, " (ms):"), Fixed2(sum.Percentile(p)));
-    if (s.max) out += Row(StrCat("Max ", s.label, " (ms):"), Fixed2(sum.max()));
+    for (double p : ps) out += BlockRow(StrCat(PercentileName(p), " ", s.label, " (ms):"), Fixed2(sum.Percentile(p)));
+    if (s.max) out += BlockRow(StrCat("Max ", s.label, " (ms):"), Fixed2(sum.max()));
   }
   out += std::string(50, '=') + "\n";
   return out;
@@ -135,13 +113,25 @@ std::string FormatResultBlock(const ReportConfig& c, const BenchmarkMetrics& m) 
 
 std::string FormatFailures(const BenchmarkMetrics& m) {
   if (m.failed == 0) return "";
-  std::string out = Row("Failed requests:", std::to_string(m.failed));
+  std::string out = BlockRow("Failed requests:", std::to_string(m.failed));
   for (const auto& [reason, count] : m.failure_reasons) {
     std::string shown = reason.size() > 200 ? reason.substr(0, 200) + "..." : reason;
     out += StrCat("  ", count, " x ", shown, "\n");
   }
   return out;
 }
+
+namespace {
+
+// One metric's keys under `name`: mean, median, std and each percentile.
+void SummaryKeys(Json& j, const std::string& name, const Summary& sum, const std::vector<double>& percentiles) {
+  j[StrCat("mean_", name, "_ms")] = sum.mean();
+  j[StrCat("median_", name, "_ms")] = sum.median();
+  j[StrCat("std_", name, "_ms")] = sum.std();
+  for (double p : percentiles) j[StrCat(PercentileKey(p), "_", name, "_ms")] = sum.Percentile(p);
+}
+
+}  // namespace
 
 Json ResultJson(const ReportConfig& c, const BenchmarkMetrics& m) {
   Json j;
@@ -157,6 +147,7 @@ Json ResultJson(const ReportConfig& c, const BenchmarkMetrics& m) {
   j["failed"] = m.failed;
   j["total_input_tokens"] = m.total_input;
   j["total_input_text_tokens"] = m.total_input;
+  j["total_input_vision_tokens"] = 0;  // text prompts only
   j["total_output_tokens"] = m.total_output;
   j["total_output_tokens_retokenized"] = m.total_output_retokenized;
   j["request_throughput"] = m.request_throughput;
@@ -164,14 +155,17 @@ Json ResultJson(const ReportConfig& c, const BenchmarkMetrics& m) {
   j["input_throughput"] = m.input_throughput;
   j["output_throughput"] = m.output_throughput;
   j["total_throughput"] = m.total_throughput;
+  j["total_token_throughput"] = m.total_throughput;  // vLLM's name of the same number
   for (const Section& s : Sections()) {
     const Summary& sum = m.*(s.summary);
-    j[StrCat("mean_", s.json, "_ms")] = sum.mean();
-    j[StrCat("median_", s.json, "_ms")] = sum.median();
-    j[StrCat("std_", s.json, "_ms")] = sum.std();
-    std::vector<double> ps = s.default_percentiles;  // sglang's fixed keys
-    for (double p : c.metric_percentiles) ps.push_back(p);
-    for (double p : ps) j[StrCat(PercentileKey(p), "_", s.json, "_ms")] = sum.Percentile(p);
+    std::vector<double> sglang = s.default_percentiles;  // sglang's fixed keys
+    std::vector<double> vllm = {99};                     // vLLM's default --metric-percentiles
+    for (double p : c.metric_percentiles) {
+      sglang.push_back(p);
+      vllm.push_back(p);
+    }
+    SummaryKeys(j, s.json, sum, sglang);
+    SummaryKeys(j, s.vllm, sum, vllm);
   }
   j["max_itl_ms"] = m.itl_ms.max();
   j["concurrency"] = m.concurrency;

@@ -1,6 +1,7 @@
-// The printed result block of bench_serving ("============ Serving Benchmark Result ============"),
-// byte for byte: labels left-aligned to 40 columns, values to 10, floats with two decimals, the
-// section rules centred in 50 columns. And the result JSON with bench_serving's keys.
+// The printed result blocks, byte for byte: sglang.bench_serving's ("Total token throughput",
+// "Mean E2E Latency (ms)", sections E2E, TTFT, TPOT, ITL) and vLLM's benchmark_serving's as ATOM
+// prints it ("Total Token throughput", "Mean E2EL (ms)", sections TTFT, TPOT, ITL, E2EL). And the
+// result JSON: every key sglang.bench_serving writes and every metric key of vLLM's.
 #pragma once
 
 #include <optional>
@@ -25,13 +26,17 @@ struct ReportConfig {
   std::vector<double> metric_percentiles;
 };
 
-// The block, from its top rule to its bottom rule, each line ending in '\n'.
+// sglang's block, from its top rule to its bottom rule, each line ending in '\n'.
 std::string FormatResultBlock(const ReportConfig& config, const BenchmarkMetrics& m);
+// vLLM's block. Sections default to ttft, tpot, itl and percentiles to 99, as its flags do.
+std::string FormatVllmResultBlock(const ReportConfig& config, const BenchmarkMetrics& m);
 
 // Failure counts by reason, printed before the block when some requests failed ("" otherwise).
 std::string FormatFailures(const BenchmarkMetrics& m);
 
-// The result object (sglang's keys, plus failed, goodput and the requested percentiles).
+// The result object: sglang's keys (the workload arguments and server_info are the caller's),
+// vLLM's metric keys (total_token_throughput, mean_e2el_ms, p99_*_ms, ...), failed, goodput and
+// the requested percentiles under both namings.
 Json ResultJson(const ReportConfig& config, const BenchmarkMetrics& m);
 
 // Python's str() of a float ("inf", "1.0", "2.5"), as bench_serving prints the request rate.

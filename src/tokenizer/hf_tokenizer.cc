@@ -122,6 +122,8 @@ std::int64_t HfTokenizer::vocab_size() const {
   return n;
 }
 
+std::int64_t HfTokenizer::base_vocab_size() const { return model_->size(); }
+
 std::optional<std::int32_t> HfTokenizer::TokenToId(std::string_view token) const {
   if (const AddedToken* added = added_->FindByContent(token)) return added->id;
   return model_->TokenToId(token);

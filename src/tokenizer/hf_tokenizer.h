@@ -25,6 +25,7 @@ class HfTokenizer : public Tokenizer {
   std::vector<std::int32_t> Encode(std::string_view text, bool add_special_tokens = true) const override;
   std::string Decode(const std::vector<std::int32_t>& ids, bool skip_special_tokens = false) const override;
   std::int64_t vocab_size() const override;
+  std::int64_t base_vocab_size() const override;
   std::optional<std::int32_t> TokenToId(std::string_view token) const override;
   std::optional<std::string> IdToToken(std::int32_t id) const override;
   bool IsSpecial(std::int32_t id) const override;

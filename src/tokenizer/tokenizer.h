@@ -28,6 +28,8 @@ class Tokenizer {
   // Same text as transformers' `decode(ids, skip_special_tokens=...)`.
   virtual std::string Decode(const std::vector<std::int32_t>& ids, bool skip_special_tokens = false) const = 0;
   virtual std::int64_t vocab_size() const = 0;
+  // transformers' `tokenizer.vocab_size`: the model's vocabulary without the added tokens beyond it.
+  virtual std::int64_t base_vocab_size() const { return vocab_size(); }
   virtual std::optional<std::int32_t> TokenToId(std::string_view token) const = 0;
   virtual std::optional<std::int32_t> bos_token_id() const = 0;
   virtual std::optional<std::int32_t> eos_token_id() const = 0;

@@ -5,6 +5,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "catalog/catalog_testlib.h"
 #include "catalog/expansion.h"
 
 namespace fission::catalog {
@@ -14,18 +15,6 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
 const std::string kFixtures = FISSION_SOURCE_DIR "/tests/fixtures/catalog/";
-
-Catalog Parse(const std::string& text) { return ParseCatalog(Json::parse(text), "test.json"); }
-
-// Parses and returns the error message ("" when it parsed).
-std::string ErrorOf(const std::string& text) {
-  try {
-    Parse(text);
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 TEST(CatalogTest, TemplatesFormResolvesTemplateNamesAndLiterals) {
   const Catalog c = LoadCatalog(kFixtures + "catalog.json");
@@ -78,7 +67,7 @@ TEST(CatalogTest, MeshFields) {
 }
 
 TEST(CatalogTest, FiltersAndPerPairAdditionsAreParsedAndNormalized) {
-  const Catalog c = Parse(R"({"templates": {"extra_args": {"long": "--chunked-prefill-size 8192"},
+  const Catalog c = ParseTestCatalog(R"({"templates": {"extra_args": {"long": "--chunked-prefill-size 8192"},
                                             "env_vars": {"long-env": "LONG=1"}},
     "models": [{"prefix": "m", "path": "p",
       "supported_input_output_pairs": ["01024x1024", "8192x1"],
@@ -114,13 +103,13 @@ TEST(CatalogTest, LegacyArrayForm) {
 
 TEST(CatalogTest, TemplateNameMatchIsExact) {
   // "base " (trailing space) and "Base" are not the template "base": they stay literal.
-  const Catalog c = Parse(R"({"templates": {"extra_args": {"base": "--a 1"}},
+  const Catalog c = ParseTestCatalog(R"({"templates": {"extra_args": {"base": "--a 1"}},
     "models": [{"prefix": "m", "path": "p", "extra_args": ["base", "Base", "--b 2"]}]})");
   EXPECT_EQ(c.models[0].extra_args, "--a 1 Base --b 2");
 }
 
 TEST(CatalogTest, UnknownKeysAreKeptAndReported) {
-  const Catalog c = Parse(R"({"templates": {"extra_args": {}, "other": {}}, "version": 3,
+  const Catalog c = ParseTestCatalog(R"({"templates": {"extra_args": {}, "other": {}}, "version": 3,
     "models": [{"prefix": "m", "path": "p", "owner": "perf", "notes": [1, 2]}]})");
   EXPECT_EQ(c.models[0].unknown["owner"], "perf");
   EXPECT_EQ(c.models[0].unknown["notes"], Json::parse("[1, 2]"));
@@ -194,7 +183,7 @@ TEST(CatalogTest, Errors) {
        "lists pair 1x1 twice"},
   };
   for (const Case& c : cases) {
-    const std::string error = ErrorOf(c.json);
+    const std::string error = TestCatalogError(c.json);
     EXPECT_THAT(error, HasSubstr(c.message)) << c.json;
     EXPECT_THAT(error, HasSubstr("test.json")) << c.json;
   }

@@ -20,6 +20,17 @@ namespace fission::catalog {
 
 namespace fs = std::filesystem;
 
+Catalog ParseTestCatalog(const std::string& text) { return ParseCatalog(Json::parse(text), "test.json"); }
+
+std::string TestCatalogError(const std::string& text) {
+  try {
+    ParseTestCatalog(text);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
 std::string MakeTempDir(const std::string& name) {
   static std::atomic<int> counter{0};
   const fs::path dir = fs::path(FISSION_BINARY_DIR) / "test-tmp" / "catalog" /

@@ -13,7 +13,14 @@
 #include <thread>
 #include <vector>
 
+#include "catalog/catalog.h"
+
 namespace fission::catalog {
+
+// Parses catalog JSON text as the file "test.json".
+Catalog ParseTestCatalog(const std::string& text);
+// The error message that parsing `text` gives ("" when it parses).
+std::string TestCatalogError(const std::string& text);
 
 // A fresh empty directory under the build tree (kept after the test for inspection).
 std::string MakeTempDir(const std::string& name);

@@ -5,13 +5,13 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "catalog/catalog_testlib.h"
+
 namespace fission::catalog {
 namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
-
-Catalog Parse(const std::string& text) { return ParseCatalog(Json::parse(text), "test.json"); }
 
 std::vector<std::string> Names(const std::vector<Cell>& cells) {
   std::vector<std::string> out;
@@ -67,7 +67,7 @@ TEST(ExpansionTest, RatioFormatAndCellName) {
 }
 
 TEST(ExpansionTest, CrossProductDropsDuplicatesPerModelKeepingFirst) {
-  const Catalog c = Parse(R"([{"prefix": "a", "path": "p"}, {"prefix": "b", "path": "q"}])");
+  const Catalog c = ParseTestCatalog(R"([{"prefix": "a", "path": "p"}, {"prefix": "b", "path": "q"}])");
   const std::vector<Workload> grid = ParseParamLists("64,8,2,1;64,8,4,1;64,8,2,1;64,8,2,0.5;64,8,4,1");
   const std::vector<Cell> cells = ExpandModels({&c.models[0], &c.models[1]}, &grid);
   EXPECT_THAT(Names(cells), ElementsAre("a-64-8-2-1", "a-64-8-4-1", "a-64-8-2-0.5", "b-64-8-2-1", "b-64-8-4-1",
@@ -75,52 +75,52 @@ TEST(ExpansionTest, CrossProductDropsDuplicatesPerModelKeepingFirst) {
 }
 
 TEST(ExpansionTest, SuiteDefaultGridIsPerEntry) {
-  const Catalog c = Parse(R"([{"prefix": "o", "path": "p"},
+  const Catalog c = ParseTestCatalog(R"([{"prefix": "o", "path": "p"},
     {"prefix": "m", "path": "p", "workload_label": "SGLang-Mesh", "tp_size": 4}])");
   EXPECT_EQ(ExpandModel(c.models[0], nullptr).size(), 10u);
   EXPECT_EQ(ExpandModel(c.models[1], nullptr).size(), 22u);
 }
 
 TEST(ExpansionTest, SupportedPairsFilter) {
-  const Catalog c = Parse(R"([{"prefix": "a", "path": "p", "supported_input_output_pairs": ["8192x1024"]}])");
+  const Catalog c = ParseTestCatalog(R"([{"prefix": "a", "path": "p", "supported_input_output_pairs": ["8192x1024"]}])");
   EXPECT_THAT(Names(ExpandModel(c.models[0], nullptr)),
               ElementsAre("a-8192-1024-4-0.8", "a-8192-1024-8-0.8", "a-8192-1024-16-0.8", "a-8192-1024-32-0.8",
                           "a-8192-1024-64-0.8"));
 }
 
 TEST(ExpansionTest, ExcludedPairsFilter) {
-  const Catalog c = Parse(R"([{"prefix": "a", "path": "p", "excluded_input_output_pairs": ["8192x1024"]}])");
+  const Catalog c = ParseTestCatalog(R"([{"prefix": "a", "path": "p", "excluded_input_output_pairs": ["8192x1024"]}])");
   EXPECT_THAT(Names(ExpandModel(c.models[0], nullptr)),
               ElementsAre("a-1024-1024-4-0.8", "a-1024-1024-8-0.8", "a-1024-1024-16-0.8", "a-1024-1024-32-0.8",
                           "a-1024-1024-64-0.8"));
 }
 
 TEST(ExpansionTest, ExcludedWinsOverSupported) {
-  const Catalog c = Parse(R"([{"prefix": "a", "path": "p", "supported_input_output_pairs": ["8192x1024"],
+  const Catalog c = ParseTestCatalog(R"([{"prefix": "a", "path": "p", "supported_input_output_pairs": ["8192x1024"],
                                "excluded_input_output_pairs": ["8192x1024"]}])");
   EXPECT_TRUE(ExpandModel(c.models[0], nullptr).empty());
 }
 
 TEST(ExpansionTest, SupportedConcurrencyFilter) {
-  const Catalog c = Parse(R"([{"prefix": "a", "path": "p", "supported_concurrency_values": [8, 64, 1000]}])");
+  const Catalog c = ParseTestCatalog(R"([{"prefix": "a", "path": "p", "supported_concurrency_values": [8, 64, 1000]}])");
   EXPECT_THAT(Names(ExpandModel(c.models[0], nullptr)),
               ElementsAre("a-1024-1024-8-0.8", "a-1024-1024-64-0.8", "a-8192-1024-8-0.8", "a-8192-1024-64-0.8"));
 }
 
 TEST(ExpansionTest, ConcurrencyByPairOverridesTheGlobalListForItsPair) {
-  const Catalog c = Parse(R"([{"prefix": "a", "path": "p", "supported_concurrency_values": [4],
+  const Catalog c = ParseTestCatalog(R"([{"prefix": "a", "path": "p", "supported_concurrency_values": [4],
                                "supported_concurrency_values_by_pair": {"8192x1024": [16, 32]}}])");
   EXPECT_THAT(Names(ExpandModel(c.models[0], nullptr)),
               ElementsAre("a-1024-1024-4-0.8", "a-8192-1024-16-0.8", "a-8192-1024-32-0.8"));
   // Without a global list, pairs not listed keep every concurrency.
-  const Catalog d = Parse(R"([{"prefix": "a", "path": "p",
+  const Catalog d = ParseTestCatalog(R"([{"prefix": "a", "path": "p",
                                "supported_concurrency_values_by_pair": {"1024x1024": [64]}}])");
   EXPECT_EQ(Names(ExpandModel(d.models[0], nullptr)).front(), "a-1024-1024-64-0.8");
   EXPECT_EQ(ExpandModel(d.models[0], nullptr).size(), 6u);
 }
 
 TEST(ExpansionTest, PerPairAdditions) {
-  const Catalog c = Parse(R"({"templates": {"extra_args": {"base": "--a 1"}, "env_vars": {"e": "X=1\nY=2"}},
+  const Catalog c = ParseTestCatalog(R"({"templates": {"extra_args": {"base": "--a 1"}, "env_vars": {"e": "X=1\nY=2"}},
     "models": [{"prefix": "a", "path": "p", "extra_args": "base", "env_vars": "e",
       "case_extra_args_by_pair": {"8192x1024": "--long 1"},
       "case_env_vars_by_pair": {"8192x1024": "Y=3\nZ=4"}}]})");
@@ -134,7 +134,7 @@ TEST(ExpansionTest, PerPairAdditions) {
 }
 
 TEST(ExpansionTest, OobPromptCounts) {
-  const Catalog c = Parse(R"([{"prefix": "a", "path": "p", "dp_size": 8, "ep_size": 8}])");
+  const Catalog c = ParseTestCatalog(R"([{"prefix": "a", "path": "p", "dp_size": 8, "ep_size": 8}])");
   const std::vector<Cell> cells = ExpandModel(c.models[0], nullptr);
   // dp/ep only matter for Mesh entries.
   EXPECT_EQ(cells[0].num_prompts, 40);
@@ -145,7 +145,7 @@ TEST(ExpansionTest, OobPromptCounts) {
 }
 
 TEST(ExpansionTest, MeshArgumentsAndPromptCounts) {
-  const Catalog c = Parse(R"([
+  const Catalog c = ParseTestCatalog(R"([
     {"prefix": "tp", "path": "p", "workload_label": "SGLang-Mesh", "tp_size": 8, "dp_size": 1, "ep_size": 1,
      "extra_args": "--x 1", "case_extra_args_by_pair": {"8192x1": "--y 2"}},
     {"prefix": "dpep", "path": "p", "workload_label": "SGLang-Mesh", "tp_size": 8, "dp_size": 8, "ep_size": 8},

@@ -89,7 +89,9 @@ std::string Row(const std::string& label, const std::string& value) {
 TEST(ToolsAgainstServeTest, EvalLimit20AndBench) {
   if (!std::filesystem::exists(DemoModel() + "/config.json")) GTEST_SKIP() << "no demo model";
   Serve serve;
-  const std::string out_path = ::testing::TempDir() + "/fission_tools_serve_eval.json";
+  const std::string dir = ::testing::TempDir() + "/fission_tools_serve_eval_" + std::to_string(::getpid());
+  std::filesystem::remove_all(dir);
+  const std::string out_path = dir + "/run.json";
   std::ostringstream out, err;
   const int rc = RunEvalCommand({"--base-url", serve.url(), "--data-dir", std::string(FISSION_SOURCE_DIR) +
                                  "/tests/fixtures/demo", "--limit", "20", "--num-fewshot", "3", "--num-concurrent", "4",
@@ -97,7 +99,13 @@ TEST(ToolsAgainstServeTest, EvalLimit20AndBench) {
                                 out, err);
   EXPECT_EQ(rc, 0) << err.str();
   EXPECT_NE(out.str().find("|gsm8k|      3|flexible-extract|     3|exact_match|"), std::string::npos) << out.str();
-  std::ifstream in(out_path);
+  // lm-eval's place for --output_path run.json: run_<date>.json beside it.
+  std::string results_path;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    if (e.path().filename().string().rfind("run_", 0) == 0) results_path = e.path().string();
+  }
+  ASSERT_FALSE(results_path.empty()) << "no results in " << dir;
+  std::ifstream in(results_path);
   std::stringstream ss;
   ss << in.rdbuf();
   const Json results = ParseJson(ss.str(), "results");

@@ -155,7 +155,9 @@ TEST(BenchCommandTest, BadFlagsAreErrors) {
            {"--percentile-metrics", "ttft,xyz"},
            {"--metric-percentiles", "101"},
            {"--extra-request-body", "[1]"},
-           {"--dataset-name", "sharegpt"},
+           {"--dataset-name", "alpaca"},
+           {"--report-format", "tgi"},
+           {"--tokenize-prompt", "--dataset-name", "random"},
            {"--model", "m", "--base-url", "http://127.0.0.1:1", "--tokenizer", "missing"},
            {"--model", "m", "--base-url", "http://127.0.0.1:1"},  // random dataset, no tokenizer
        }) {

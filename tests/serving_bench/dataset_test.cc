@@ -1,5 +1,7 @@
 #include "serving_bench/dataset.h"
 
+#include <unistd.h>
+
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -149,8 +151,34 @@ TEST(JsonlDatasetTest, LoadsPromptsAndNamesBadLines) {
   EXPECT_THROW(LoadJsonlRequests("/nonexistent/x.jsonl", 0, 5, &tok), Error);
 }
 
+TEST(JsonlDatasetTest, TokenIdLinesAreSentAsIds) {
+  const std::string path = ::testing::TempDir() + "/fission_prompt_ids_" + std::to_string(getpid()) + ".jsonl";
+  {
+    std::ofstream f(path);
+    f << R"({"prompt_ids": [4, 5, 6], "output_len": 2})" << "\n"
+      << R"({"prompt": "kept", "prompt_ids": [7], "prompt_len": 99})" << "\n";
+  }
+  const auto rows = LoadJsonlRequests(path, 0, 5, nullptr);  // ids need no tokenizer
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0].prompt_ids, (std::vector<std::int32_t>{4, 5, 6}));
+  EXPECT_EQ(rows[0].prompt_len, 3);
+  EXPECT_EQ(rows[0].output_len, 2);
+  EXPECT_EQ(rows[1].prompt, "kept");
+  EXPECT_EQ(rows[1].prompt_len, 1);  // what the server receives
+  {
+    std::ofstream f(path);
+    f << R"({"prompt_ids": [1, "x"]})" << "\n";
+  }
+  try {
+    LoadJsonlRequests(path, 0, 5, nullptr);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("fission_prompt_ids.jsonl:1: prompt_ids"), std::string::npos) << e.what();
+  }
+}
+
 TEST(DescribeLengthsTest, PrintsTotals) {
-  EXPECT_EQ(DescribeLengths({{"a", 10, 3}, {"b", 20, 5}}),
+  EXPECT_EQ(DescribeLengths({{"a", 10, 3, {}, {}}, {"b", 20, 5, {}, {}}}),
             "#Input tokens: 30\n#Output tokens: 8\n"
             "Input lengths: min 10, mean 15.0, max 20\nOutput lengths: min 3, mean 4.0, max 5\n");
 }

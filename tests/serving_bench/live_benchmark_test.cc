@@ -89,7 +89,7 @@ TEST(LiveBenchmarkTest, ConcurrencyLimitHoldsRequestsBack) {
   });
   RunOptions o = Options(mock, "openai");
   o.max_concurrency = 2;
-  std::vector<DatasetRow> rows(10, DatasetRow{"p", 5, 2});
+  std::vector<DatasetRow> rows(10, DatasetRow{"p", 5, 2, {}, {}});
   const RunResult r = RunBenchmark(o, rows);
   for (const auto& out : r.outputs) EXPECT_TRUE(out.success) << out.error;
   // At any request's start, fewer than 2 earlier requests are still running.
@@ -114,7 +114,7 @@ TEST(LiveBenchmarkTest, WarmupFailureIsAnError) {
   });
   RunOptions o = Options(mock, "openai");
   o.num_warmups = 2;
-  EXPECT_THROW(RunBenchmark(o, {DatasetRow{"p", 1, 1}}), Error);
+  EXPECT_THROW(RunBenchmark(o, {DatasetRow{"p", 1, 1, {}, {}}}), Error);
 }
 
 TEST(LiveBenchmarkTest, DroppedConnectionAndNonStreaming) {
@@ -126,12 +126,12 @@ TEST(LiveBenchmarkTest, DroppedConnectionAndNonStreaming) {
     return r;
   });
   RunOptions o = Options(mock, "openai");
-  RunResult r = RunBenchmark(o, {DatasetRow{"drop", 1, 2}, DatasetRow{"ok", 1, 2}});
+  RunResult r = RunBenchmark(o, {DatasetRow{"drop", 1, 2, {}, {}}, DatasetRow{"ok", 1, 2, {}, {}}});
   EXPECT_FALSE(r.outputs[0].success);
   EXPECT_NE(r.outputs[0].error.find("interrupted"), std::string::npos) << r.outputs[0].error;
   EXPECT_TRUE(r.outputs[1].success);
   o.settings.stream = false;
-  r = RunBenchmark(o, {DatasetRow{"ok", 1, 2}});
+  r = RunBenchmark(o, {DatasetRow{"ok", 1, 2, {}, {}}});
   ASSERT_TRUE(r.outputs[0].success) << r.outputs[0].error;
   EXPECT_EQ(r.outputs[0].generated_text, "ab");
   EXPECT_EQ(r.outputs[0].ttft, r.outputs[0].latency);

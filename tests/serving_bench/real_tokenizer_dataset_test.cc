@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "serving_bench/dataset.h"
+#include "serving_bench/sglang_datasets.h"
 #include "tokenizer/tokenizer.h"
 
 namespace fission::serving_bench {
@@ -25,6 +26,21 @@ class RealTokenizerDatasetTest : public ::testing::Test {
   size_t Measure(const std::string& text) const { return tok_->Encode(text, false).size(); }
   std::unique_ptr<tokenizer::Tokenizer> tok_;
 };
+
+TEST_F(RealTokenizerDatasetTest, RandomIdsDrawOverTheVocabularyWithoutAddedTokens) {
+  // transformers' vocab_size for DeepSeek-V3 is the BPE model's 128000; the added tokens follow it.
+  EXPECT_EQ(tok_->base_vocab_size(), 128000);
+  EXPECT_EQ(tok_->vocab_size(), 128815);
+  RandomIdsOptions o;
+  o.num_prompts = 4;
+  o.input_len = 64;
+  o.output_len = 8;
+  o.keep_ids = true;
+  for (const DatasetRow& r : SampleRandomIdsRequests(o, *tok_)) {
+    EXPECT_EQ(static_cast<std::int64_t>(r.prompt_ids.size()), r.prompt_len);
+    for (std::int32_t id : r.prompt_ids) EXPECT_LT(id, 128000);
+  }
+}
 
 TEST_F(RealTokenizerDatasetTest, ExactLengthsWithinBounds) {
   RandomDatasetOptions o;

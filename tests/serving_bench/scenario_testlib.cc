@@ -4,7 +4,7 @@
 
 namespace fission::serving_bench::testing {
 
-DatasetRow ScenarioRow(int i) { return {"req-" + std::to_string(i), 10 * (i + 1), 16}; }
+DatasetRow ScenarioRow(int i) { return {"req-" + std::to_string(i), 10 * (i + 1), 16, {}, {}}; }
 
 MockReply ScenarioReply(int i) {
   MockReply r;

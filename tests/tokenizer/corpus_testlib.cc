@@ -46,10 +46,6 @@ std::vector<std::string> Gsm8kStrings(const std::string& file, int rows) {
   return out;
 }
 
-std::vector<std::string> FullCorpus() {
-  std::vector<std::string> out = CommittedCorpus();
-  for (auto& s : Gsm8kStrings("test.jsonl", 700)) out.push_back(std::move(s));
-  return out;
-}
+bool HaveGsm8k(const std::string& file) { return FileExists(Gsm8kDir() + "/" + file); }
 
 }  // namespace fission::tokenizer::testing

@@ -15,8 +15,8 @@ bool FileExists(const std::string& path);
 std::vector<std::string> CommittedCorpus();
 // Question and answer strings of the first `rows` rows of gsm8k's `file` (in line order).
 std::vector<std::string> Gsm8kStrings(const std::string& file, int rows);
-// The committed corpus followed by the gsm8k strings the goldens use.
-std::vector<std::string> FullCorpus();
+// Whether gsm8k's `file` is there (../shared/datasets/gsm8k, next to the repository).
+bool HaveGsm8k(const std::string& file);
 // A JSON-lines file parsed line by line.
 std::vector<Json> ReadJsonLines(const std::string& path);
 

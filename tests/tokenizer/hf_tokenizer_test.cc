@@ -20,7 +20,7 @@ class RealTokenizers : public ::testing::Test {
   static void SetUpTestSuite() {
     deepseek_ = Tokenizer::Load(DeepSeekDir()).release();
     qwen_ = Tokenizer::Load(QwenDir()).release();
-    corpus_ = new std::vector<std::string>(testing::FullCorpus());
+    corpus_ = new std::vector<std::string>(testing::CommittedCorpus());
   }
   static void TearDownTestSuite() {
     delete deepseek_;
@@ -73,6 +73,16 @@ TEST_F(RealTokenizers, DecodeOfEncodeIsTheNormalizedText) {
     ASSERT_TRUE(IsValidUtf8(s));
     EXPECT_EQ(deepseek_->Decode(deepseek_->Encode(s, false)), s);
     // Qwen normalizes to NFC first.
+    EXPECT_EQ(qwen_->Decode(qwen_->Encode(s, false)), Normalize(s, NormalForm::kNfc));
+  }
+}
+
+TEST_F(RealTokenizers, Gsm8kRoundTripsAndStreams) {
+  if (!testing::HaveGsm8k("test.jsonl")) {
+    GTEST_SKIP() << "no gsm8k data at " << testing::Gsm8kDir() << "/test.jsonl";
+  }
+  for (const std::string& s : testing::Gsm8kStrings("test.jsonl", 700)) {
+    EXPECT_EQ(deepseek_->Decode(deepseek_->Encode(s, false)), s);
     EXPECT_EQ(qwen_->Decode(qwen_->Encode(s, false)), Normalize(s, NormalForm::kNfc));
   }
 }

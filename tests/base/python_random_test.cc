@@ -1,9 +1,9 @@
 // Reference values printed by CPython 3 for the same seeds.
-#include "eval/python_random.h"
+#include "base/python_random.h"
 
 #include <gtest/gtest.h>
 
-namespace fission::eval {
+namespace fission {
 namespace {
 
 TEST(PythonRandomTest, RandomMatchesCPython) {
@@ -31,5 +31,17 @@ TEST(PythonRandomTest, SampleMatchesCPython) {
   EXPECT_EQ(seven.Sample(10, 4), (std::vector<size_t>{0, 1, 8, 2}));
 }
 
+TEST(PythonRandomTest, ShuffleAndChoicesMatchCPython) {
+  // x = list(range(10)); random.seed(7); random.shuffle(x)
+  EXPECT_EQ(PythonRandom(7).Shuffle(10), (std::vector<size_t>{8, 3, 1, 4, 7, 0, 9, 6, 2, 5}));
+  EXPECT_EQ(PythonRandom(1).Shuffle(7), (std::vector<size_t>{3, 6, 5, 2, 0, 4, 1}));
+  EXPECT_TRUE(PythonRandom(1).Shuffle(0).empty());
+  // r = random.Random(3); [r.choices(range(50))[0] for _ in range(5)]
+  PythonRandom r(3);
+  std::vector<size_t> picks;
+  for (int i = 0; i < 5; ++i) picks.push_back(r.ChoiceIndex(50));
+  EXPECT_EQ(picks, (std::vector<size_t>{11, 27, 18, 30, 31}));
+}
+
 }  // namespace
-}  // namespace fission::eval
+}  // namespace fission

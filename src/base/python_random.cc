@@ -1,12 +1,13 @@
-#include "eval/python_random.h"
+#include "base/python_random.h"
 
 #include <bit>
 #include <cmath>
 #include <unordered_set>
+#include <utility>
 
 #include "base/error.h"
 
-namespace fission::eval {
+namespace fission {
 
 PythonRandom::PythonRandom(std::uint32_t seed) {
   // init_genrand(19650218) followed by init_by_array({seed}), as CPython seeds from an int.
@@ -98,4 +99,15 @@ std::vector<std::size_t> PythonRandom::Sample(std::size_t n, std::size_t k) {
   return result;
 }
 
-}  // namespace fission::eval
+std::vector<std::size_t> PythonRandom::Shuffle(std::size_t n) {
+  std::vector<std::size_t> order(n);
+  for (std::size_t i = 0; i < n; ++i) order[i] = i;
+  for (std::size_t i = n; i-- > 1;) std::swap(order[i], order[RandBelow(i + 1)]);
+  return order;
+}
+
+std::size_t PythonRandom::ChoiceIndex(std::size_t n) {
+  return static_cast<std::size_t>(std::floor(Random() * static_cast<double>(n)));
+}
+
+}  // namespace fission

@@ -1,6 +1,7 @@
-// Python's `random.Random(seed)` (MT19937 seeded by init_by_array) and the parts lm-eval uses to
-// pick few-shot exemplars: `sample(population, k)`. With the same seed the same exemplars are
-// chosen as lm-eval chooses them.
+// Python's `random.Random(seed)` (MT19937 seeded by init_by_array) and the draws the reference
+// tools make with it: lm-eval's few-shot exemplars (`sample`), sglang.bench_serving's dataset
+// shuffle (`shuffle`) and its uniform picks (`choice`, `choices`). With the same seed the same
+// draws come out as in CPython.
 #pragma once
 
 #include <array>
@@ -8,7 +9,7 @@
 #include <cstdint>
 #include <vector>
 
-namespace fission::eval {
+namespace fission {
 
 class PythonRandom {
  public:
@@ -24,6 +25,11 @@ class PythonRandom {
   std::uint64_t RandBelow(std::uint64_t n);
   // Indices chosen by random.sample(range(n), k), in order.
   std::vector<std::size_t> Sample(std::size_t n, std::size_t k);
+  // The order random.shuffle(list(range(n))) leaves: element i of the result is the index that
+  // ends at position i.
+  std::vector<std::size_t> Shuffle(std::size_t n);
+  // The index random.choices(range(n)) picks: floor(random() * n).
+  std::size_t ChoiceIndex(std::size_t n);
 
  private:
   static constexpr int kN = 624;
@@ -31,4 +37,4 @@ class PythonRandom {
   int index_ = kN;
 };
 
-}  // namespace fission::eval
+}  // namespace fission
