@@ -160,14 +160,9 @@ std::string Model(const OrderedJson& body) { return String(body, "model", ""); }
 std::vector<std::string> Rids(const OrderedJson& body) {
   const OrderedJson* rid = Field(body, "rid");
   if (!rid) return {};
-  if (rid->is_string()) return {rid->get<std::string>()};
-  std::vector<std::string> rids;
-  if (rid->is_array())
-    for (const OrderedJson& r : *rid)
-      if (r.is_string()) rids.push_back(r.get<std::string>());
-  if (!rid->is_array() || rids.size() != rid->size())
-    throw ApiError(400, "'rid' must be a string or a list of strings", "rid");
-  return rids;
+  std::optional<std::vector<std::string>> rids = StringOrStrings(*rid);
+  if (!rids) throw ApiError(400, "'rid' must be a string or a list of strings", "rid");
+  return *rids;
 }
 
 // Constraints on the output that decoding does not enforce yet are refused rather than answered

@@ -27,14 +27,9 @@ std::vector<std::string> Strings(const Json& body, const char* key, bool* is_lis
   const auto it = body.find(key);
   if (it == body.end()) throw ApiError(400, StrCat("'", key, "' is required"), key);
   *is_list = it->is_array();
-  if (it->is_string()) return {it->get<std::string>()};
-  std::vector<std::string> out;
-  if (it->is_array())
-    for (const Json& v : *it)
-      if (v.is_string()) out.push_back(v.get<std::string>());
-  if (!it->is_array() || out.size() != it->size())
-    throw ApiError(400, StrCat("'", key, "' must be a string or a list of strings"), key);
-  return out;
+  std::optional<std::vector<std::string>> strings = StringOrStrings(*it);
+  if (!strings) throw ApiError(400, StrCat("'", key, "' must be a string or a list of strings"), key);
+  return *strings;
 }
 
 // A list of token ids or a list of such lists at `key`, each id inside the vocabulary.

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include "common/error_message.h"
 #include "base/error.h"
 #include "http/client.h"
 #include "http/server.h"
@@ -11,14 +12,7 @@
 namespace fission::http {
 namespace {
 
-std::string ErrorOf(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+std::string ErrorOf(const std::function<void()>& f) { return testing_util::ErrorMessageOf(f); }
 
 TEST(ListenAddress, NamesAndLiteralsResolve) {
   EXPECT_EQ(ResolveListenAddress("127.0.0.1"), "127.0.0.1");
