@@ -9,7 +9,6 @@
 #include <optional>
 #include <string>
 #include <string_view>
-#include <vector>
 
 #include "base/error.h"
 
@@ -42,20 +41,6 @@ std::string JsonPreview(const J& v) {
   if (v.is_array()) return StrCat("an array of ", v.size(), " items");
   if (v.is_object()) return StrCat("an object of ", v.size(), " fields");
   return Abbreviate(v.dump());
-}
-
-// `v` as strings when it is a string or an array of strings (SGLang's "one or one per prompt"
-// fields); nullopt for anything else.
-template <typename J>
-std::optional<std::vector<std::string>> StringOrStrings(const J& v) {
-  if (v.is_string()) return std::vector<std::string>{v.template get<std::string>()};
-  if (!v.is_array()) return std::nullopt;
-  std::vector<std::string> out;
-  for (const J& item : v) {
-    if (!item.is_string()) return std::nullopt;
-    out.push_back(item.template get<std::string>());
-  }
-  return out;
 }
 
 // `v` as an int64 when it is exactly one: an integer in int64's range, or a number with no fraction

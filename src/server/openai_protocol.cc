@@ -4,6 +4,7 @@
 
 #include "base/json.h"
 #include "server/api_error.h"
+#include "server/string_fields.h"
 
 namespace fission::server {
 namespace {

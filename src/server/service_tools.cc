@@ -7,6 +7,7 @@
 
 #include "base/log.h"
 #include "server/api_error.h"
+#include "server/string_fields.h"
 #include "server/service.h"
 
 namespace fission::server {
