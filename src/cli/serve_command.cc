@@ -17,10 +17,14 @@
 #include "cli/commands.h"
 #include "engine/engine.h"
 #include "io/generation_config.h"
+#include "http/listen_address.h"
 #include "http/server.h"
+#include "io/model_config.h"
+#include "model/registry.h"
 #include "model/runtime/load_flags.h"
 #include "model/runtime/parallel_model.h"
 #include "model/runtime/model_loader.h"
+#include "server/environment.h"
 #include "server/server_args.h"
 #include "server/service.h"
 #include "server/tokenizer_detokenizer.h"
@@ -61,13 +65,48 @@ Json ServerInfo(const server::ServerArgs& a, std::int64_t max_total_tokens) {
           {"ignored_flags", a.ignored_flags}};
 }
 
+// What can be checked without reading the checkpoint, added to `problems`: the files the flags
+// name, and that the server can listen where asked (a follower node does not listen).
+void CheckBeforeLoading(const server::ServerArgs& a, std::vector<std::string>* problems) {
+  namespace fs = std::filesystem;
+  auto check = [problems](auto&& f) {
+    try {
+      f();
+    } catch (const Error& e) {
+      problems->push_back(e.what());
+    }
+  };
+  if (!fs::is_regular_file(fs::path(a.model_path) / "config.json")) {
+    problems->push_back(StrCat("--model-path ", a.model_path, ": no config.json there (a local checkpoint directory)"));
+  } else {
+    // The model family from config.json alone, so an unsupported one is said before any weight loads.
+    check([&] { model::FactoryFor(io::LoadModelConfig(a.model_path, a.load.json_model_override_args)); });
+  }
+  const bool follower = a.load.nodes.node_rank > 0;
+  if (!follower && !fs::is_regular_file(fs::path(a.TokenizerPath()) / "tokenizer.json"))
+    problems->push_back(StrCat(a.tokenizer_path.empty() ? "--model-path " : "--tokenizer-path ", a.TokenizerPath(),
+                               ": no tokenizer.json there"));
+  if (!a.chat_template.empty() && !fs::is_regular_file(a.chat_template))
+    problems->push_back(StrCat("--chat-template ", a.chat_template, ": no such file"));
+  if (!follower) check([&] { http::CheckCanListen(a.host, a.port); });
+}
+
 int RunServe(const std::vector<std::string>& args) {
-  server::ServerArgs flags = server::ParseServerArgs(args);
+  std::vector<std::string> problems;
+  server::ServerArgs flags = server::ParseServerArgs(args, &problems);
   if (flags.help) {
     std::fputs(server::ServerArgsHelp().c_str(), stdout);
     return 0;
   }
   if (flags.model_path.empty()) flags.model_path = DefaultModelPath();
+  CheckBeforeLoading(flags, &problems);
+  server::EnvironmentSettings environment;
+  try {
+    environment = server::ReadEnvironment(server::ProcessEnvironment());
+  } catch (const Error& e) {
+    problems.push_back(e.what());
+  }
+  if (!problems.empty()) Fail(server::JoinProblems(problems));
   flags.load.device = flags.device;
   flags.load.dtype = flags.dtype;
   // As SGLang: no graph larger than the batch the engine can run.
@@ -75,6 +114,12 @@ int RunServe(const std::vector<std::string>& args) {
                             flags.cuda_graph_max_bs > 0 ? flags.cuda_graph_max_bs : flags.engine.max_running_requests};
   SetLogLevel(ParseLogLevel(flags.log_level));
   if (!flags.ignored_flags.empty()) Log(LogLevel::kWarning, flags.IgnoredFlagsLine());
+  for (const std::string& applied : environment.applied) Log(LogLevel::kInfo, "environment: ", applied);
+  if (!environment.without_effect.empty()) {
+    std::string names;
+    for (const std::string& name : environment.without_effect) names += " " + name;
+    Log(LogLevel::kWarning, "environment variables with no effect in Fission:", names);
+  }
   if (flags.load.nodes.node_rank > 0) {
     auto model = model::LoadCausalLM(flags.model_path, flags.load);
     std::printf("fission serve: node %d of %d following %s (no HTTP server on this node)\n",
@@ -107,6 +152,7 @@ int RunServe(const std::vector<std::string>& args) {
   if (!flags.chat_template.empty()) options.chat_template_file = flags.chat_template;
   options.reasoning_parser = flags.reasoning_parser;
   options.tool_call_parser = flags.tool_call_parser;
+  options.default_chat_template_kwargs = environment.chat_template_kwargs;
   options.server_info = ServerInfo(flags, static_cast<std::int64_t>(engine.num_pages()) * engine_config.page_size);
   server::Service service(options, engine, *tokenizer);
 

@@ -17,6 +17,7 @@
 #include "base/error.h"
 #include "base/json.h"
 #include "base/log.h"
+#include "http/listen_address.h"
 #include "http/open_files.h"
 #include "http/request_parser.h"
 
@@ -57,6 +58,7 @@ class HttpServer::Impl {
   void CloseAcceptor();
   void SignalSessions(bool force);
   void Dispatch(Request request, std::shared_ptr<Responder> responder);
+  std::map<std::string, std::map<std::string, Handler>>::iterator FindPrefixRoute(const std::string& path);
   void Register(Session* s, std::weak_ptr<Session> w) {
     std::lock_guard lock(mu);
     sessions.emplace(s, std::move(w));
@@ -440,8 +442,24 @@ std::shared_ptr<Responder> Session::MakeResponder() {
   return std::make_shared<SessionResponder>(shared_from_this(), seq_);
 }
 
+// The route "P/*" with the longest P that `path` extends ("/v1/models/*" holds "/v1/models/x/y").
+std::map<std::string, std::map<std::string, Handler>>::iterator HttpServer::Impl::FindPrefixRoute(
+    const std::string& path) {
+  auto best = routes.end();
+  for (auto it = routes.begin(); it != routes.end(); ++it) {
+    const std::string& key = it->first;
+    if (key.size() < 2 || key.compare(key.size() - 2, 2, "/*") != 0) continue;
+    const std::size_t prefix = key.size() - 1;  // keeps the slash
+    if (path.size() > prefix && path.compare(0, prefix, key, 0, prefix) == 0 &&
+        (best == routes.end() || key.size() > best->first.size()))
+      best = it;
+  }
+  return best;
+}
+
 void HttpServer::Impl::Dispatch(Request request, std::shared_ptr<Responder> responder) {
   auto path = routes.find(request.path);
+  if (path == routes.end()) path = FindPrefixRoute(request.path);
   if (path == routes.end()) {
     responder->Send(404, "application/json", ErrorBody(404, "no route for " + Abbreviate(request.path)));
     return;
@@ -538,8 +556,7 @@ void HttpServer::Start() {
   if (open_files > 0 && open_files < 4096)
     Log(LogLevel::kWarning, "http: at most ", open_files, " open files (ulimit -n): connections beyond that wait");
   beast::error_code ec;
-  const auto address = asio::ip::make_address(s.options.host, ec);
-  if (ec) Fail("http server: bad host address '", s.options.host, "': ", ec.message());
+  const auto address = asio::ip::make_address(ResolveListenAddress(s.options.host));
   const tcp::endpoint endpoint(address, static_cast<unsigned short>(s.options.port));
   s.acceptor.open(endpoint.protocol(), ec);
   if (!ec) s.acceptor.set_option(asio::socket_base::reuse_address(true), ec);

@@ -68,8 +68,9 @@ class HttpServer {
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;
 
-  // Exact path match. An unknown path answers 404, a known path with another method 405; HEAD runs
-  // a GET route and sends its headers only. Routes are added before Start().
+  // Exact path match, or for a path "P/*" any longer path starting with "P/" (the longest such P
+  // when no exact route matches). An unknown path answers 404, a known path with another method
+  // 405; HEAD runs a GET route and sends its headers only. Routes are added before Start().
   void AddRoute(std::string method, std::string path, Handler handler);
   // Raises the open-file soft limit to the hard limit, binds and starts the I/O threads; throws
   // fission::Error when the address cannot be bound. When descriptors run out, accepting backs off

@@ -29,7 +29,7 @@ ApiJob::ApiJob(JobContext context, bool stream)
 ApiJob::~ApiJob() = default;
 
 void ApiJob::Submit(const std::vector<std::vector<std::int32_t>>& prompts, const engine::SamplingParams& params,
-                    const std::string& rid) {
+                    std::vector<std::string> rids) {
   if (prompts.empty()) BadRequest("the request has no prompt");
   for (std::size_t p = 0; p < prompts.size(); ++p) {
     try {
@@ -48,7 +48,7 @@ void ApiJob::Submit(const std::vector<std::vector<std::int32_t>>& prompts, const
     }
   }
   unfinished_ = static_cast<int>(choices_.size());
-  if (const std::string refusal = ticket_.Attach(weak_from_this(), rid); !refusal.empty()) throw ApiError(503, refusal);
+  if (const std::string refusal = ticket_.Attach(weak_from_this(), std::move(rids)); !refusal.empty()) throw ApiError(503, refusal);
   metrics_.RequestStarted();
   std::weak_ptr<ApiJob> weak = shared_from_this();
   std::vector<std::int64_t> abort_now;
@@ -103,6 +103,7 @@ void ApiJob::OnOutput(int choice, const engine::RequestOutput& out) {
     const double gap = std::chrono::duration<double>(now - c.last_token_time).count();
     if (c.token_ids.empty()) {
       metrics_.FirstToken(gap);
+      c.first_token_time = now;
     } else {
       metrics_.InterToken(gap / static_cast<double>(out.token_ids.size()));
     }
@@ -115,6 +116,9 @@ void ApiJob::OnOutput(int choice, const engine::RequestOutput& out) {
   c.cached_tokens = out.cached_tokens;
   if (out.finished) {
     c.finished = true;
+    if (c.token_ids.size() >= 2)
+      metrics_.TimePerOutputToken(std::chrono::duration<double>(c.last_token_time - c.first_token_time).count() /
+                                  static_cast<double>(c.token_ids.size() - 1));
     c.finish_reason = out.finish_reason;
     c.matched_stop_string = out.matched_stop_string;
     c.matched_stop_token = out.matched_stop_token;

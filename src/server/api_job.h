@@ -38,6 +38,7 @@ struct ChoiceState {
   bool finished = false;
   bool started = false;  // the first delta went out (streaming)
   std::chrono::steady_clock::time_point last_token_time;
+  std::chrono::steady_clock::time_point first_token_time;  // for the time per output token
 };
 
 struct Usage {
@@ -60,11 +61,11 @@ class ApiJob : public std::enable_shared_from_this<ApiJob> {
   virtual ~ApiJob();
 
   // Submits one engine request per prompt (each with `params.n` completions), attached to the
-  // ticket under `rid` (may be empty). Every prompt is validated first: an invalid one is an
+  // ticket under `rids` (SGLang's request ids; may be none). Every prompt is validated first: an invalid one is an
   // ApiError(400) and nothing is submitted; a server that has begun cancelling everything answers
   // 503.
   void Submit(const std::vector<std::vector<std::int32_t>>& prompts, const engine::SamplingParams& params,
-              const std::string& rid = "");
+              std::vector<std::string> rids = {});
   // The client disconnected: aborts the job's engine requests and writes nothing more.
   void Abort();
   // The server ends the job: its engine requests are aborted and the answer ends as it would on a

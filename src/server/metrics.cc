@@ -47,7 +47,14 @@ Metrics::Metrics(std::string model_name)
       ttft_({0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 15, 20, 25, 30}),
       itl_({0.002, 0.005, 0.01, 0.015, 0.02, 0.025, 0.03, 0.035, 0.04, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5,
             0.75, 1.0, 2.5}),
-      e2e_({0.1, 0.25, 0.5, 1, 2, 3, 4, 5, 10, 15, 20, 30, 40, 50, 60, 90, 120, 150, 180, 240, 300}) {}
+      e2e_({0.1, 0.25, 0.5, 1, 2, 3, 4, 5, 10, 15, 20, 30, 40, 50, 60, 90, 120, 150, 180, 240, 300}),
+      tpot_({0.002, 0.005, 0.01, 0.015, 0.02, 0.025, 0.03, 0.035, 0.04, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5,
+             0.75, 1.0, 2.5}) {}
+
+void Metrics::TimePerOutputToken(double seconds) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  tpot_.Observe(seconds);
+}
 
 void Metrics::RequestStarted() {
   std::lock_guard<std::mutex> lock(mutex_);
@@ -85,6 +92,13 @@ std::string Metrics::Render(const engine::Engine& engine, std::int64_t in_flight
   const double used_pages = total_pages - s.free_pages;
   const double looked_up = static_cast<double>(s.prefix_hit_tokens + s.computed_prompt_tokens);
   std::lock_guard<std::mutex> lock(mutex_);
+  const auto now = std::chrono::steady_clock::now();
+  const double since = std::chrono::duration<double>(now - last_scrape_).count();
+  if (last_generated_ < 0 || since >= 1.0) {
+    if (last_generated_ >= 0) throughput_ = static_cast<double>(s.generated_tokens - last_generated_) / since;
+    last_generated_ = s.generated_tokens;
+    last_scrape_ = now;
+  }
   std::string out;
   const std::string& l = labels_;
   Help(&out, "sglang:num_running_reqs", "gauge", "Requests being decoded or prefilled.");
@@ -120,6 +134,11 @@ std::string Metrics::Render(const engine::Engine& engine, std::int64_t in_flight
   ttft_.Render("sglang:time_to_first_token_seconds", l, &out);
   Help(&out, "sglang:inter_token_latency_seconds", "histogram", "Time between streamed tokens.");
   itl_.Render("sglang:inter_token_latency_seconds", l, &out);
+  Help(&out, "sglang:gen_throughput", "gauge", "Generated tokens per second since the previous scrape.");
+  Line(&out, "sglang:gen_throughput", l, throughput_);
+  Help(&out, "sglang:time_per_output_token_seconds", "histogram",
+       "Per finished completion: time from its first to its last token over the tokens after the first.");
+  tpot_.Render("sglang:time_per_output_token_seconds", l, &out);
   Help(&out, "sglang:e2e_request_latency_seconds", "histogram", "End-to-end request latency.");
   e2e_.Render("sglang:e2e_request_latency_seconds", l, &out);
   return out;

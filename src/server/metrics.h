@@ -3,6 +3,7 @@
 // SGLang reports only as a ratio, are also given as counts under `fission:`.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <mutex>
 #include <string>
@@ -37,6 +38,8 @@ class Metrics {
                        double e2e_seconds);
   void FirstToken(double ttft_seconds);
   void InterToken(double seconds);
+  // A finished completion's time per output token: its decode time over its tokens after the first.
+  void TimePerOutputToken(double seconds);
   // The whole exposition, with gauges read from `engine` and the requests in flight (the
   // service's RequestTracker counts those).
   std::string Render(const engine::Engine& engine, std::int64_t in_flight) const;
@@ -48,7 +51,11 @@ class Metrics {
   std::uint64_t requests_success_ = 0, requests_error_ = 0, requests_abort_ = 0;
   std::uint64_t prompt_tokens_total_ = 0;
   std::uint64_t generation_tokens_total_ = 0;
-  Histogram ttft_, itl_, e2e_;
+  Histogram ttft_, itl_, e2e_, tpot_;
+  // sglang:gen_throughput: generated tokens per second between scrapes at least a second apart.
+  mutable double throughput_ = 0.0;
+  mutable std::int64_t last_generated_ = -1;
+  mutable std::chrono::steady_clock::time_point last_scrape_;
 };
 
 }  // namespace fission::server

@@ -4,6 +4,7 @@
 
 #include "base/json.h"
 #include "server/api_error.h"
+#include "server/string_fields.h"
 
 namespace fission::server {
 namespace {
@@ -156,6 +157,58 @@ engine::SamplingParams Sampling(const OrderedJson& body) {
 
 std::string Model(const OrderedJson& body) { return String(body, "model", ""); }
 
+// SGLang's `rid`: a string, or a list of strings (one per prompt); /abort_request finds requests by it.
+std::vector<std::string> Rids(const OrderedJson& body) {
+  const OrderedJson* rid = Field(body, "rid");
+  if (!rid) return {};
+  std::optional<std::vector<std::string>> rids = StringOrStrings(*rid);
+  if (!rids) throw ApiError(400, "'rid' must be a string or a list of strings", "rid");
+  return *rids;
+}
+
+// Constraints on the output that decoding does not enforce yet are refused rather than answered
+// with unconstrained text.
+void RejectUnenforcedConstraints(const ChatRequest& r) {
+  if (r.response_format.is_object()) {
+    const std::string type = r.response_format.contains("type") && r.response_format["type"].is_string()
+                                 ? r.response_format["type"].get<std::string>()
+                                 : "";
+    if (type != "text")
+      throw ApiError(400, StrCat("'response_format' of type '", Abbreviate(type),
+                                 "' is not enforced by this server yet (structured outputs have not landed); "
+                                 "only {\"type\": \"text\"} is accepted"),
+                     "response_format");
+  }
+  const bool forced = r.tool_choice.is_object() || (r.tool_choice.is_string() && r.tool_choice == "required");
+  if (forced && r.tools.is_array())
+    throw ApiError(400, "'tool_choice' required or a named function is not enforced by this server yet "
+                        "(constrained decoding has not landed); use auto or none", "tool_choice");
+}
+
+// A content given as parts (what the OpenAI SDKs send: [{"type": "text", "text": ...}]) becomes the
+// string the chat templates expect: the text parts joined with newlines, as the reference servers
+// join them. This model reads text only, so any other part type is refused.
+void JoinTextParts(OrderedJson* message, std::size_t index) {
+  if (!message->contains("content") || !(*message)["content"].is_array()) return;
+  const OrderedJson& parts = (*message)["content"];
+  std::string text;
+  for (std::size_t j = 0; j < parts.size(); ++j) {
+    const OrderedJson& part = parts[j];
+    const std::string where = StrCat("messages[", index, "].content[", j, "]");
+    if (!part.is_object() || !part.contains("type") || !part["type"].is_string())
+      throw ApiError(400, StrCat("'", where, "' must be an object with a string 'type'"), "messages");
+    const std::string type = part["type"].get<std::string>();
+    if (type != "text")
+      throw ApiError(400, StrCat("'", where, "' is a part of type '", Abbreviate(type),
+                                 "'; this model reads text only (parts of type 'text')"), "messages");
+    if (!part.contains("text") || !part["text"].is_string())
+      throw ApiError(400, StrCat("'", where, ".text' must be a string"), "messages");
+    if (j > 0) text += '\n';
+    text += part["text"].get_ref<const std::string&>();
+  }
+  (*message)["content"] = text;
+}
+
 }  // namespace
 
 CompletionRequest ParseCompletionRequest(const std::string& body_text) {
@@ -163,6 +216,7 @@ CompletionRequest ParseCompletionRequest(const std::string& body_text) {
   RejectUnsupported(body);
   CompletionRequest r;
   r.model = Model(body);
+  r.rids = Rids(body);
   r.prompts = Prompts(body);
   r.params = Sampling(body);
   r.params.max_new_tokens =
@@ -188,6 +242,7 @@ ChatRequest ParseChatRequest(const std::string& body_text) {
   RejectUnsupported(body);
   ChatRequest r;
   r.model = Model(body);
+  r.rids = Rids(body);
   const OrderedJson* messages = Field(body, "messages");
   if (!messages || !messages->is_array() || messages->empty())
     throw ApiError(400, "'messages' must be a non-empty array", "messages");
@@ -203,6 +258,7 @@ ChatRequest ParseChatRequest(const std::string& body_text) {
       throw ApiError(400, StrCat("'messages[", i, "].content' must be a string or an array of parts"), "messages");
   }
   r.messages = *messages;
+  for (std::size_t i = 0; i < r.messages.size(); ++i) JoinTextParts(&r.messages[i], i);
   if (const OrderedJson* tools = Field(body, "tools")) {
     if (!tools->is_array()) throw ApiError(400, "'tools' must be an array", "tools");
     for (std::size_t i = 0; i < tools->size(); ++i) {
@@ -248,6 +304,7 @@ ChatRequest ParseChatRequest(const std::string& body_text) {
   r.stream_reasoning = Boolean(body, "stream_reasoning", true);
   r.continue_final_message = Boolean(body, "continue_final_message", false);
   r.stream = Streaming(body);
+  RejectUnenforcedConstraints(r);
   return r;
 }
 

@@ -27,6 +27,7 @@ struct StreamOptions {
 
 struct CompletionRequest {
   std::string model;
+  std::vector<std::string> rids;  // SGLang's `rid`, for /abort_request
   std::vector<PromptInput> prompts;
   engine::SamplingParams params;
   bool echo = false;
@@ -37,6 +38,7 @@ struct CompletionRequest {
 
 struct ChatRequest {
   std::string model;
+  std::vector<std::string> rids;
   OrderedJson messages;                                  // array of message objects
   OrderedJson tools = nullptr;                           // array or null
   OrderedJson tool_choice = "auto";                      // "none" | "auto" | "required" | {function}

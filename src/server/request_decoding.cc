@@ -7,10 +7,13 @@
 namespace fission::server {
 namespace {
 
+// As SGLang: a request may name any model (recipes hand the checkpoint's hub id to their clients)
+// and its answer carries the name it sent; without one it gets the served name. Only a name no
+// client would send is refused.
 std::string ModelName(const std::string& requested, const RouteContext& c) {
-  if (!requested.empty() && requested != c.served_model_name && requested != c.model_path)
-    throw ApiError(404, StrCat("the model '", Abbreviate(requested), "' does not exist; this server serves '",
-                               c.served_model_name, "'"), "model");
+  if (requested.size() > kMaxModelNameBytes)
+    throw ApiError(400, StrCat("the model '", Abbreviate(requested), "' is a name longer than ", kMaxModelNameBytes,
+                               " bytes"), "model");
   return requested.empty() ? c.served_model_name : requested;
 }
 
@@ -115,6 +118,8 @@ DecodedChat DecodeChat(const std::string& body, const RouteContext& c) {
   DecodedChat d;
   d.request = ParseChatRequest(body);
   d.model = ModelName(d.request.model, c);
+  for (const auto& [key, value] : c.default_chat_template_kwargs.items())
+    if (!d.request.chat_template_kwargs.contains(key)) d.request.chat_template_kwargs[key] = value;
   CheckChoices(1, d.request.params.n);
   d.tools = ChatTools(d.request, c);
   d.prompt = Tokenize(RenderChat(d.request, c), false, c, "messages");

@@ -21,11 +21,14 @@ namespace fission::server {
 // The most completions one request may ask for (prompts × n).
 inline constexpr std::size_t kMaxChoicesPerRequest = 1024;
 
+// The longest model name a request may send.
+inline constexpr std::size_t kMaxModelNameBytes = 1024;
+
 struct RouteContext {
   const tokenizer::Tokenizer* tokenizer = nullptr;
   const tokenizer::ChatTemplate* chat_template = nullptr;  // null: chat is refused with the error below
   std::string chat_template_error;
-  std::string served_model_name;  // requests may name this or model_path (or nothing)
+  std::string served_model_name;  // what answers are named when a request names no model
   std::string model_path;
   bool parses_tool_calls = false;  // a --tool-call-parser is set: the request's tool schemas are read
   std::int64_t context_length = 0;
@@ -33,6 +36,8 @@ struct RouteContext {
   std::int64_t kv_capacity_tokens = 0;
   // Prompt text longer than this is refused before it is tokenized (MaxPromptBytes).
   std::size_t max_prompt_bytes = 0;
+  // Keys a chat request's chat_template_kwargs gets when it does not set them.
+  OrderedJson default_chat_template_kwargs = OrderedJson::object();
 };
 
 // The prompt text a server tokenizes for `context_length` tokens: twice the context times the

@@ -1,11 +1,13 @@
 #include "server/request_tracker.h"
 
+#include <algorithm>
+
 namespace fission::server {
 
 struct RequestTracker::Ticket::State {
   struct Entry {
     std::weak_ptr<ApiJob> job;
-    std::string rid;
+    std::vector<std::string> rids;
   };
   mutable std::mutex mutex;
   mutable std::condition_variable idle;
@@ -38,12 +40,12 @@ void RequestTracker::Ticket::Release() {
   state_.reset();
 }
 
-std::string RequestTracker::Ticket::Attach(std::weak_ptr<ApiJob> job, std::string rid) {
+std::string RequestTracker::Ticket::Attach(std::weak_ptr<ApiJob> job, std::vector<std::string> rids) {
   std::lock_guard<std::mutex> lock(state_->mutex);
   if (!state_->refusal.empty()) return state_->refusal;
   State::Entry& entry = state_->live.at(id_);
   entry.job = std::move(job);
-  entry.rid = std::move(rid);
+  entry.rids = std::move(rids);
   return "";
 }
 
@@ -68,7 +70,7 @@ std::vector<std::shared_ptr<ApiJob>> RequestTracker::Find(const std::string& rid
   std::vector<std::shared_ptr<ApiJob>> jobs;
   std::lock_guard<std::mutex> lock(state_->mutex);
   for (const auto& [id, entry] : state_->live)
-    if (all || (!rid.empty() && entry.rid == rid))
+    if (all || (!rid.empty() && std::find(entry.rids.begin(), entry.rids.end(), rid) != entry.rids.end()))
       if (auto job = entry.job.lock()) jobs.push_back(std::move(job));
   return jobs;
 }

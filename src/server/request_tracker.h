@@ -28,9 +28,10 @@ class RequestTracker {
     Ticket& operator=(const Ticket&) = delete;
     ~Ticket();
 
-    // The job answering this request, with its SGLang rid (may be empty). Returns the reason the
-    // tracker refuses new work after CancelAll ("" while it accepts): the job must not start then.
-    std::string Attach(std::weak_ptr<ApiJob> job, std::string rid);
+    // The job answering this request, with its SGLang rids (none, or one per prompt). Returns the
+    // reason the tracker refuses new work after CancelAll ("" while it accepts): the job must not
+    // start then.
+    std::string Attach(std::weak_ptr<ApiJob> job, std::vector<std::string> rids);
 
    private:
     friend class RequestTracker;

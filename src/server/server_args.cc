@@ -307,31 +307,107 @@ void Apply(const FlagInfo& f, const std::vector<std::string>& values, ServerArgs
   }
 }
 
-// Values whose feature has not landed, and the cross-flag checks of the engine and the loader.
-void Validate(ServerArgs* out) {
-  if (!out->speculative_algorithm.empty())
-    Fail("--speculative-algorithm ", out->speculative_algorithm,
-         ": speculative decoding has not landed in Fission yet (drop the flag)");
-  if (out->dp_size < 1) Fail("--dp-size must be >= 1, got ", out->dp_size);
-  if (out->dp_size > 1) Fail("--dp-size ", out->dp_size, ": data parallelism has not landed yet (use 1)");
-  if (out->enable_dp_attention) Fail("--enable-dp-attention: DP attention has not landed yet");
-  if (out->ep_size < 1) Fail("--ep-size must be >= 1, got ", out->ep_size);
-  if (out->ep_size > 1)
-    Fail("--ep-size ", out->ep_size,
-         ": expert parallelism has not landed yet; experts are tensor-parallel over --tp-size (use 1)");
-  if (out->kv_cache_dtype != "auto" && out->kv_cache_dtype != "bf16" && out->kv_cache_dtype != "bfloat16") {
-    std::string device;
-    if (out->device != "auto") device = StrCat(" on ", out->device);
-    Fail("--kv-cache-dtype ", out->kv_cache_dtype, ": a quantized KV cache has not landed yet", device,
-         " (use auto or bf16)");
+// Runs `check`, adding what it throws to `problems` instead of stopping at it.
+template <typename F>
+void Collect(std::vector<std::string>* problems, F&& check) {
+  try {
+    check();
+  } catch (const Error& e) {
+    problems->push_back(e.what());
   }
-  if (out->dtype != "auto" && out->dtype != "bfloat16")
-    Fail("--dtype ", out->dtype, ": only auto and bfloat16 have landed");
-  if (!out->quantization.empty() && out->quantization != "fp8")
-    Fail("--quantization ", out->quantization,
-         ": only fp8 (block-scaled, as the checkpoint declares) has landed; omit the flag to use the checkpoint's");
-  out->engine.Validate();
-  model::ValidateLoadOptions(out->load);
+}
+
+// Values whose feature has not landed, and the cross-flag checks of the engine and the loader:
+// each check on its own, so one run reports them all.
+void Validate(ServerArgs* out, std::vector<std::string>* problems) {
+  auto check = [problems](auto&& f) { Collect(problems, f); };
+  if (!out->speculative_algorithm.empty())
+    check([&] {
+      Fail("--speculative-algorithm ", out->speculative_algorithm,
+           ": speculative decoding has not landed in Fission yet (drop the flag)");
+    });
+  check([&] {
+    if (out->dp_size < 1) Fail("--dp-size must be >= 1, got ", out->dp_size);
+    if (out->dp_size > 1) Fail("--dp-size ", out->dp_size, ": data parallelism has not landed yet (use 1)");
+  });
+  check([&] {
+    if (out->enable_dp_attention) Fail("--enable-dp-attention: DP attention has not landed yet");
+  });
+  check([&] {
+    if (out->ep_size < 1) Fail("--ep-size must be >= 1, got ", out->ep_size);
+    if (out->ep_size > 1)
+      Fail("--ep-size ", out->ep_size,
+           ": expert parallelism has not landed yet; experts are tensor-parallel over --tp-size (use 1)");
+  });
+  check([&] {
+    if (out->kv_cache_dtype != "auto" && out->kv_cache_dtype != "bf16" && out->kv_cache_dtype != "bfloat16") {
+      std::string device;
+      if (out->device != "auto") device = StrCat(" on ", out->device);
+      Fail("--kv-cache-dtype ", out->kv_cache_dtype, ": a quantized KV cache has not landed yet", device,
+           " (use auto or bf16)");
+    }
+  });
+  check([&] {
+    if (out->dtype != "auto" && out->dtype != "bfloat16") Fail("--dtype ", out->dtype, ": only auto and bfloat16 have landed");
+  });
+  check([&] {
+    if (!out->quantization.empty() && out->quantization != "fp8")
+      Fail("--quantization ", out->quantization,
+           ": only fp8 (block-scaled, as the checkpoint declares) has landed; omit the flag to use the checkpoint's");
+  });
+  check([&] { out->engine.Validate(); });
+  check([&] { model::ValidateLoadOptions(out->load); });
+}
+
+// One flag at args[*i] (advancing *i past its values) applied to *out.
+void ParseOneFlag(const std::vector<std::string>& args, std::size_t* i, ServerArgs* out,
+                  std::set<std::string_view>* listed) {
+  const std::string& arg = args[*i];
+  if (arg.rfind("--", 0) != 0 || arg.size() == 2)
+    Fail("unexpected argument '", arg, "': fission serve takes only --flags (see --help)");
+  std::string name = arg, value;
+  const std::size_t eq = arg.find('=');
+  const bool inline_value = eq != std::string::npos;
+  if (inline_value) {
+    name = arg.substr(0, eq);
+    value = arg.substr(eq + 1);
+  }
+  const FlagInfo* flag = FindFlag(name);
+  if (flag == nullptr) flag = FindByPrefix(name);
+  if (flag == nullptr) {
+    // Skip what looks like its values, so they are not reported as stray arguments too.
+    while (*i + 1 < args.size() && args[*i + 1].rfind("--", 0) != 0) ++*i;
+    Fail("unknown flag '", name, "' (did you mean ", ClosestFlag(name), "?)");
+  }
+  std::vector<std::string> values;
+  if (flag->type == T::kBool) {
+    if (inline_value) Fail(name, " takes no value");
+  } else if (inline_value) {
+    if (flag->type == T::kIntList) {
+      std::size_t from = 0;
+      while (from <= value.size()) {
+        const std::size_t comma = std::min(value.find(',', from), value.size());
+        values.push_back(value.substr(from, comma - from));
+        from = comma + 1;
+      }
+    } else {
+      values.push_back(value);
+    }
+  } else {
+    auto is_value = [&](std::size_t j) { return j < args.size() && args[j].rfind("--", 0) != 0; };
+    if (!is_value(*i + 1)) Fail(name, " needs a value");
+    values.push_back(args[++*i]);
+    while (flag->type == T::kIntList && is_value(*i + 1)) values.push_back(args[++*i]);
+  }
+  if (flag->kind == K::kIgnored && listed->insert(flag->name).second) out->ignored_flags.emplace_back(flag->name);
+  if (flag->parser == P::kServer) return Apply(*flag, values, out);
+  // Hand the flag, under its canonical name, to the parser that owns it.
+  std::vector<std::string> sub = {std::string(flag->name)};
+  if (flag->type != T::kBool) sub[0] += StrCat("=", values[0]);
+  std::size_t j = 0;
+  const bool taken = flag->parser == P::kEngine ? engine::ParseEngineFlag(sub, &j, &out->engine)
+                                                : model::ParseLoadFlag(sub, &j, &out->load);
+  FISSION_CHECK(taken && j == 1, "flag table and owner parser disagree on ", flag->name);
 }
 
 }  // namespace
@@ -346,62 +422,32 @@ std::string ServerArgs::IgnoredFlagsLine() const {
   return line;
 }
 
-ServerArgs ParseServerArgs(const std::vector<std::string>& args) {
+ServerArgs ParseServerArgs(const std::vector<std::string>& args, std::vector<std::string>* problems) {
   ServerArgs out;
   std::set<std::string_view> listed;
   for (std::size_t i = 0; i < args.size(); ++i) {
-    const std::string& arg = args[i];
-    if (arg == "-h" || arg == "--help") {
+    if (args[i] == "-h" || args[i] == "--help") {
       out.help = true;
       continue;
     }
-    if (arg.rfind("--", 0) != 0 || arg.size() == 2)
-      Fail("unexpected argument '", arg, "': fission serve takes only --flags (see --help)");
-    std::string name = arg, value;
-    const std::size_t eq = arg.find('=');
-    const bool inline_value = eq != std::string::npos;
-    if (inline_value) {
-      name = arg.substr(0, eq);
-      value = arg.substr(eq + 1);
-    }
-    const FlagInfo* flag = FindFlag(name);
-    if (flag == nullptr) flag = FindByPrefix(name);
-    if (flag == nullptr) Fail("unknown flag '", name, "' (did you mean ", ClosestFlag(name), "?)");
-    std::vector<std::string> values;
-    if (flag->type == T::kBool) {
-      if (inline_value) Fail(name, " takes no value");
-    } else if (inline_value) {
-      if (flag->type == T::kIntList) {
-        std::size_t from = 0;
-        while (from <= value.size()) {
-          const std::size_t comma = std::min(value.find(',', from), value.size());
-          values.push_back(value.substr(from, comma - from));
-          from = comma + 1;
-        }
-      } else {
-        values.push_back(value);
-      }
-    } else {
-      auto is_value = [&](std::size_t j) { return j < args.size() && args[j].rfind("--", 0) != 0; };
-      if (!is_value(i + 1)) Fail(name, " needs a value");
-      values.push_back(args[++i]);
-      while (flag->type == T::kIntList && is_value(i + 1)) values.push_back(args[++i]);
-    }
-    if (flag->parser == P::kServer) {
-      Apply(*flag, values, &out);
-    } else {
-      // Hand the flag, under its canonical name, to the parser that owns it.
-      std::vector<std::string> sub = {std::string(flag->name)};
-      if (flag->type != T::kBool) sub[0] += StrCat("=", values[0]);
-      std::size_t j = 0;
-      const bool taken = flag->parser == P::kEngine ? engine::ParseEngineFlag(sub, &j, &out.engine)
-                                                    : model::ParseLoadFlag(sub, &j, &out.load);
-      FISSION_CHECK(taken && j == 1, "flag table and owner parser disagree on ", flag->name);
-    }
-    if (flag->kind == K::kIgnored && listed.insert(flag->name).second) out.ignored_flags.emplace_back(flag->name);
+    Collect(problems, [&] { ParseOneFlag(args, &i, &out, &listed); });
   }
-  Validate(&out);
+  Validate(&out, problems);
   return out;
+}
+
+ServerArgs ParseServerArgs(const std::vector<std::string>& args) {
+  std::vector<std::string> problems;
+  ServerArgs out = ParseServerArgs(args, &problems);
+  if (!problems.empty()) Fail(JoinProblems(problems));
+  return out;
+}
+
+std::string JoinProblems(const std::vector<std::string>& problems) {
+  if (problems.size() == 1) return problems[0];
+  std::string text = StrCat(problems.size(), " problems:");
+  for (const std::string& p : problems) text += StrCat("\n  - ", p);
+  return text;
 }
 
 std::string ServerArgsHelp() {

@@ -79,10 +79,16 @@ struct ServerArgs {
   const std::string& TokenizerPath() const { return tokenizer_path.empty() ? model_path : tokenizer_path; }
 };
 
-// Parses `args` (the words after `fission serve`). Bad input throws fission::Error naming the flag:
-// an unknown flag (with the closest known one), a missing or malformed value, a value outside the
-// flag's choices, or a feature that has not landed. Without --help, --model-path is required.
+// Parses `args` (the words after `fission serve`). Bad input throws fission::Error naming every bad
+// flag at once: an unknown flag (with the closest known one), a missing or malformed value, a value
+// outside the flag's choices, or a feature that has not landed.
 ServerArgs ParseServerArgs(const std::vector<std::string>& args);
+// The same, adding every problem to `problems` (one per bad flag or failed check) instead of
+// throwing at the first; the result then holds the flags that parsed.
+ServerArgs ParseServerArgs(const std::vector<std::string>& args, std::vector<std::string>* problems);
+// One message for several problems: the problem itself when there is one, else "N problems:" and a
+// line each.
+std::string JoinProblems(const std::vector<std::string>& problems);
 
 // `fission serve --help`: every flag, its default and its kind.
 std::string ServerArgsHelp();

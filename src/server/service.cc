@@ -72,6 +72,7 @@ Service::Service(ServiceOptions options, engine::Engine& engine, const tokenizer
   c.vocab_size = engine_.vocab_size();
   c.kv_capacity_tokens = engine_.kv_capacity_tokens();
   c.max_prompt_bytes = MaxPromptBytes(tokenizer_, c.context_length);
+  c.default_chat_template_kwargs = OrderedJson::parse(options_.default_chat_template_kwargs.dump());
 }
 
 bool Service::Authorized(const http::Request& req, const std::shared_ptr<http::Responder>& r) const {
@@ -86,6 +87,14 @@ http::Handler Service::Route(Handler handler, bool needs_auth) {
   return [this, handler, needs_auth](const http::Request& req, std::shared_ptr<http::Responder> r) {
     if (needs_auth && !Authorized(req, r)) return;
     AnswerErrors(req, r, [&] { (this->*handler)(req, r); });
+  };
+}
+
+http::Handler Service::PooledRoute(Handler handler) {
+  return [this, handler](http::Request req, std::shared_ptr<http::Responder> r) {
+    if (!Authorized(req, r)) return;
+    auto request = std::make_shared<http::Request>(std::move(req));
+    work_.Post([this, handler, request, r] { AnswerErrors(*request, r, [&] { (this->*handler)(*request, r); }); });
   };
 }
 
@@ -124,6 +133,15 @@ void Service::Register(http::HttpServer& server) {
   server.AddRoute("POST", "/flush_cache", Route(&Service::FlushCache, true));
   server.AddRoute("GET", "/flush_cache", Route(&Service::FlushCache, true));
   server.AddRoute("POST", "/abort_request", Route(&Service::AbortRequest, true));
+  server.AddRoute("GET", "/v1/models/*", Route(&Service::RetrieveModel, true));
+  for (const char* path : {"/tokenize", "/v1/tokenize"}) server.AddRoute("POST", path, PooledRoute(&Service::Tokenize));
+  for (const char* path : {"/detokenize", "/v1/detokenize"})
+    server.AddRoute("POST", path, PooledRoute(&Service::Detokenize));
+  server.AddRoute("GET", "/get_load", Route(&Service::GetLoad, true));
+  for (const char* method : {"GET", "POST"}) {
+    server.AddRoute(method, "/start_profile", Route(&Service::StartProfile, true));
+    server.AddRoute(method, "/stop_profile", Route(&Service::StopProfile, true));
+  }
 }
 
 void Service::Drain(std::chrono::milliseconds grace) {
@@ -157,14 +175,14 @@ void Service::Completions(const http::Request& req, const std::shared_ptr<http::
   DecodedCompletion d = DecodeCompletion(req.body, route_context_);
   auto job = std::make_shared<CompletionJob>(Context(r, std::move(ticket)), tokenizer_, d.model, d.request,
                                              std::move(d.texts));
-  job->Submit(d.prompts, d.request.params);
+  job->Submit(d.prompts, d.request.params, d.request.rids);
 }
 
 void Service::ChatCompletions(const http::Request& req, const std::shared_ptr<http::Responder>& r, Ticket ticket) {
   DecodedChat d = DecodeChat(req.body, route_context_);
   auto job = std::make_shared<ChatJob>(Context(r, std::move(ticket)), tokenizer_, d.model, d.request,
                                        d.request.params.n, SplittersFor(d));
-  job->Submit({d.prompt}, d.request.params);
+  job->Submit({d.prompt}, d.request.params, d.request.rids);
 }
 
 void Service::Generate(const http::Request& req, const std::shared_ptr<http::Responder>& r, Ticket ticket) {
@@ -172,13 +190,16 @@ void Service::Generate(const http::Request& req, const std::shared_ptr<http::Res
   const GenerateRequest& g = d.request;
   auto job = std::make_shared<GenerateJob>(Context(r, std::move(ticket)), g.stream, g.batch || g.params.n > 1,
                                            g.return_logprob, g.rid);
-  job->Submit(d.prompts, g.params, g.rid);
+  job->Submit(d.prompts, g.params, g.rid.empty() ? std::vector<std::string>{} : std::vector<std::string>{g.rid});
+}
+
+Json Service::ModelCard() const {
+  return {{"id", options_.served_model_name}, {"object", "model"}, {"created", 0}, {"owned_by", "fission"},
+          {"root", options_.model_path}, {"max_model_len", engine_.context_length()}};
 }
 
 void Service::Models(const http::Request&, const std::shared_ptr<http::Responder>& r) {
-  Json model = {{"id", options_.served_model_name}, {"object", "model"}, {"created", 0}, {"owned_by", "fission"},
-                {"root", options_.model_path}, {"max_model_len", engine_.context_length()}};
-  SendJson(r, 200, {{"object", "list"}, {"data", Json::array({model})}});
+  SendJson(r, 200, {{"object", "list"}, {"data", Json::array({ModelCard()})}});
 }
 
 void Service::ModelInfo(const http::Request&, const std::shared_ptr<http::Responder>& r) {

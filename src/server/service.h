@@ -1,16 +1,19 @@
 // The HTTP API of `fission serve`: OpenAI routes (/v1/completions, /v1/chat/completions,
-// /v1/models), SGLang's native routes (/generate, /get_model_info, /get_server_info,
-// /flush_cache, /abort_request, /health, /health_generate) and Prometheus /metrics.
+// /v1/models, /v1/models/{id}), SGLang's native routes (/generate, /get_model_info,
+// /get_server_info, /flush_cache, /abort_request, /health, /health_generate, /tokenize,
+// /detokenize, /get_load, /start_profile, /stop_profile) and Prometheus /metrics.
 //
 // A generation route is admitted on the I/O thread (authentication, then a ticket: 503 when
 // max_pending_requests are in flight) and decoded on the work pool (parse, validate, render the
 // chat template, tokenize: request_decoding.h), then handed to the engine; answers go back through
-// ApiJob. Every other route answers on the I/O thread. JSON stays in this layer.
+// ApiJob. /tokenize and /detokenize run on the work pool too; every other route answers on the I/O
+// thread. JSON stays in this layer.
 #pragma once
 
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 
@@ -30,7 +33,7 @@ namespace fission::server {
 
 struct ServiceOptions {
   std::string model_path;
-  std::string served_model_name;  // what /v1/models lists and requests must name (empty model = this)
+  std::string served_model_name;  // what /v1/models lists and answers name when a request names none
   std::string tokenizer_path;
   std::string api_key;            // when set, every route but /health and /metrics needs "Bearer KEY"
   std::optional<std::string> chat_template_file;
@@ -42,6 +45,8 @@ struct ServiceOptions {
   // Threads that decode requests (0: a quarter of the cores, between 2 and 8).
   int decode_threads = 0;
   Json server_info = Json::object();  // /get_server_info
+  // chat_template_kwargs every chat request starts from (its own keys win): the environment's.
+  Json default_chat_template_kwargs = Json::object();
 };
 
 class Service {
@@ -64,6 +69,9 @@ class Service {
                                               Ticket);
   // A route answered on the I/O thread, with authentication when `needs_auth`.
   http::Handler Route(Handler handler, bool needs_auth);
+  // A route answered on the work pool (its work grows with the request: tokenizing), with
+  // authentication.
+  http::Handler PooledRoute(Handler handler);
   // A generation route: authentication and admission here, the handler on the work pool.
   http::Handler GenerationRoute(GenerationHandler handler);
   // 401 when the API key is required and missing or wrong (compared in constant time).
@@ -80,6 +88,15 @@ class Service {
   void MetricsText(const http::Request& req, const std::shared_ptr<http::Responder>& r);
   void FlushCache(const http::Request& req, const std::shared_ptr<http::Responder>& r);
   void AbortRequest(const http::Request& req, const std::shared_ptr<http::Responder>& r);
+  // service_tools.cc
+  void RetrieveModel(const http::Request& req, const std::shared_ptr<http::Responder>& r);
+  void Tokenize(const http::Request& req, const std::shared_ptr<http::Responder>& r);
+  void Detokenize(const http::Request& req, const std::shared_ptr<http::Responder>& r);
+  void GetLoad(const http::Request& req, const std::shared_ptr<http::Responder>& r);
+  void StartProfile(const http::Request& req, const std::shared_ptr<http::Responder>& r);
+  void StopProfile(const http::Request& req, const std::shared_ptr<http::Responder>& r);
+  // The /v1/models entry of the served model.
+  Json ModelCard() const;
 
   JobContext Context(const std::shared_ptr<http::Responder>& r, Ticket ticket) {
     return {engine_, metrics_, r, std::move(ticket)};
@@ -97,6 +114,14 @@ class Service {
   Metrics metrics_;
   RequestTracker tracker_;
   std::atomic<bool> draining_{false};
+  // Between /start_profile and /stop_profile: the engine's counters at the start.
+  struct Profile {
+    std::string output_dir;
+    engine::EngineStats start;
+    std::chrono::steady_clock::time_point start_time;
+  };
+  std::mutex profile_mutex_;
+  std::optional<Profile> profile_;
   // Last member: its destructor runs the queued work, which uses everything above.
   WorkPool work_;
 };

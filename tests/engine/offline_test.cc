@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include "common/error_message.h"
 #include "engine/fake_model_testlib.h"
 
 namespace fission::engine {
@@ -11,14 +12,7 @@ namespace {
 
 using testing::FakeCausalLM;
 
-std::string ErrorOf(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+std::string ErrorOf(const std::function<void()>& f) { return testing_util::ErrorMessageOf(f); }
 
 TEST(OfflineTest, EngineFlagsUseSGLangNames) {
   EngineConfig c;

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include "common/error_message.h"
 #include "base/error.h"
 #include "base/json.h"
 #include "io/generation_config.h"
@@ -14,14 +15,7 @@ namespace {
 using engine::OfflineCompletion;
 using engine::SamplingParams;
 
-std::string ErrorOf(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+std::string ErrorOf(const std::function<void()>& f) { return testing_util::ErrorMessageOf(f); }
 
 TEST(GenerateIoTest, ParsesPromptsWithPerLineSamplingParams) {
   SamplingParams defaults;

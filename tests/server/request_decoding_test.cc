@@ -57,6 +57,38 @@ TEST_F(RequestDecodingTest, GoodRequestsDecode) {
   EXPECT_EQ(g.prompts.size(), 2u);
 }
 
+// SGLang's policy: any model name is served and answered under the name the client sent.
+TEST_F(RequestDecodingTest, AnyModelNameIsServedUnderItsOwnName) {
+  EXPECT_EQ(DecodeCompletion(R"({"prompt": "a", "model": "deepseek-ai/DeepSeek-V3"})", Context()).model,
+            "deepseek-ai/DeepSeek-V3");
+  EXPECT_EQ(DecodeChat(R"({"messages": [{"role": "user", "content": "a"}], "model": "x"})", Context()).model, "x");
+  EXPECT_EQ(DecodeCompletion(R"({"prompt": "a"})", Context()).model, "demo");
+}
+
+// Content parts (what the OpenAI SDKs send) render exactly as the same text given as a string.
+TEST_F(RequestDecodingTest, TextPartsRenderAsTheirJoinedText) {
+  const DecodedChat parts = DecodeChat(
+      R"({"messages": [{"role": "user", "content": [{"type": "text", "text": "What is 2+3?"},
+                                                     {"type": "text", "text": "Answer briefly."}]}]})",
+      Context());
+  const DecodedChat text =
+      DecodeChat(R"({"messages": [{"role": "user", "content": "What is 2+3?\nAnswer briefly."}]})", Context());
+  EXPECT_EQ(parts.prompt, text.prompt);
+}
+
+TEST_F(RequestDecodingTest, RidsAndTheEnvironmentsChatDefaults) {
+  EXPECT_EQ(DecodeCompletion(R"({"prompt": ["a", "b"], "rid": ["r1", "r2"]})", Context()).request.rids,
+            (std::vector<std::string>{"r1", "r2"}));
+  EXPECT_EQ(DecodeChat(R"({"messages": [{"role": "user", "content": "a"}], "rid": "c"})", Context()).request.rids,
+            (std::vector<std::string>{"c"}));
+  RouteContext c = Context();
+  c.default_chat_template_kwargs = OrderedJson{{"thinking", true}, {"reasoning_effort", "high"}};
+  const DecodedChat d = DecodeChat(
+      R"({"messages": [{"role": "user", "content": "a"}], "chat_template_kwargs": {"thinking": false}})", c);
+  EXPECT_EQ(d.request.chat_template_kwargs["thinking"], false) << "the request's own keys win";
+  EXPECT_EQ(d.request.chat_template_kwargs["reasoning_effort"], "high");
+}
+
 TEST_F(RequestDecodingTest, BadBodiesAre4xxNamingTheProblem) {
   struct Case {
     const char* route;
@@ -68,7 +100,13 @@ TEST_F(RequestDecodingTest, BadBodiesAre4xxNamingTheProblem) {
       {"completions", "{", 400, "invalid JSON"},
       {"completions", R"({"prompt": "a", "temperature": 1e400})", 400, "number overflow"},
       {"completions", R"({"prompt": )" + std::string(300, '[') + std::string(300, ']') + "}", 400, "nested deeper"},
-      {"completions", R"({"prompt": "a", "model": "other"})", 404, "the model 'other' does not exist"},
+      {"completions", R"({"prompt": "a", "model": ")" + std::string(2000, 'm') + "\"}", 400, "is a name longer than 1024"},
+      {"completions", R"({"prompt": "a", "rid": [1]})", 400, "'rid' must be a string or a list of strings"},
+      {"chat", R"({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {}}]}]})", 400,
+       "'messages[0].content[0]' is a part of type 'image_url'"},
+      {"chat", R"({"messages": [{"role": "user", "content": [{"type": "text"}]}]})", 400, "content[0].text' must be"},
+      {"chat", R"({"messages": [{"role": "user", "content": "a"}], "response_format": {"type": "json_schema"}})", 400,
+       "is not enforced by this server yet"},
       {"completions", R"({"prompt": [4294967297]})", 400, "prompt[0]"},
       {"completions", R"({"prompt": [1], "max_tokens": 4000})", 400, "maximum context length is 2048"},
       {"completions", R"({"prompt": [[1], [2], [3], [4], [5], [6], [7], [8], [9], [10], [11]], "n": 100})", 400, "completions per request"},

@@ -178,7 +178,6 @@ TEST_F(Routes, ErrorsAreOpenAiJsonWithTheRightStatus) {
   };
   const std::vector<Case> cases = {
       {"/v1/completions", "{not json", 400, "invalid JSON"},
-      {"/v1/completions", R"({"prompt": "x", "model": "other"})", 404, "does not exist"},
       {"/v1/completions", R"({"prompt": "x", "max_tokens": 100000})", 400, "maximum context length is 2048"},
       {"/v1/completions", R"({"prompt": "x", "temperature": "hot"})", 400, "'temperature' must be a number"},
       {"/v1/completions", R"({"prompt": "x", "top_p": 3})", 400, "'top_p' must be in"},

@@ -251,3 +251,25 @@ TEST(ServerArgsTest, TableIsConsistent) {
 
 }  // namespace
 }  // namespace fission::server
+
+namespace fission::server {
+namespace {
+
+// One run names every problem: a recipe should not take seven starts to learn its faults.
+TEST(ServerArgsTest, EveryProblemIsReportedAtOnce) {
+  const std::string e = ErrorOf({"--port", "http", "--no-such-flag", "3", "--dp-size", "4", "--kv-cache-dtype", "fp8_e4m3",
+                                 "--speculative-algorithm", "EAGLE", "--tp-size", "two"});
+  EXPECT_TRUE(Contains(e, "6 problems:")) << e;
+  for (const char* flag : {"--port", "--no-such-flag", "--dp-size", "--kv-cache-dtype", "--speculative-algorithm",
+                           "--tp-size"})
+    EXPECT_TRUE(Contains(e, flag)) << flag << " missing from: " << e;
+  // The value after an unknown flag is not reported again as a stray argument.
+  EXPECT_FALSE(Contains(e, "unexpected argument '3'")) << e;
+  std::vector<std::string> problems;
+  const ServerArgs partial = ParseServerArgs({"--model-path", "/m", "--port", "x", "--host", "localhost"}, &problems);
+  EXPECT_EQ(problems.size(), 1u);
+  EXPECT_EQ(partial.host, "localhost") << "the flags that parsed are kept";
+}
+
+}  // namespace
+}  // namespace fission::server
