@@ -111,8 +111,24 @@ test('tools are accepted and answered', async () => {
   assert.match(r.choices[0].message.content, /####/);
 });
 
+test('models.retrieve, and any model name answered under that name', async () => {
+  const card = await client.models.retrieve('demo');
+  assert.equal(card.id, 'demo');
+  const r = await client.completions.create({ model: 'deepseek-ai/DeepSeek-V3', prompt: QUESTION, max_tokens: 4 });
+  assert.equal(r.model, 'deepseek-ai/DeepSeek-V3');
+});
+
+test('content parts answer as their text', async () => {
+  const ask = (content) => client.chat.completions.create({
+    model: 'demo', temperature: 0, max_tokens: 80, messages: [{ role: 'user', content }] });
+  const parts = await ask([{ type: 'text', text: 'Eli has 6 bags with 3 apples in each bag.' },
+                           { type: 'text', text: 'How many apples does he have?' }]);
+  const text = await ask('Eli has 6 bags with 3 apples in each bag.\nHow many apples does he have?');
+  assert.equal(parts.choices[0].message.content, text.choices[0].message.content);
+});
+
 test('errors come back as APIError with the right status', async () => {
-  await assert.rejects(client.completions.create({ model: 'other', prompt: 'x' }), (e) => e.status === 404);
+  await assert.rejects(client.models.retrieve('other'), (e) => e.status === 404);
   await assert.rejects(client.completions.create({ model: 'demo', prompt: 'x', max_tokens: 100000 }),
                        (e) => e.status === 400 && /maximum context length/.test(e.message));
 });
