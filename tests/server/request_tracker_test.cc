@@ -46,11 +46,11 @@ TEST(RequestTrackerTest, CancelAllRefusesLaterJobsAndTicketsMayOutliveTheTracker
   {
     RequestTracker tracker(4);
     std::optional<RequestTracker::Ticket> t = tracker.Admit();
-    EXPECT_EQ(t->Attach({}, "rid-1"), "");
+    EXPECT_EQ(t->Attach({}, {"rid-1"}), "");
     EXPECT_TRUE(tracker.Find("rid-1", false).empty()) << "an expired job is not returned";
     EXPECT_TRUE(tracker.CancelAll("shutting down").empty());
     late = tracker.Admit();
-    EXPECT_EQ(late->Attach({}, ""), "shutting down");
+    EXPECT_EQ(late->Attach({}, {}), "shutting down");
     EXPECT_FALSE(tracker.WaitIdle(std::chrono::steady_clock::now() + std::chrono::milliseconds(10)));
   }
   late.reset();  // after the tracker: no crash, no leak (AddressSanitizer would say)
