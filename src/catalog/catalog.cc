@@ -6,6 +6,7 @@
 
 #include "base/mapped_file.h"
 #include "catalog/expansion.h"
+#include "catalog/text.h"
 
 namespace fission::catalog {
 namespace {
@@ -41,13 +42,6 @@ bool IsEnvName(const std::string& s) {
   if (s.empty() || std::isdigit(static_cast<unsigned char>(s[0]))) return false;
   return std::all_of(s.begin(), s.end(),
                      [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
-}
-
-std::string Trim(const std::string& s) {
-  size_t b = 0, e = s.size();
-  while (b < e && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
-  while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1]))) --e;
-  return s.substr(b, e - b);
 }
 
 // Optional string field; absent or null gives "".

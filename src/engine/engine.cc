@@ -12,15 +12,13 @@ namespace fission::engine {
 
 namespace {
 
-constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
-
 model::MemoryPlan PlanModelMemory(const EngineConfig& config, model::CausalLM& model) {
   const model::MemorySpec spec = model.Memory();
   const std::optional<kernels::DeviceMemory> device = model.device_memory();
   const model::MemoryPlan plan = PlanMemory(spec, config, device);
   if (device)
     Log(LogLevel::kInfo, "model memory: ", DescribeMemoryPlan(spec, plan), "; after the weights ",
-        device->free_bytes / kGiB, " of ", device->total_bytes / kGiB, " GiB were free, --mem-fraction-static ",
+        device->free_bytes / kBytesPerGiB, " of ", device->total_bytes / kBytesPerGiB, " GiB were free, --mem-fraction-static ",
         config.mem_fraction_static > 0 ? config.mem_fraction_static : kDefaultMemFractionStatic);
   else if (plan.num_state_slots > 0)
     Log(LogLevel::kInfo, "model memory: ", DescribeMemoryPlan(spec, plan));

@@ -8,7 +8,6 @@
 namespace fission::engine {
 namespace {
 
-constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 // Pages are indexed by int32 slots of page_size rows each.
 constexpr std::int64_t kMaxSlots = std::numeric_limits<std::int32_t>::max();
 
@@ -56,9 +55,9 @@ model::MemoryPlan PlanMemory(const model::MemorySpec& spec, const EngineConfig& 
   const std::int64_t reserved = static_cast<std::int64_t>(static_cast<double>(device->total_bytes) * (1.0 - fraction));
   const std::int64_t bytes = device->free_bytes - reserved;
   if (bytes <= 0)
-    Fail("no device memory is left for the KV cache: after the weights ", device->free_bytes / kGiB, " GiB of ",
-         device->total_bytes / kGiB, " GiB are free and --mem-fraction-static ", fraction, " keeps ",
-         reserved / kGiB, " GiB for activations; raise --mem-fraction-static or load fewer weights per device");
+    Fail("no device memory is left for the KV cache: after the weights ", device->free_bytes / kBytesPerGiB, " GiB of ",
+         device->total_bytes / kBytesPerGiB, " GiB are free and --mem-fraction-static ", fraction, " keeps ",
+         reserved / kBytesPerGiB, " GiB for activations; raise --mem-fraction-static or load fewer weights per device");
   model::MemoryPlan plan = SplitBytes(spec, config, bytes, wanted_slots);
   if (config.max_total_tokens > 0)
     plan.num_pages = std::min(plan.num_pages, PagesForTokens(config.max_total_tokens, config.page_size));
@@ -72,7 +71,7 @@ std::string DescribeMemoryPlan(const model::MemorySpec& spec, const model::Memor
                             " tokens, ", spec.bytes_per_token(plan.page_size), " bytes per token)");
   if (plan.num_state_slots > 0)
     text = StrCat(text, " and ", plan.num_state_slots, " state slots of ", spec.state_slot_bytes(), " bytes");
-  return StrCat(text, ": ", bytes / kGiB, " GiB per device");
+  return StrCat(text, ": ", bytes / kBytesPerGiB, " GiB per device");
 }
 
 }  // namespace fission::engine

@@ -20,6 +20,9 @@
 
 namespace fission::engine {
 
+// Bytes in a GiB, for the memory lines of the log and the errors.
+inline constexpr double kBytesPerGiB = 1024.0 * 1024.0 * 1024.0;
+
 // The plan for `spec` under `config`, with `device` the model's device memory (nullopt: host
 // memory). An Error says what is too small and which flag to change.
 model::MemoryPlan PlanMemory(const model::MemorySpec& spec, const EngineConfig& config,

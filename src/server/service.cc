@@ -12,10 +12,6 @@
 namespace fission::server {
 namespace {
 
-void SendJson(const std::shared_ptr<http::Responder>& r, int status, const Json& body) {
-  r->Send(status, "application/json", body.dump(-1, ' ', false, Json::error_handler_t::replace));
-}
-
 void SendError(const std::shared_ptr<http::Responder>& r, int status, const std::string& message,
                const std::string& param = "") {
   r->Send(status, "application/json", ErrorBody(status, message, param));
@@ -46,6 +42,10 @@ int DecodeThreads(int requested) {
 constexpr auto kCancelledAnswerWait = std::chrono::seconds(5);
 
 }  // namespace
+
+void Service::SendJson(const std::shared_ptr<http::Responder>& r, int status, const Json& body) {
+  r->Send(status, "application/json", body.dump(-1, ' ', false, Json::error_handler_t::replace));
+}
 
 Service::Service(ServiceOptions options, engine::Engine& engine, const tokenizer::Tokenizer& tokenizer)
     : options_(std::move(options)),

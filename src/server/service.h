@@ -97,6 +97,8 @@ class Service {
   void StopProfile(const http::Request& req, const std::shared_ptr<http::Responder>& r);
   // The /v1/models entry of the served model.
   Json ModelCard() const;
+  // A JSON answer (invalid UTF-8 in strings replaced, never a throw).
+  static void SendJson(const std::shared_ptr<http::Responder>& r, int status, const Json& body);
 
   JobContext Context(const std::shared_ptr<http::Responder>& r, Ticket ticket) {
     return {engine_, metrics_, r, std::move(ticket)};

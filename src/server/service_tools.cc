@@ -13,10 +13,6 @@
 namespace fission::server {
 namespace {
 
-void SendJson(const std::shared_ptr<http::Responder>& r, int status, const Json& body) {
-  r->Send(status, "application/json", body.dump(-1, ' ', false, Json::error_handler_t::replace));
-}
-
 Json BodyObject(const http::Request& req) {
   Json body = ParseJson(req.body.empty() ? "{}" : req.body, "request body");
   if (!body.is_object()) throw ApiError(400, "the request body must be a JSON object");

@@ -141,7 +141,11 @@ TEST_F(SglangRoutes, LoadProfileAndDashboardMetrics) {
             200);
   const Reply stop = Post(port(), "/stop_profile", "{}");
   ASSERT_EQ(stop.status, 200) << stop.body;
-  EXPECT_GE(stop.json["profile"]["generated_tokens"].get<int>(), 6);
+  // The answer can leave before the engine adds its last step to the counters: the prompt's step
+  // is surely in the window, the last decode step may not be.
+  EXPECT_GT(stop.json["profile"]["prompt_tokens_computed"].get<int>(), 10) << stop.body;
+  EXPECT_GE(stop.json["profile"]["generated_tokens"].get<int>(), 5) << stop.body;
+  EXPECT_GE(stop.json["profile"]["steps"].get<int>(), 5) << stop.body;
   EXPECT_TRUE(std::filesystem::exists(stop.json["path"].get<std::string>()));
   EXPECT_EQ(Post(port(), "/stop_profile", "{}").status, 400);
 
