@@ -1,7 +1,8 @@
 // Recipe conformance: every SGLang launch command of tests/fixtures/recipes/recipes.json, with
 // `python3 -m sglang.launch_server` replaced by `fission serve` and the checkpoint by a committed
 // test model of its model_type, either starts (and answers a request) or is refused before loading
-// with every missing piece it names in one message. Only the port is changed (to a free one).
+// with every missing piece it names in one message. Besides the checkpoint, only the port (a free
+// one) and the device (the CPU, so that no recipe depends on this host's GPUs) are changed.
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
@@ -37,6 +38,10 @@ std::vector<std::string> CommandWords(const Json& recipe, const Json& models) {
     }
     words.push_back(w == "{model}" ? model : w);
   }
+  // The test models run on the CPU whatever GPUs this host has: the check is of the flags, and
+  // a TP8 recipe must not depend on eight GPUs being here.
+  words.push_back("--device");
+  words.push_back("cpu");
   if (!std::filesystem::exists(model + "/tokenizer.json")) {
     words.push_back("--tokenizer-path");
     words.push_back(DemoModelDir());
