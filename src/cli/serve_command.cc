@@ -65,8 +65,9 @@ Json ServerInfo(const server::ServerArgs& a, std::int64_t max_total_tokens) {
           {"ignored_flags", a.ignored_flags}};
 }
 
-// What can be checked without reading the checkpoint, added to `problems`: the files the flags
-// name, and that the server can listen where asked (a follower node does not listen).
+// What can be checked before any weight loads, added to `problems`: config.json and whether a
+// family builds its model_type, the files the flags name, and that the server can listen where
+// asked (a follower node does not listen).
 void CheckBeforeLoading(const server::ServerArgs& a, std::vector<std::string>* problems) {
   namespace fs = std::filesystem;
   auto check = [problems](auto&& f) {
