@@ -70,13 +70,7 @@ Json ServerInfo(const server::ServerArgs& a, std::int64_t max_total_tokens) {
 // asked (a follower node does not listen).
 void CheckBeforeLoading(const server::ServerArgs& a, std::vector<std::string>* problems) {
   namespace fs = std::filesystem;
-  auto check = [problems](auto&& f) {
-    try {
-      f();
-    } catch (const Error& e) {
-      problems->push_back(e.what());
-    }
-  };
+  auto check = [problems](auto&& f) { server::CollectProblem(problems, f); };
   if (!fs::is_regular_file(fs::path(a.model_path) / "config.json")) {
     problems->push_back(StrCat("--model-path ", a.model_path, ": no config.json there (a local checkpoint directory)"));
   } else {
@@ -102,11 +96,7 @@ int RunServe(const std::vector<std::string>& args) {
   if (flags.model_path.empty()) flags.model_path = DefaultModelPath();
   CheckBeforeLoading(flags, &problems);
   server::EnvironmentSettings environment;
-  try {
-    environment = server::ReadEnvironment(server::ProcessEnvironment());
-  } catch (const Error& e) {
-    problems.push_back(e.what());
-  }
+  server::CollectProblem(&problems, [&] { environment = server::ReadEnvironment(server::ProcessEnvironment()); });
   if (!problems.empty()) Fail(server::JoinProblems(problems));
   flags.load.device = flags.device;
   flags.load.dtype = flags.dtype;

@@ -307,20 +307,10 @@ void Apply(const FlagInfo& f, const std::vector<std::string>& values, ServerArgs
   }
 }
 
-// Runs `check`, adding what it throws to `problems` instead of stopping at it.
-template <typename F>
-void Collect(std::vector<std::string>* problems, F&& check) {
-  try {
-    check();
-  } catch (const Error& e) {
-    problems->push_back(e.what());
-  }
-}
-
 // Values whose feature has not landed, and the cross-flag checks of the engine and the loader:
 // each check on its own, so one run reports them all.
 void Validate(ServerArgs* out, std::vector<std::string>* problems) {
-  auto check = [problems](auto&& f) { Collect(problems, f); };
+  auto check = [problems](auto&& f) { CollectProblem(problems, f); };
   if (!out->speculative_algorithm.empty())
     check([&] {
       Fail("--speculative-algorithm ", out->speculative_algorithm,
@@ -430,7 +420,7 @@ ServerArgs ParseServerArgs(const std::vector<std::string>& args, std::vector<std
       out.help = true;
       continue;
     }
-    Collect(problems, [&] { ParseOneFlag(args, &i, &out, &listed); });
+    CollectProblem(problems, [&] { ParseOneFlag(args, &i, &out, &listed); });
   }
   Validate(&out, problems);
   return out;

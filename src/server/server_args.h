@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "base/error.h"
 #include "engine/engine_config.h"
 #include "model/runtime/model_loader.h"
 
@@ -86,6 +87,17 @@ ServerArgs ParseServerArgs(const std::vector<std::string>& args);
 // The same, adding every problem to `problems` (one per bad flag or failed check) instead of
 // throwing at the first; the result then holds the flags that parsed.
 ServerArgs ParseServerArgs(const std::vector<std::string>& args, std::vector<std::string>* problems);
+// Runs `check`, adding the fission::Error it throws to `problems` instead of stopping there, so a
+// caller can report every problem at once.
+template <typename F>
+void CollectProblem(std::vector<std::string>* problems, F&& check) {
+  try {
+    check();
+  } catch (const Error& e) {
+    problems->push_back(e.what());
+  }
+}
+
 // One message for several problems: the problem itself when there is one, else "N problems:" and a
 // line each.
 std::string JoinProblems(const std::vector<std::string>& problems);
