@@ -6,8 +6,8 @@
 //
 // The operations are generic: a weight carries its format (tensor/weight.h) and each backend
 // dispatches on it inside Linear and MoeExperts. Operations that belong to one attention family
-// are grouped behind an accessor (mla(): kernels/mla_ops.h), so the interface does not grow one
-// virtual per fused operation.
+// are grouped behind an accessor (mla(): kernels/mla_ops.h; dsa(): kernels/dsa_ops.h), so the
+// interface does not grow one virtual per fused operation.
 #pragma once
 
 #include <cstdint>
@@ -17,6 +17,7 @@
 #include <span>
 #include <vector>
 
+#include "kernels/dsa_ops.h"
 #include "kernels/input_block.h"
 #include "kernels/mla_ops.h"
 #include "kernels/sampling.h"
@@ -65,6 +66,9 @@ class Backend {
   // each row is copied unchanged (MLA normalises the latent part of a [latent | rope] row this way).
   // `x` and `out` may be the same tensor.
   virtual void RmsNorm(const Tensor& x, const Tensor& weight, float eps, const Tensor& out) = 0;
+  // Row-wise LayerNorm over the whole last dimension (mean and biased variance, then
+  // weight · x̂ + bias); `x` and `out` may be the same tensor.
+  virtual void LayerNorm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps, const Tensor& out) = 0;
   // out = a + b (same shapes; may alias).
   virtual void Add(const Tensor& a, const Tensor& b, const Tensor& out) = 0;
   // gate_up [n, 2I] (gate first, then up) -> out [n, I] = silu(gate) * up.
@@ -92,6 +96,8 @@ class Backend {
                           const Tensor& out) = 0;
   // Multi-head latent attention (DeepSeek-V2/V3 and the families built on it).
   virtual MlaOps& mla() = 0;
+  // DeepSeek Sparse Attention: the lightning indexer and MLA over its selection.
+  virtual DsaOps& dsa() = 0;
   // Copies rows `indices` of x [n, d] into out [len(indices), d].
   virtual void GatherRows(const Tensor& x, std::span<const std::int32_t> indices, const Tensor& out) = 0;
   // Copies a device tensor to host memory (fp32 in, fp32 out).

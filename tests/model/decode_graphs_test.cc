@@ -53,6 +53,9 @@ class ReplayingBackend final : public kernels::Backend {
   }
   void Zero(const Tensor& x) override { cpu_->Zero(x); }
   void RmsNorm(const Tensor& x, const Tensor& w, float eps, const Tensor& out) override { cpu_->RmsNorm(x, w, eps, out); }
+  void LayerNorm(const Tensor& x, const Tensor& w, const Tensor& b, float eps, const Tensor& out) override {
+    cpu_->LayerNorm(x, w, b, eps, out);
+  }
   void Add(const Tensor& a, const Tensor& b, const Tensor& out) override { cpu_->Add(a, b, out); }
   void SiluMul(const Tensor& gu, const Tensor& out) override { cpu_->SiluMul(gu, out); }
   void Rope(const Tensor& x, std::int64_t off, std::int64_t dim, std::span<const std::int32_t> pos, const Tensor& f,
@@ -71,6 +74,7 @@ class ReplayingBackend final : public kernels::Backend {
     cpu_->MoeExperts(x, ids, w, gu, d, out);
   }
   kernels::MlaOps& mla() override { return cpu_->mla(); }
+  kernels::DsaOps& dsa() override { return cpu_->dsa(); }
   void GatherRows(const Tensor& x, std::span<const std::int32_t> i, const Tensor& out) override {
     cpu_->GatherRows(x, i, out);
   }

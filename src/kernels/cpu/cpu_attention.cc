@@ -1,5 +1,7 @@
-// Multi-head latent attention over the paged latent cache, in its two mathematically equal forms.
+// Multi-head latent attention over the paged latent cache, in its two mathematically equal forms,
+// over every key a query sees (dense) or only over the keys DeepSeek Sparse Attention selected.
 #include <cmath>
+#include <numeric>
 #include <vector>
 
 #include "kernels/cpu/cpu_ops.h"
@@ -26,6 +28,25 @@ void Softmax(float* scores, std::int64_t len) {
   for (std::int64_t j = 0; j < len; ++j) scores[j] *= inv;
 }
 
+// The key positions query row `row` (at `position`) attends: all of [0, position] when `topk` is
+// empty, else the row's selected positions (entries of -1 end the selection).
+std::vector<std::int32_t> KeysOf(const Tensor& topk, std::int64_t row, std::int32_t position) {
+  std::vector<std::int32_t> keys;
+  if (topk.data == nullptr) {
+    keys.resize(static_cast<std::size_t>(position) + 1);
+    std::iota(keys.begin(), keys.end(), 0);
+    return keys;
+  }
+  const std::int64_t k = topk.shape[1];
+  const std::int32_t* sel = topk.ptr<std::int32_t>() + row * k;
+  for (std::int64_t j = 0; j < k && sel[j] >= 0; ++j) {
+    FISSION_CHECK(sel[j] <= position, "sparse attention: row ", row, " at position ", position,
+                  " selected the later position ", sel[j]);
+    keys.push_back(sel[j]);
+  }
+  return keys;
+}
+
 void CheckSeqs(const Tensor& cache, std::span<const SeqAttention> seqs, const MlaShape& sh) {
   FISSION_CHECK(cache.shape[1] == sh.kv_lora_rank + sh.qk_rope_head_dim, "latent row width ", cache.shape[1]);
   for (const SeqAttention& s : seqs) {
@@ -39,7 +60,7 @@ void CheckSeqs(const Tensor& cache, std::span<const SeqAttention> seqs, const Ml
 }  // namespace
 
 void MlaAttentionExpanded(const Tensor& q, const Tensor& cache, const Tensor& kv_b, std::span<const SeqAttention> seqs,
-                          const MlaShape& sh, const Tensor& out) {
+                          const MlaShape& sh, const Tensor& out, const Tensor& topk) {
   CheckSeqs(cache, seqs, sh);
   const std::int64_t heads = sh.num_heads, nope = sh.qk_nope_head_dim, rope = sh.qk_rope_head_dim,
                      vdim = sh.v_head_dim, lora = sh.kv_lora_rank, qk = nope + rope;
@@ -59,18 +80,21 @@ void MlaAttentionExpanded(const Tensor& q, const Tensor& cache, const Tensor& kv
     for (std::int64_t t = 0; t < s.query_len; ++t) {
       for (std::int64_t h = 0; h < heads; ++h) {
         const std::int64_t row = s.query_start + t;
-        const std::int64_t visible = s.query_positions[t] + 1;  // causal: keys at positions <= own
+        const std::vector<std::int32_t> keys = KeysOf(topk, row, s.query_positions[t]);
+        const std::int64_t visible = static_cast<std::int64_t>(keys.size());
         const float* qh = q.ptr<float>() + (row * heads + h) * qk;
         std::vector<float> scores(visible);
         for (std::int64_t j = 0; j < visible; ++j) {
-          const float* k_nope = kvp + j * heads * (nope + vdim) + h * (nope + vdim);
-          scores[j] = (Dot(qh, k_nope, nope) + Dot(qh + nope, rope_keys.ptr<float>() + j * rope, rope)) * sh.softmax_scale;
+          const float* k_nope = kvp + keys[j] * heads * (nope + vdim) + h * (nope + vdim);
+          scores[j] = (Dot(qh, k_nope, nope) + Dot(qh + nope, rope_keys.ptr<float>() + keys[j] * rope, rope)) *
+                      sh.softmax_scale;
         }
         Softmax(scores.data(), visible);
         float* o = out.ptr<float>() + (row * heads + h) * vdim;
         for (std::int64_t d = 0; d < vdim; ++d) {
           float acc = 0.0f;
-          for (std::int64_t j = 0; j < visible; ++j) acc += scores[j] * kvp[j * heads * (nope + vdim) + h * (nope + vdim) + nope + d];
+          for (std::int64_t j = 0; j < visible; ++j)
+            acc += scores[j] * kvp[keys[j] * heads * (nope + vdim) + h * (nope + vdim) + nope + d];
           o[d] = acc;
         }
       }
@@ -79,7 +103,7 @@ void MlaAttentionExpanded(const Tensor& q, const Tensor& cache, const Tensor& kv
 }
 
 void MlaAttentionAbsorbed(const Tensor& q, const Tensor& cache, const Tensor& kv_b, std::span<const SeqAttention> seqs,
-                          const MlaShape& sh, const Tensor& out) {
+                          const MlaShape& sh, const Tensor& out, const Tensor& topk) {
   CheckSeqs(cache, seqs, sh);
   const std::int64_t heads = sh.num_heads, nope = sh.qk_nope_head_dim, rope = sh.qk_rope_head_dim,
                      vdim = sh.v_head_dim, lora = sh.kv_lora_rank, qk = nope + rope;
@@ -89,7 +113,8 @@ void MlaAttentionAbsorbed(const Tensor& q, const Tensor& cache, const Tensor& kv
     for (std::int64_t t = 0; t < s.query_len; ++t) {
       for (std::int64_t h = 0; h < heads; ++h) {
         const std::int64_t row = s.query_start + t;
-        const std::int64_t visible = s.query_positions[t] + 1;
+        const std::vector<std::int32_t> keys = KeysOf(topk, row, s.query_positions[t]);
+        const std::int64_t visible = static_cast<std::int64_t>(keys.size());
         const float* qh = q.ptr<float>() + (row * heads + h) * qk;
         const float* w_uk = w + h * (nope + vdim) * lora;
         const float* w_uv = w_uk + nope * lora;
@@ -99,13 +124,13 @@ void MlaAttentionAbsorbed(const Tensor& q, const Tensor& cache, const Tensor& kv
           for (std::int64_t l = 0; l < lora; ++l) q_latent[l] += qh[i] * w_uk[i * lora + l];
         std::vector<float> scores(visible);
         for (std::int64_t j = 0; j < visible; ++j) {
-          const float* c = LatentRow(cache, s, sh.page_size, j);
+          const float* c = LatentRow(cache, s, sh.page_size, keys[j]);
           scores[j] = (Dot(q_latent.data(), c, lora) + Dot(qh + nope, c + lora, rope)) * sh.softmax_scale;
         }
         Softmax(scores.data(), visible);
         std::vector<float> o_latent(lora, 0.0f);
         for (std::int64_t j = 0; j < visible; ++j) {
-          const float* c = LatentRow(cache, s, sh.page_size, j);
+          const float* c = LatentRow(cache, s, sh.page_size, keys[j]);
           for (std::int64_t l = 0; l < lora; ++l) o_latent[l] += scores[j] * c[l];
         }
         float* o = out.ptr<float>() + (row * heads + h) * vdim;

@@ -18,6 +18,25 @@ class CpuMlaOps final : public MlaOps {
   }
 };
 
+class CpuDsaOps final : public DsaOps {
+ public:
+  void WriteIndexKeys(const Tensor& keys, std::span<const std::int64_t> slots, const Tensor& cache,
+                      const IndexerShape& shape) override {
+    cpu::WriteIndexKeys(keys, slots, cache, shape);
+  }
+  void IndexerTopK(const Tensor& q, const Tensor& weights, const Tensor& cache, std::span<const SeqAttention> seqs,
+                   const IndexerShape& shape, const Tensor& topk) override {
+    cpu::IndexerTopK(q, weights, cache, seqs, shape, topk);
+  }
+  void SparseMla(const Tensor& q, const Tensor& cache, const Tensor& kv_b, const Tensor& topk,
+                 std::span<const SeqAttention> seqs, const MlaShape& shape, bool absorbed, const Tensor& out) override {
+    FISSION_CHECK(topk.data != nullptr && topk.dtype == DType::kI32 && topk.rank() == 2, "SparseMla topk ",
+                  topk.shape.ToString());
+    if (absorbed) return cpu::MlaAttentionAbsorbed(q, cache, kv_b, seqs, shape, out, topk);
+    cpu::MlaAttentionExpanded(q, cache, kv_b, seqs, shape, out, topk);
+  }
+};
+
 class CpuBackend final : public Backend {
  public:
   Device device() const override { return Device::Cpu(); }
@@ -34,6 +53,9 @@ class CpuBackend final : public Backend {
   void Zero(const Tensor& x) override { cpu::Zero(x); }
   void RmsNorm(const Tensor& x, const Tensor& weight, float eps, const Tensor& out) override {
     cpu::RmsNorm(x, weight, eps, out);
+  }
+  void LayerNorm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps, const Tensor& out) override {
+    cpu::LayerNorm(x, weight, bias, eps, out);
   }
   void Add(const Tensor& a, const Tensor& b, const Tensor& out) override { cpu::Add(a, b, out); }
   void SiluMul(const Tensor& gate_up, const Tensor& out) override { cpu::SiluMul(gate_up, out); }
@@ -58,6 +80,7 @@ class CpuBackend final : public Backend {
     Fail("MoeExperts: the CPU backend has no kernel for experts of format ", format.Name());
   }
   MlaOps& mla() override { return mla_; }
+  DsaOps& dsa() override { return dsa_; }
   void GatherRows(const Tensor& x, std::span<const std::int32_t> indices, const Tensor& out) override {
     cpu::GatherRows(x, indices, out);
   }
@@ -79,6 +102,7 @@ class CpuBackend final : public Backend {
 
  private:
   CpuMlaOps mla_;
+  CpuDsaOps dsa_;
 };
 
 }  // namespace

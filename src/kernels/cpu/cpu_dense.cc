@@ -79,6 +79,25 @@ void RmsNorm(const Tensor& x, const Tensor& weight, float eps, const Tensor& out
   }
 }
 
+void LayerNorm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps, const Tensor& out) {
+  const std::int64_t d = LastDim(x), n = x.numel() / d;
+  FISSION_CHECK(weight.numel() == d && bias.numel() == d && out.numel() == x.numel(), "LayerNorm x",
+                x.shape.ToString(), " weight ", weight.numel(), " bias ", bias.numel());
+  const float* w = weight.ptr<float>();
+  const float* beta = bias.ptr<float>();
+  for (std::int64_t i = 0; i < n; ++i) {
+    const float* row = x.ptr<float>() + i * d;
+    float* dst = out.ptr<float>() + i * d;
+    double sum = 0.0;
+    for (std::int64_t j = 0; j < d; ++j) sum += row[j];
+    const float mean = static_cast<float>(sum / static_cast<double>(d));
+    double sq = 0.0;
+    for (std::int64_t j = 0; j < d; ++j) sq += static_cast<double>(row[j] - mean) * (row[j] - mean);
+    const float inv = 1.0f / std::sqrt(static_cast<float>(sq / static_cast<double>(d)) + eps);
+    for (std::int64_t j = 0; j < d; ++j) dst[j] = (row[j] - mean) * inv * w[j] + beta[j];
+  }
+}
+
 void Add(const Tensor& a, const Tensor& b, const Tensor& out) {
   FISSION_CHECK(a.numel() == b.numel() && a.numel() == out.numel());
   const float* ap = a.ptr<float>();

@@ -36,9 +36,20 @@ void MoeExpertsFp8(const Tensor& x, const Tensor& topk_ids, const Tensor& topk_w
                    std::span<const Tensor> gate_up_scale, std::span<const Tensor> down,
                    std::span<const Tensor> down_scale, const Tensor& out);
 
+// MLA over every key a query sees, or, with `topk` [n, k] (I32, -1 ends a row's list), over the
+// positions each row selected (Backend::dsa().SparseMla).
 void MlaAttentionExpanded(const Tensor& q, const Tensor& cache, const Tensor& kv_b, std::span<const SeqAttention> seqs,
-                          const MlaShape& shape, const Tensor& out);
+                          const MlaShape& shape, const Tensor& out, const Tensor& topk = {});
 void MlaAttentionAbsorbed(const Tensor& q, const Tensor& cache, const Tensor& kv_b, std::span<const SeqAttention> seqs,
-                          const MlaShape& shape, const Tensor& out);
+                          const MlaShape& shape, const Tensor& out, const Tensor& topk = {});
+
+void LayerNorm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps, const Tensor& out);
+// The lightning indexer (Backend::dsa()).
+void WriteIndexKeys(const Tensor& keys, std::span<const std::int64_t> slots, const Tensor& cache,
+                    const IndexerShape& shape);
+void IndexerTopK(const Tensor& q, const Tensor& weights, const Tensor& cache, std::span<const SeqAttention> seqs,
+                 const IndexerShape& shape, const Tensor& topk);
+// One scale for the whole row (kernels/dsa_ops.h's rule): codes[0, n) and the returned scale.
+float QuantizeFp8Row(const float* x, std::int64_t n, std::uint8_t* codes);
 
 }  // namespace fission::kernels::cpu
