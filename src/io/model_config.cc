@@ -11,6 +11,29 @@ void RequirePositive(std::int64_t value, const char* field, const std::string& w
   if (value <= 0) Fail(where, ": field '", field, "' must be positive, got ", value);
 }
 
+// A per-layer list of strings, each one of `allowed`; nullopt when absent or null.
+std::optional<std::vector<std::string>> GetLayerList(const Json& json, const char* field, const std::string& where,
+                                                     std::int64_t layers,
+                                                     std::initializer_list<const char*> allowed) {
+  auto it = json.find(field);
+  if (it == json.end() || it->is_null()) return std::nullopt;
+  if (!it->is_array() || static_cast<std::int64_t>(it->size()) != layers)
+    Fail(where, ": field '", field, "' must be a list of num_hidden_layers (", layers, ") strings");
+  std::vector<std::string> out;
+  for (std::size_t i = 0; i < it->size(); ++i) {
+    const Json& v = (*it)[i];
+    const bool ok = v.is_string() && std::any_of(allowed.begin(), allowed.end(),
+                                                  [&](const char* a) { return v.get<std::string>() == a; });
+    if (!ok) {
+      std::string names;
+      for (const char* a : allowed) names += StrCat(names.empty() ? "" : ", ", "\"", a, "\"");
+      Fail(where, ": ", field, "[", i, "] is ", v.dump(), " (expected one of ", names, ")");
+    }
+    out.push_back(v.get<std::string>());
+  }
+  return out;
+}
+
 RopeConfig ParseRope(const Json& json, const std::string& where) {
   RopeConfig rope;
   rope.theta = GetDouble(json, "rope_theta", where, 10000.0);
@@ -113,6 +136,8 @@ void ParseMoe(const Json& json, const std::string& where, ModelConfig& c) {
   c.norm_topk_prob = GetBool(json, "norm_topk_prob", where, true);
   c.scoring_func = GetString(json, "scoring_func", where, "sigmoid");
   c.topk_method = GetString(json, "topk_method", where, "noaux_tc");
+  if (auto types = GetLayerList(json, "mlp_layer_types", where, c.num_hidden_layers, {"dense", "sparse"}))
+    for (const std::string& t : *types) c.moe_layers.push_back(t == "sparse");
   RequirePositive(c.num_experts_per_tok, "num_experts_per_tok", where);
   RequirePositive(c.moe_intermediate_size, "moe_intermediate_size", where);
   RequirePositive(c.n_group, "n_group", where);
@@ -128,6 +153,33 @@ void ParseMoe(const Json& json, const std::string& where, ModelConfig& c) {
     Fail(where, ": num_experts_per_tok (", c.num_experts_per_tok, ") exceeds the experts in topk_group groups");
 }
 
+// IndexShare's full/shared layers, by transformers' precedence: indexer_types, then
+// index_topk_pattern, then index_topk_freq with index_skip_topk_offset.
+std::vector<bool> ParseIndexShare(const Json& json, const std::string& where, std::int64_t layers) {
+  std::vector<bool> full(static_cast<std::size_t>(layers), true);
+  if (auto types = GetLayerList(json, "indexer_types", where, layers, {"full", "shared"})) {
+    for (std::size_t i = 0; i < full.size(); ++i) full[i] = (*types)[i] == "full";
+  } else if (auto it = json.find("index_topk_pattern"); it != json.end() && !it->is_null()) {
+    if (!it->is_string() || static_cast<std::int64_t>(it->get<std::string>().size()) != layers)
+      Fail(where, ": field 'index_topk_pattern' must be a string of num_hidden_layers (", layers,
+           ") letters F (full) and S (shared)");
+    const std::string pattern = it->get<std::string>();
+    for (std::size_t i = 0; i < full.size(); ++i) {
+      if (pattern[i] != 'F' && pattern[i] != 'S')
+        Fail(where, ": index_topk_pattern[", i, "] is '", pattern[i], "' (expected F or S)");
+      full[i] = pattern[i] == 'F';
+    }
+  } else if (json.contains("index_topk_freq")) {
+    const std::int64_t freq = std::max<std::int64_t>(GetInt(json, "index_topk_freq", where), 1);
+    const std::int64_t offset = GetInt(json, "index_skip_topk_offset", where, 2);
+    for (std::int64_t i = 0; i < layers; ++i)
+      full[static_cast<std::size_t>(i)] = std::max<std::int64_t>(i - offset + 1, 0) % freq == 0;
+  }
+  if (!full.empty() && !full[0])
+    Fail(where, ": layer 0 is a shared indexer layer, but a shared layer reuses the top-k of an earlier full one");
+  return full;
+}
+
 void ParseIndexer(const Json& json, const std::string& where, ModelConfig& c) {
   IndexerConfig idx;
   idx.n_heads = GetInt(json, "index_n_heads", where);
@@ -136,7 +188,18 @@ void ParseIndexer(const Json& json, const std::string& where, ModelConfig& c) {
   RequirePositive(idx.n_heads, "index_n_heads", where);
   RequirePositive(idx.head_dim, "index_head_dim", where);
   RequirePositive(idx.topk, "index_topk", where);
+  idx.rope_interleave = GetBool(json, "indexer_rope_interleave", where, c.model_type == "glm_moe_dsa");
+  idx.full_layers = ParseIndexShare(json, where, c.num_hidden_layers);
   c.indexer = idx;
+}
+
+// DSA models derive the indexer's query from MLA's query latent and rotate its first dims.
+void CheckIndexerFitsMla(const ModelConfig& c) {
+  if (c.q_lora_rank <= 0)
+    Fail(c.source, ": DeepSeek Sparse Attention needs a query LoRA (q_lora_rank), whose latent the indexer reads");
+  if (c.indexer->head_dim < c.qk_rope_head_dim)
+    Fail(c.source, ": index_head_dim (", c.indexer->head_dim, ") is smaller than qk_rope_head_dim (",
+         c.qk_rope_head_dim, "), the part of it that rope rotates");
 }
 
 void ParseV4(const Json& json, const std::string& where, ModelConfig& c) {
@@ -205,7 +268,10 @@ ModelConfig ParseModelConfig(const Json& json, const std::string& source) {
     c.intermediate_size = GetInt(json, "intermediate_size", source);
     RequirePositive(c.intermediate_size, "intermediate_size", source);
     ParseMla(json, source, c);
-    if (c.model_type == "deepseek_v32" || c.model_type == "glm_moe_dsa") ParseIndexer(json, source, c);
+    if (c.model_type == "deepseek_v32" || c.model_type == "glm_moe_dsa") {
+      ParseIndexer(json, source, c);
+      CheckIndexerFitsMla(c);
+    }
   }
   c.rope = ParseRope(json, source);
   ParseMoe(json, source, c);

@@ -39,6 +39,13 @@ struct IndexerConfig {
   std::int64_t n_heads = 0;
   std::int64_t head_dim = 0;
   std::int64_t topk = 0;
+  // The rope part (the first qk_rope_head_dim dims of q and k) in interleaved pairs: GLM-5's
+  // layout (`indexer_rope_interleave`, on by default for glm_moe_dsa); DeepSeek-V3.2 half-splits.
+  bool rope_interleave = false;
+  // IndexShare (GLM-5.2): per layer, whether it runs its own indexer ("full") or reuses the top-k
+  // of the latest full layer ("shared"). From `indexer_types`, else `index_topk_pattern` ("FSS…"),
+  // else `index_topk_freq` / `index_skip_topk_offset`; every layer is full without them.
+  std::vector<bool> full_layers;
 };
 
 // DeepSeek-V4 specifics.
@@ -91,12 +98,17 @@ struct ModelConfig {
   std::string scoring_func = "sigmoid";
   std::string topk_method = "noaux_tc";
 
+  // Per layer, whether its feed-forward is DeepSeekMoE (`mlp_layer_types`: "sparse"); empty when
+  // the config has no list, and first_k_dense_replace / moe_layer_freq decide.
+  std::vector<bool> moe_layers;
+
   QuantizationConfig quantization;
   std::optional<IndexerConfig> indexer;
   std::optional<V4Config> v4;
 
   std::int64_t qk_head_dim() const { return qk_nope_head_dim + qk_rope_head_dim; }
   bool IsMoeLayer(std::int64_t layer) const {
+    if (!moe_layers.empty()) return moe_layers[static_cast<std::size_t>(layer)];
     return n_routed_experts > 0 && layer >= first_k_dense_replace && layer % moe_layer_freq == 0;
   }
 };

@@ -29,6 +29,9 @@ struct ShardOptions {
   int pcp_min_tokens = kDefaultPcpMinTokens;
   // The KV cache's element type: fp32 (exact on the CPU) or bf16 (the CUDA backend's fast path).
   DType kv_dtype = DType::kF32;
+  // How DeepSeek Sparse Attention stores its indexer keys: exactly (in kv_dtype) or as e4m3 with a
+  // per-token scale (kernels/dsa_ops.h).
+  kernels::IndexKeyFormat index_keys = kernels::IndexKeyFormat::kExact;
   // Decode steps as CUDA graph replays (model/decode_graphs.h) on backends that capture them.
   CudaGraphOptions cuda_graphs;
 };

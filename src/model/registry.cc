@@ -5,6 +5,7 @@
 
 #include "base/error.h"
 #include "model/arch/deepseek_v3.h"
+#include "model/arch/deepseek_v32.h"
 
 namespace fission::model {
 namespace {
@@ -20,6 +21,8 @@ const std::map<std::string, ModelFactory>& Families() {
   static const auto* families = new std::map<std::string, ModelFactory>{
       {"deepseek_v3", Make<DeepseekV3Model>()},
       {"kimi_k2", Make<DeepseekV3Model>()},
+      {"deepseek_v32", Make<DeepseekSparseModel>()},
+      {"glm_moe_dsa", Make<DeepseekSparseModel>()},
   };
   return *families;
 }
@@ -27,10 +30,6 @@ const std::map<std::string, ModelFactory>& Families() {
 }  // namespace
 
 const ModelFactory& FactoryFor(const io::ModelConfig& config) {
-  if (config.model_type == "deepseek_v32" || config.model_type == "glm_moe_dsa")
-    Fail(config.source, ": model_type '", config.model_type,
-         "' (DeepSeek Sparse Attention) is not supported yet; its config was read (indexer: ",
-         config.indexer->n_heads, " heads of ", config.indexer->head_dim, ", top-k ", config.indexer->topk, ")");
   if (config.model_type == "deepseek_v4")
     Fail(config.source, ": model_type 'deepseek_v4' is not supported yet; its config was read (sliding window ",
          config.v4->sliding_window, ", ", config.v4->layer_types.size(), " layer types)");

@@ -80,10 +80,14 @@ Buffer WeightLoader::LoadCols(const std::string& name, const Shape& shape, Range
   return ToBackend(checkpoint_->LoadF32Cols(name, shape, cols.begin, cols.stop(shape[1])));
 }
 
-Buffer WeightLoader::LoadNorm(const std::string& name, std::int64_t size) {
+Buffer WeightLoader::LoadNorm(const std::string& name, std::int64_t size) { return LoadVector(name, size, 1.0f); }
+
+Buffer WeightLoader::LoadBias(const std::string& name, std::int64_t size) { return LoadVector(name, size, 0.0f); }
+
+Buffer WeightLoader::LoadVector(const std::string& name, std::int64_t size, float dummy_value) {
   if (dummy()) {
     Buffer host(DType::kF32, Shape{size});
-    for (std::int64_t i = 0; i < size; ++i) host.ptr<float>()[i] = 1.0f;
+    for (std::int64_t i = 0; i < size; ++i) host.ptr<float>()[i] = dummy_value;
     return ToBackend(std::move(host));
   }
   return Load(name, Shape{size});

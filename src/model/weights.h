@@ -45,6 +45,8 @@ class WeightLoader {
   Buffer LoadCols(const std::string& name, const Shape& shape, Range cols);
   // Norm weights: dummy ones are ones rather than random.
   Buffer LoadNorm(const std::string& name, std::int64_t size);
+  // Bias vectors: dummy ones are zeros.
+  Buffer LoadBias(const std::string& name, std::int64_t size);
   // Rows `rows` of two same-shaped weights stacked into one (gate over up).
   Buffer LoadStacked(const std::string& first, const std::string& second, const Shape& each, Range rows = {});
   // Linear layers' weights. Once KeepFp8() was called, a matrix the checkpoint stores as FP8 (every
@@ -69,6 +71,8 @@ class WeightLoader {
 
  private:
   Buffer ToBackend(Buffer host, bool keep_f32 = false);
+  // A vector from the checkpoint, or `dummy_value` everywhere when dummy.
+  Buffer LoadVector(const std::string& name, std::int64_t size, float dummy_value);
   // A dummy matrix of standard deviation `scale`, on the backend (drawn on the device if it can).
   Buffer Random(const Shape& shape, float scale);
   Buffer RandomHost(const Shape& shape, float scale);

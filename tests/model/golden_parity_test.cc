@@ -35,18 +35,26 @@ std::vector<Golden> ReadGoldens(const io::SafetensorsFile& file, std::int64_t vo
   return goldens;
 }
 
-class GoldenParity : public ::testing::TestWithParam<std::string> {};
+std::string TestName(const ::testing::TestParamInfo<std::string>& info) {
+  std::string name = info.param;
+  for (char& c : name)
+    if (c == '-') c = '_';
+  return name;
+}
 
-TEST_P(GoldenParity, PrefillAndGreedyDecodeMatchTransformers) {
-  const std::string dir = FixtureModelDir(GetParam());
-  auto model = LoadCausalLM(dir);
+// Every prompt position's logits within 1e-4 relative of transformers', and its greedy
+// continuation reproduced token by token through the decode path.
+void ExpectPrefillAndGreedyDecodeMatch(const std::string& fixture, const LoadOptions& options = {}) {
+  const std::string dir = FixtureModelDir(fixture);
+  auto model = LoadCausalLM(dir, options);
   const std::int64_t vocab = model->vocab_size();
   io::SafetensorsFile golden_file(dir + "/golden.safetensors");
   const std::vector<Golden> goldens = ReadGoldens(golden_file, vocab);
   ASSERT_EQ(goldens.size(), 4u);
   double worst = 0.0;
   for (const Golden& g : goldens) {
-    StepRunner runner(*model, /*page_size=*/4, /*num_pages=*/64, /*shuffle_seed=*/g.ids.size());
+    const int pages = static_cast<int>(g.ids.size() / 4 + 2);
+    StepRunner runner(*model, /*page_size=*/4, pages, /*shuffle_seed=*/g.ids.size());
     const int seq = runner.AddSequence();
     const std::vector<std::int32_t> prompt(g.ids.begin(), g.ids.begin() + g.prompt_len);
     // Prefill: logits of every prompt position.
@@ -54,21 +62,25 @@ TEST_P(GoldenParity, PrefillAndGreedyDecodeMatchTransformers) {
     for (std::int64_t p = 0; p < g.prompt_len; ++p) {
       const double err = RelativeL2(rows[p], g.logits.data() + p * vocab, vocab);
       worst = std::max(worst, err);
-      EXPECT_LE(err, 1e-4) << GetParam() << " prompt position " << p;
+      EXPECT_LE(err, 1e-4) << fixture << " prompt position " << p;
     }
     // Greedy decode: the argmax must reproduce transformers' continuation, token by token.
     std::int32_t next = Argmax(rows.back());
     for (std::size_t t = g.prompt_len; t < g.ids.size(); ++t) {
-      ASSERT_EQ(next, g.ids[t]) << GetParam() << " greedy step " << t - g.prompt_len;
+      ASSERT_EQ(next, g.ids[t]) << fixture << " greedy step " << t - g.prompt_len;
       const std::vector<float> step = runner.Decode(seq, next);
       const double err = RelativeL2(step, g.logits.data() + t * vocab, vocab);
       worst = std::max(worst, err);
-      EXPECT_LE(err, 1e-4) << GetParam() << " decode position " << t;
+      EXPECT_LE(err, 1e-4) << fixture << " decode position " << t;
       next = Argmax(step);
     }
   }
-  std::printf("%s: worst relative L2 error %.3g\n", GetParam().c_str(), worst);
+  std::printf("%s: worst relative L2 error %.3g\n", fixture.c_str(), worst);
 }
+
+class GoldenParity : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(GoldenParity, PrefillAndGreedyDecodeMatchTransformers) { ExpectPrefillAndGreedyDecodeMatch(GetParam()); }
 
 TEST_P(GoldenParity, RopeTablesMatchTransformers) {
   const std::string dir = FixtureModelDir(GetParam());
@@ -86,13 +98,43 @@ TEST_P(GoldenParity, RopeTablesMatchTransformers) {
 // The FP8 checkpoint is dequantized exactly (e4m3 value × fp32 block scale) and its reference ran on
 // the same dequantized weights, so the fp32 bound applies to it unchanged.
 INSTANTIATE_TEST_SUITE_P(Fixtures, GoldenParity,
-                         ::testing::Values("tiny-deepseek-v3", "tiny-glm-routing", "tiny-deepseek-v3-fp8"),
-                         [](const auto& info) {
-                           std::string name = info.param;
-                           for (char& c : name)
-                             if (c == '-') c = '_';
-                           return name;
-                         });
+                         ::testing::Values("tiny-deepseek-v3", "tiny-glm-routing", "tiny-deepseek-v3-fp8"), TestName);
+
+// DeepSeek Sparse Attention (tools/golden/make_dsa_goldens.py): index_topk is 32 and the prompts
+// reach 292 tokens, so most queries attend a true subset; tiny-glm-dsa's layers 1 and 3 are
+// IndexShare layers.
+class SparseGoldenParity : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(SparseGoldenParity, PrefillAndGreedyDecodeMatchTransformers) { ExpectPrefillAndGreedyDecodeMatch(GetParam()); }
+
+// The absorbed form for every query, prefill included, is the same attention.
+TEST_P(SparseGoldenParity, AbsorbedFormMatchesTransformers) {
+  LoadOptions options;
+  options.mla_form = "absorbed";
+  ExpectPrefillAndGreedyDecodeMatch(GetParam(), options);
+}
+
+// The fixtures are truly sparse: attending every key instead (index_topk above every prompt's
+// length) moves the longest prompt's logits far from transformers'.
+TEST_P(SparseGoldenParity, DenseAttentionDoesNotMatch) {
+  const std::string dir = FixtureModelDir(GetParam());
+  LoadOptions options;
+  options.json_model_override_args = R"({"index_topk": 4096})";
+  auto model = LoadCausalLM(dir, options);
+  const std::int64_t vocab = model->vocab_size();
+  io::SafetensorsFile golden_file(dir + "/golden.safetensors");
+  const Golden g = ReadGoldens(golden_file, vocab).back();
+  StepRunner runner(*model, 4, static_cast<int>(g.ids.size() / 4 + 2), 1);
+  const std::vector<std::int32_t> prompt(g.ids.begin(), g.ids.begin() + g.prompt_len);
+  const std::vector<std::vector<float>> rows = runner.Prefill(runner.AddSequence(), prompt, true);
+  double worst = 0.0;
+  for (std::int64_t p = 0; p < g.prompt_len; ++p)
+    worst = std::max(worst, RelativeL2(rows[p], g.logits.data() + p * vocab, vocab));
+  EXPECT_GT(worst, 1e-2) << "dense attention matches the sparse reference: the fixture does not test sparsity";
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, SparseGoldenParity, ::testing::Values("tiny-deepseek-v32", "tiny-glm-dsa"),
+                         TestName);
 
 }  // namespace
 }  // namespace fission::model

@@ -91,14 +91,18 @@ TEST(PcpPlan, ShortAndDecodeOnlyStepsRunUnsplit) {
 }
 
 struct Layout {
+  const char* fixture;
   int tp, cp;
 };
 
 class ParallelLayouts : public ::testing::TestWithParam<Layout> {};
 
+// Chunked prefill, mixed prefill/decode steps, a prefix hit and 32 decode steps (RunMixedScenario)
+// under the layout equal one rank. The DSA fixtures' 300-token sequence is far longer than their
+// index_topk (32), so the indexer's keys are gathered and its selection made per rank.
 TEST_P(ParallelLayouts, EqualSingleRank) {
   const Layout layout = GetParam();
-  const std::string dir = FixtureModelDir("tiny-deepseek-v3");
+  const std::string dir = FixtureModelDir(layout.fixture);
   auto single = LoadCausalLM(dir);
   LoadOptions options;
   options.tp_size = layout.tp;
@@ -116,13 +120,23 @@ TEST_P(ParallelLayouts, EqualSingleRank) {
     ASSERT_LE(err, 1e-5) << "row " << i;
   }
   EXPECT_EQ(got_tokens, want_tokens);
-  std::printf("tp %d cp %d: worst relative L2 %.3g\n", layout.tp, layout.cp, worst);
+  std::printf("%s tp %d cp %d: worst relative L2 %.3g\n", layout.fixture, layout.tp, layout.cp, worst);
 }
 
-INSTANTIATE_TEST_SUITE_P(CpuLocal, ParallelLayouts,
-                         ::testing::Values(Layout{1, 1}, Layout{2, 1}, Layout{2, 2}, Layout{4, 1}, Layout{4, 2},
-                                           Layout{4, 4}),
-                         [](const auto& info) { return StrCat("tp", info.param.tp, "_cp", info.param.cp); });
+std::vector<Layout> AllLayouts() {
+  std::vector<Layout> layouts;
+  for (const char* fixture : {"tiny-deepseek-v3", "tiny-deepseek-v32", "tiny-glm-dsa"})
+    for (auto [tp, cp] : {std::pair{1, 1}, {2, 1}, {2, 2}, {4, 1}, {4, 2}, {4, 4}})
+      if (std::string(fixture) == "tiny-deepseek-v3" || cp <= 2) layouts.push_back({fixture, tp, cp});
+  return layouts;
+}
+
+INSTANTIATE_TEST_SUITE_P(CpuLocal, ParallelLayouts, ::testing::ValuesIn(AllLayouts()), [](const auto& info) {
+  std::string name = StrCat(info.param.fixture, "_tp", info.param.tp, "_cp", info.param.cp);
+  for (char& c : name)
+    if (c == '-') c = '_';
+  return name;
+});
 
 // After a split prefill every rank holds the full KV of every token: bit-identical across ranks,
 // and equal to the single-rank cache within rounding.

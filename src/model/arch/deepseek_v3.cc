@@ -14,13 +14,7 @@ DeepseekV3Model::DeepseekV3Model(io::ModelConfig config, WeightLoader& loader, c
     layer.input_layernorm = loader.LoadNorm(prefix + "input_layernorm.weight", c.hidden_size);
     layer.post_attention_layernorm = loader.LoadNorm(prefix + "post_attention_layernorm.weight", c.hidden_size);
     layer.attention = std::make_unique<MlaAttention>(c, prefix + "self_attn.", loader, rope, rank);
-    if (c.IsMoeLayer(i)) {
-      layer.moe = std::make_unique<DeepseekMoe>(c, prefix + "mlp.", loader, rank);
-    } else {
-      layer.mlp = std::make_unique<SwiGluMlp>(
-          prefix + "mlp.", c.hidden_size, c.intermediate_size,
-          EvenPart(c.intermediate_size, rank.world_size(), rank.world_rank(), "intermediate_size"), loader);
-    }
+    layer.feed_forward = std::make_unique<DeepseekFeedForward>(c, i, prefix + "mlp.", loader, rank);
     layers_.push_back(std::move(layer));
   }
   Buffer norm = loader.LoadNorm("model.norm.weight", c.hidden_size);
@@ -55,11 +49,7 @@ Buffer DeepseekV3Model::Hidden(const StepContext& step) {
     b.Add(h, y, h);
     b.RmsNorm(h, layer.post_attention_layernorm, eps, x);
     step.layout->FeedForward(x, y, [&](const Tensor& in, const Tensor& partial) {
-      if (layer.moe) {
-        layer.moe->Forward(b, in, partial);
-      } else {
-        layer.mlp->Forward(b, in, partial);
-      }
+      layer.feed_forward->Forward(b, in, partial);
     });
     b.Add(h, y, h);
   }

@@ -25,8 +25,7 @@ class DeepseekV3Model final : public DecoderModel {
   struct Layer {
     Buffer input_layernorm, post_attention_layernorm;
     std::unique_ptr<MlaAttention> attention;
-    std::unique_ptr<SwiGluMlp> mlp;
-    std::unique_ptr<DeepseekMoe> moe;
+    std::unique_ptr<DeepseekFeedForward> feed_forward;
   };
   Buffer Hidden(const StepContext& step) override;
 

@@ -75,4 +75,23 @@ void DeepseekMoe::Forward(kernels::Backend& b, const Tensor& x, const Tensor& ou
   }
 }
 
+DeepseekFeedForward::DeepseekFeedForward(const io::ModelConfig& c, std::int64_t layer, const std::string& prefix,
+                                         WeightLoader& loader, const RankInfo& rank) {
+  if (c.IsMoeLayer(layer)) {
+    moe_ = std::make_unique<DeepseekMoe>(c, prefix, loader, rank);
+  } else {
+    mlp_ = std::make_unique<SwiGluMlp>(
+        prefix, c.hidden_size, c.intermediate_size,
+        EvenPart(c.intermediate_size, rank.world_size(), rank.world_rank(), "intermediate_size"), loader);
+  }
+}
+
+void DeepseekFeedForward::Forward(kernels::Backend& b, const Tensor& x, const Tensor& out) const {
+  if (moe_) {
+    moe_->Forward(b, x, out);
+  } else {
+    mlp_->Forward(b, x, out);
+  }
+}
+
 }  // namespace fission::model

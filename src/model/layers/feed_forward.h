@@ -41,4 +41,18 @@ class DeepseekMoe {
   std::unique_ptr<SwiGluMlp> shared_;
 };
 
+// The feed-forward of DeepSeek-family layer `layer`: DeepSeekMoE or the dense MLP, as the config
+// says (io::ModelConfig::IsMoeLayer), under `prefix` ("model.layers.N.mlp.").
+class DeepseekFeedForward {
+ public:
+  DeepseekFeedForward(const io::ModelConfig& config, std::int64_t layer, const std::string& prefix,
+                      WeightLoader& loader, const RankInfo& rank);
+  // This rank's partial sum for x (the token layout's FeedForward all-reduces it).
+  void Forward(kernels::Backend& b, const Tensor& x, const Tensor& out) const;
+
+ private:
+  std::unique_ptr<SwiGluMlp> mlp_;
+  std::unique_ptr<DeepseekMoe> moe_;
+};
+
 }  // namespace fission::model

@@ -34,26 +34,44 @@ MlaAttention::MlaAttention(const io::ModelConfig& c, const std::string& prefix, 
                            {h0 * kv_b_rows, h1 * kv_b_rows});
   o_proj_ = loader.LoadLinearCols(prefix + "o_proj.weight", Shape{hidden, heads * c.v_head_dim},
                             {h0 * c.v_head_dim, h1 * c.v_head_dim});
-  Buffer freq = MakeF32Buffer(Shape{static_cast<std::int64_t>(rope.inv_freq.size())}, rope.inv_freq);
-  inv_freq_ = Buffer(DType::kF32, freq.tensor().shape, loader.backend().allocator());
-  loader.backend().CopyFromHost(freq.ptr<float>(), inv_freq_);
+  inv_freq_ = UploadInvFreq(rope, loader.backend());
 }
 
 void MlaAttention::Forward(const StepContext& step, const Tensor& x, const Tensor& cache, const Tensor& out) const {
   kernels::Backend& b = *step.backend;
-  Allocator* alloc = b.allocator();
-  const StepView& in = *step.in;
   const std::int64_t n = x.shape[0], heads = shape_.num_heads, qk = shape_.qk_nope_head_dim + shape_.qk_rope_head_dim;
-
-  Buffer q(DType::kF32, Shape{n, heads, qk}, alloc);
+  Buffer q(DType::kF32, Shape{n, heads, qk}, b.allocator());
   if (config_.q_lora_rank > 0) {
-    Buffer qa(DType::kF32, Shape{n, config_.q_lora_rank}, alloc);
-    b.Linear(x, q_a_proj_, qa);
-    b.RmsNorm(qa, q_a_layernorm_, kLoraNormEps, qa);
-    b.Linear(qa, q_b_proj_, q.tensor().View(Shape{n, heads * qk}));
+    b.Linear(QueryLatent(b, x), q_b_proj_, q.tensor().View(Shape{n, heads * qk}));
   } else {
     b.Linear(x, q_proj_, q.tensor().View(Shape{n, heads * qk}));
   }
+  Attend(step, x, q, cache, Tensor{}, out);
+}
+
+Buffer MlaAttention::QueryLatent(kernels::Backend& b, const Tensor& x) const {
+  FISSION_CHECK(config_.q_lora_rank > 0, "QueryLatent of an attention without a query LoRA");
+  Buffer qa(DType::kF32, Shape{x.shape[0], config_.q_lora_rank}, b.allocator());
+  b.Linear(x, q_a_proj_, qa);
+  b.RmsNorm(qa, q_a_layernorm_, kLoraNormEps, qa);
+  return qa;
+}
+
+void MlaAttention::ForwardSparse(const StepContext& step, const Tensor& x, const Tensor& q_latent,
+                                 const Tensor& cache, const Tensor& topk, const Tensor& out) const {
+  kernels::Backend& b = *step.backend;
+  const std::int64_t n = x.shape[0], heads = shape_.num_heads, qk = shape_.qk_nope_head_dim + shape_.qk_rope_head_dim;
+  Buffer q(DType::kF32, Shape{n, heads, qk}, b.allocator());
+  b.Linear(q_latent, q_b_proj_, q.tensor().View(Shape{n, heads * qk}));
+  Attend(step, x, q, cache, topk, out);
+}
+
+void MlaAttention::Attend(const StepContext& step, const Tensor& x, const Tensor& q, const Tensor& cache,
+                          const Tensor& topk, const Tensor& out) const {
+  kernels::Backend& b = *step.backend;
+  Allocator* alloc = b.allocator();
+  const StepView& in = *step.in;
+  const std::int64_t n = x.shape[0], heads = shape_.num_heads;
   b.Rope(q, shape_.qk_nope_head_dim, shape_.qk_rope_head_dim, in.positions, inv_freq_, rope_scaling_,
          rope_interleave_);
 
@@ -80,8 +98,13 @@ void MlaAttention::Forward(const StepContext& step, const Tensor& x, const Tenso
   shape.page_size = in.page_size;
   Buffer attn(DType::kF32, Shape{n, heads, shape_.v_head_dim}, alloc);
   b.Zero(attn);  // padding rows stay zero
-  if (!expanded.empty()) b.mla().Expanded(q, cache, kv_b_proj_, expanded, shape, attn);
-  if (!absorbed.empty()) b.mla().Absorbed(q, cache, kv_b_proj_, absorbed, shape, attn);
+  if (topk.data != nullptr) {
+    if (!expanded.empty()) b.dsa().SparseMla(q, cache, kv_b_proj_, topk, expanded, shape, false, attn);
+    if (!absorbed.empty()) b.dsa().SparseMla(q, cache, kv_b_proj_, topk, absorbed, shape, true, attn);
+  } else {
+    if (!expanded.empty()) b.mla().Expanded(q, cache, kv_b_proj_, expanded, shape, attn);
+    if (!absorbed.empty()) b.mla().Absorbed(q, cache, kv_b_proj_, absorbed, shape, attn);
+  }
   b.Linear(attn.tensor().View(Shape{n, heads * shape_.v_head_dim}), o_proj_, out);
   step.layout->ReduceAttentionOutput(out);
 }

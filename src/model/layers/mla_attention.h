@@ -21,9 +21,21 @@ class MlaAttention {
   // attention-TP group. Writes the latent rows of every token of the step into `cache`
   // [slots, width] (the token layout gathers them over the context-parallel group).
   void Forward(const StepContext& step, const Tensor& x, const Tensor& cache, const Tensor& out) const;
+  // The normalised query latent q_a_layernorm(q_a_proj(x)) [rows, q_lora_rank], which DeepSeek
+  // Sparse Attention's indexer reads too; the model must have a query LoRA.
+  Buffer QueryLatent(kernels::Backend& b, const Tensor& x) const;
+  // Forward from the query latent of QueryLatent, attending only the positions each row selected
+  // in `topk` [rows, k] (kernels/dsa_ops.h's SparseMla).
+  void ForwardSparse(const StepContext& step, const Tensor& x, const Tensor& q_latent, const Tensor& cache,
+                     const Tensor& topk, const Tensor& out) const;
   std::int64_t kv_row_width() const { return shape_.kv_lora_rank + shape_.qk_rope_head_dim; }
 
  private:
+  // The rest of Forward once q [rows, heads, qk_head_dim] is projected (rope not yet applied);
+  // `topk` empty attends every visible key.
+  void Attend(const StepContext& step, const Tensor& x, const Tensor& q, const Tensor& cache, const Tensor& topk,
+              const Tensor& out) const;
+
   const io::ModelConfig& config_;
   kernels::MlaShape shape_;
   bool rope_interleave_;

@@ -68,4 +68,11 @@ float MlaSoftmaxScale(const io::ModelConfig& config) {
   return static_cast<float>(scale);
 }
 
+Buffer UploadInvFreq(const RopeTables& rope, kernels::Backend& backend) {
+  Buffer host = MakeF32Buffer(Shape{static_cast<std::int64_t>(rope.inv_freq.size())}, rope.inv_freq);
+  Buffer device(DType::kF32, host.tensor().shape, backend.allocator());
+  backend.CopyFromHost(host.ptr<float>(), device);
+  return device;
+}
+
 }  // namespace fission::model

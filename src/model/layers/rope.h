@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "io/model_config.h"
+#include "kernels/backend.h"
 
 namespace fission::model {
 
@@ -14,6 +15,8 @@ struct RopeTables {
 };
 
 RopeTables ComputeRope(const io::ModelConfig& config);
+// The inverse frequencies in the backend's memory, as Backend::Rope takes them.
+Buffer UploadInvFreq(const RopeTables& rope, kernels::Backend& backend);
 // qk_head_dim^-0.5, times mscale² when YaRN has mscale_all_dim.
 float MlaSoftmaxScale(const io::ModelConfig& config);
 

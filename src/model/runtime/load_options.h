@@ -34,6 +34,10 @@ struct LoadOptions {
   // "bfloat16", a checkpoint's FP8 block-quantized matrices stay FP8 on the device (LinearFp8,
   // MoeExpertsFp8); "float32" dequantizes them. The CPU is fp32 and always dequantizes.
   std::string dtype = "auto";
+  // DeepSeek Sparse Attention's indexer keys: "auto" stores them as e4m3 with a per-token scale
+  // when the KV cache is bf16 (as production engines do) and exactly otherwise; "fp8" and "exact"
+  // force one (tests compare the two on the CPU).
+  std::string index_keys = "auto";
   // Several nodes (SGLang's --nnodes, --node-rank, --dist-init-addr, --dist-timeout): the world of
   // tp_size ranks is split evenly over the nodes (comm/node_link.h); node 0 runs the engine and
   // the others follow (model::RunFollower).

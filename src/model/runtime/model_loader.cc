@@ -57,6 +57,13 @@ DeviceSpec ResolveDevice(const std::string& device) {
   return spec;
 }
 
+// How the indexer keys are stored next to a KV cache of `kv_dtype` (LoadOptions::index_keys).
+kernels::IndexKeyFormat IndexKeyFormatFor(const std::string& choice, DType kv_dtype) {
+  if (choice == "fp8") return kernels::IndexKeyFormat::kFp8;
+  if (choice == "exact") return kernels::IndexKeyFormat::kExact;
+  return kv_dtype == DType::kBF16 ? kernels::IndexKeyFormat::kFp8 : kernels::IndexKeyFormat::kExact;
+}
+
 // One rank's shard, built by its family (the one place a model is constructed).
 std::unique_ptr<CausalLM> BuildShard(const io::ModelConfig& config, WeightLoader& loader, const ShardOptions& shard,
                                      const comm::ProcessGroups* groups) {
@@ -177,6 +184,7 @@ std::unique_ptr<CausalLM> LoadOnCuda(const io::ModelConfig& config, const io::Ch
     const bool bf16 = options.dtype == "bfloat16";
     ShardOptions device_shard = shard;
     device_shard.kv_dtype = bf16 ? DType::kBF16 : DType::kF32;
+    device_shard.index_keys = IndexKeyFormatFor(options.index_keys, device_shard.kv_dtype);
     WeightLoader loader(checkpoint, *backends[i], options.dummy_seed, bf16 ? DType::kBF16 : DType::kF32);
     if (KeepsFp8(config, options)) loader.KeepFp8();
     auto& cuda_backend = static_cast<kernels::cuda::CudaBackend&>(*backends[i]);
@@ -204,6 +212,7 @@ std::unique_ptr<CausalLM> LoadCausalLM(const std::string& dir, const LoadOptions
   shard.mla_form = ParseMlaForm(options.mla_form);
   shard.pcp_min_tokens = options.pcp_min_tokens;
   shard.cuda_graphs = options.cuda_graphs;
+  shard.index_keys = IndexKeyFormatFor(options.index_keys, shard.kv_dtype);
   // Several nodes: agree on the layout and the model before anyone loads weights.
   std::unique_ptr<comm::NodeLink> link;
   if (options.nodes.nnodes > 1) link = comm::NodeLink::Bootstrap(options.nodes, MakeHandshake(dir, options, device));
