@@ -1,5 +1,6 @@
 // `fission model inspect DIR`: architecture, parameter count by dtype and the tensor list.
 #include <cstdio>
+#include <functional>
 #include <map>
 
 #include "base/error.h"
@@ -10,13 +11,24 @@
 namespace fission::cli {
 namespace {
 
-int Inspect(const std::string& dir) {
-  const io::ModelConfig c = io::LoadModelConfig(dir);
-  io::Checkpoint ckpt(dir);
+// "0-2, 5, 7-9": the layers where `pick` holds.
+std::string LayerList(std::int64_t layers, const std::function<bool(std::int64_t)>& pick) {
+  std::string out;
+  for (std::int64_t i = 0; i < layers; ++i) {
+    if (!pick(i)) continue;
+    std::int64_t j = i;
+    while (j + 1 < layers && pick(j + 1)) ++j;
+    out += StrCat(out.empty() ? "" : ", ", i, j > i ? StrCat("-", j) : std::string());
+    i = j;
+  }
+  return out.empty() ? "none" : out;
+}
+
+void PrintArchitecture(const io::ModelConfig& c) {
   std::printf("model_type        %s\n", c.model_type.c_str());
   std::printf("architectures     %s\n", c.architectures.empty() ? "-" : c.architectures[0].c_str());
-  std::printf("layers            %lld (%lld dense, then MoE)\n", static_cast<long long>(c.num_hidden_layers),
-              static_cast<long long>(c.n_routed_experts ? c.first_k_dense_replace : c.num_hidden_layers));
+  std::printf("layers            %lld; MoE in layers %s\n", static_cast<long long>(c.num_hidden_layers),
+              LayerList(c.num_hidden_layers, [&](std::int64_t i) { return c.IsMoeLayer(i); }).c_str());
   std::printf("hidden / vocab    %lld / %lld\n", static_cast<long long>(c.hidden_size),
               static_cast<long long>(c.vocab_size));
   std::printf("attention         MLA: %lld heads, q_lora %lld, kv_lora %lld, nope %lld, rope %lld, v %lld\n",
@@ -25,6 +37,17 @@ int Inspect(const std::string& dir) {
               static_cast<long long>(c.qk_rope_head_dim), static_cast<long long>(c.v_head_dim));
   std::printf("kv row            %lld values per token per layer\n",
               static_cast<long long>(c.kv_lora_rank + c.qk_rope_head_dim));
+  if (c.indexer && c.model_type != "deepseek_v4") {
+    const io::IndexerConfig& idx = *c.indexer;
+    const auto full = [&](std::int64_t i) { return idx.full_layers[static_cast<std::size_t>(i)]; };
+    std::printf("sparse attention  DSA indexer: %lld heads of %lld, top-k %lld, %s rope; one index key of %lld "
+                "values per token per full layer\n",
+                static_cast<long long>(idx.n_heads), static_cast<long long>(idx.head_dim),
+                static_cast<long long>(idx.topk), idx.rope_interleave ? "interleaved" : "half-split",
+                static_cast<long long>(idx.head_dim));
+    std::printf("index share       full layers %s; shared layers %s\n", LayerList(c.num_hidden_layers, full).c_str(),
+                LayerList(c.num_hidden_layers, [&](std::int64_t i) { return !full(i); }).c_str());
+  }
   if (c.n_routed_experts)
     std::printf("moe               %lld routed (top %lld, %lld groups, top %lld groups) + %lld shared, inter %lld\n",
                 static_cast<long long>(c.n_routed_experts), static_cast<long long>(c.num_experts_per_tok),
@@ -32,6 +55,16 @@ int Inspect(const std::string& dir) {
                 static_cast<long long>(c.n_shared_experts), static_cast<long long>(c.moe_intermediate_size));
   std::printf("rope              %s theta %g factor %g\n", c.rope.type.c_str(), c.rope.theta, c.rope.factor);
   std::printf("quantization      %s\n", c.quantization.method.empty() ? "none" : c.quantization.method.c_str());
+}
+
+int Inspect(const std::string& dir) {
+  const io::ModelConfig c = io::LoadModelConfig(dir);
+  PrintArchitecture(c);
+  if (!io::Checkpoint::Exists(dir)) {
+    std::printf("parameters        none: config.json only (serve it with --load-format dummy)\n");
+    return 0;
+  }
+  io::Checkpoint ckpt(dir);
   std::map<std::string, long long> by_dtype;
   long long total = 0;
   for (const std::string& name : ckpt.Names()) {

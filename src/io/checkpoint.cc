@@ -26,6 +26,12 @@ std::vector<std::string> ListSafetensors(const std::string& dir) {
 
 }  // namespace
 
+bool Checkpoint::Exists(const std::string& dir) {
+  if (FileExists(dir + "/model.safetensors.index.json")) return true;
+  const std::vector<std::string> files = ListSafetensors(dir);
+  return std::any_of(files.begin(), files.end(), [](const std::string& f) { return f.rfind("model", 0) == 0; });
+}
+
 Checkpoint::Checkpoint(const std::string& dir) : dir_(dir) {
   const std::string index_path = dir + "/model.safetensors.index.json";
   std::map<std::string, std::string> weight_map;  // tensor -> shard file name

@@ -15,6 +15,8 @@ class Checkpoint {
  public:
   // Opens (maps) every shard of `dir`. Errors name the directory, the index or the shard.
   explicit Checkpoint(const std::string& dir);
+  // Whether `dir` holds weights: an index or a model*.safetensors file.
+  static bool Exists(const std::string& dir);
 
   const std::string& dir() const { return dir_; }
   bool Has(const std::string& name) const { return where_.count(name) != 0; }

@@ -102,5 +102,74 @@ TEST(ModelConfig, ParsesSparseAttentionAndV4Fields) {
   EXPECT_EQ(c4.v4->layer_types.size(), 2u);
 }
 
+Json Sparse(const char* model_type) {
+  Json j = Base();
+  j["model_type"] = model_type;
+  j["num_hidden_layers"] = 6;
+  j["first_k_dense_replace"] = 1;
+  j["index_n_heads"] = 32;
+  j["index_head_dim"] = 128;
+  j["index_topk"] = 2048;
+  return j;
+}
+
+std::string FullLayers(const ModelConfig& c) {
+  std::string out;
+  for (bool full : c.indexer->full_layers) out += full ? 'F' : 'S';
+  return out;
+}
+
+// IndexShare's layer kinds by transformers' precedence, and the indexer rope's family default.
+TEST(ModelConfig, ReadsIndexShareLayers) {
+  Json j = Sparse("glm_moe_dsa");
+  EXPECT_EQ(FullLayers(ParseModelConfig(j, "config.json")), "FFFFFF");
+  EXPECT_TRUE(ParseModelConfig(j, "config.json").indexer->rope_interleave);
+  EXPECT_FALSE(ParseModelConfig(Sparse("deepseek_v32"), "config.json").indexer->rope_interleave);
+  j["index_topk_freq"] = 2;  // offset 2 by default: full where max(i - 1, 0) is even
+  EXPECT_EQ(FullLayers(ParseModelConfig(j, "config.json")), "FFSFSF");
+  j["index_skip_topk_offset"] = 1;
+  EXPECT_EQ(FullLayers(ParseModelConfig(j, "config.json")), "FSFSFS");
+  j["index_topk_pattern"] = "FSSFFS";  // a pattern wins over the schedule
+  EXPECT_EQ(FullLayers(ParseModelConfig(j, "config.json")), "FSSFFS");
+  j["indexer_types"] = {"full", "full", "shared", "shared", "shared", "full"};  // and the list over both
+  EXPECT_EQ(FullLayers(ParseModelConfig(j, "config.json")), "FFSSSF");
+  j["indexer_rope_interleave"] = false;
+  EXPECT_FALSE(ParseModelConfig(j, "config.json").indexer->rope_interleave);
+}
+
+TEST(ModelConfig, SparseAttentionErrorsNameTheField) {
+  Json j = Sparse("glm_moe_dsa");
+  j["indexer_types"] = {"full", "half"};
+  EXPECT_NE(ErrorOf(j).find("'indexer_types' must be a list of num_hidden_layers (6) strings"), std::string::npos);
+  j["indexer_types"] = {"full", "full", "half", "full", "full", "full"};
+  EXPECT_NE(ErrorOf(j).find("indexer_types[2] is \"half\" (expected one of \"full\", \"shared\")"),
+            std::string::npos)
+      << ErrorOf(j);
+  j["indexer_types"] = {"shared", "full", "full", "full", "full", "full"};
+  EXPECT_NE(ErrorOf(j).find("layer 0 is a shared indexer layer"), std::string::npos);
+  j.erase("indexer_types");
+  j["index_topk_pattern"] = "FFXFFF";
+  EXPECT_NE(ErrorOf(j).find("index_topk_pattern[2] is 'X'"), std::string::npos);
+  j.erase("index_topk_pattern");
+  j["q_lora_rank"] = nullptr;
+  EXPECT_NE(ErrorOf(j).find("needs a query LoRA"), std::string::npos);
+  j["q_lora_rank"] = 1536;
+  j["index_head_dim"] = 32;
+  j["qk_rope_head_dim"] = 64;
+  EXPECT_NE(ErrorOf(j).find("index_head_dim (32) is smaller than qk_rope_head_dim (64)"), std::string::npos);
+}
+
+// mlp_layer_types decides which layers are MoE when present.
+TEST(ModelConfig, ReadsMlpLayerTypes) {
+  Json j = Sparse("deepseek_v32");
+  j["mlp_layer_types"] = {"dense", "sparse", "dense", "sparse", "sparse", "sparse"};
+  const ModelConfig c = ParseModelConfig(j, "config.json");
+  EXPECT_FALSE(c.IsMoeLayer(0));
+  EXPECT_TRUE(c.IsMoeLayer(1));
+  EXPECT_FALSE(c.IsMoeLayer(2));
+  j["mlp_layer_types"] = {"dense", "moe", "dense", "sparse", "sparse", "sparse"};
+  EXPECT_NE(ErrorOf(j).find("mlp_layer_types[1] is \"moe\""), std::string::npos);
+}
+
 }  // namespace
 }  // namespace fission::io

@@ -23,7 +23,8 @@ class Invariance : public ::testing::TestWithParam<std::string> {};
 // (absorbed form): the same logits within 1e-5 relative.
 TEST_P(Invariance, PrefillFormEqualsAbsorbedDecodeForm) {
   auto model = LoadCausalLM(FixtureModelDir(GetParam()));
-  const auto tokens = RandomTokens(40, 7, model->vocab_size());
+  // Longer than the DSA fixtures' index_topk (32), so that their decode steps select too.
+  const auto tokens = RandomTokens(90, 7, model->vocab_size());
   StepRunner whole(*model, 8, 32, 1);
   const auto full = whole.Prefill(whole.AddSequence(), tokens, true);
   StepRunner split(*model, 8, 32, 2);
@@ -42,7 +43,7 @@ TEST_P(Invariance, ExpandedAndAbsorbedFormsAgree) {
   absorbed_options.mla_form = "absorbed";
   auto expanded = LoadCausalLM(FixtureModelDir(GetParam()), expanded_options);
   auto absorbed = LoadCausalLM(FixtureModelDir(GetParam()), absorbed_options);
-  const auto tokens = RandomTokens(23, 11, expanded->vocab_size());
+  const auto tokens = RandomTokens(60, 11, expanded->vocab_size());
   StepRunner a(*expanded, 4, 16, 3), b(*absorbed, 4, 16, 4);
   const auto ra = a.Prefill(a.AddSequence(), tokens, true);
   const auto rb = b.Prefill(b.AddSequence(), tokens, true);
@@ -55,7 +56,7 @@ TEST_P(Invariance, ExpandedAndAbsorbedFormsAgree) {
 TEST_P(Invariance, LogitsAreBitIdenticalWhateverTheBatch) {
   auto model = LoadCausalLM(FixtureModelDir(GetParam()));
   const std::int64_t vocab = model->vocab_size();
-  const auto target = RandomTokens(17, 21, vocab);
+  const auto target = RandomTokens(45, 21, vocab);
   StepRunner alone(*model, 4, 64, 5);
   const int a = alone.AddSequence();
   auto alone_rows = alone.Prefill(a, target, true);
@@ -73,7 +74,8 @@ TEST_P(Invariance, LogitsAreBitIdenticalWhateverTheBatch) {
     EXPECT_EQ(mixed_rows[p], alone_rows[p]) << "position " << p << " differs in a mixed batch";
 }
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, Invariance, ::testing::Values("tiny-deepseek-v3", "tiny-glm-routing"),
+INSTANTIATE_TEST_SUITE_P(Fixtures, Invariance,
+                         ::testing::Values("tiny-deepseek-v3", "tiny-glm-routing", "tiny-deepseek-v32", "tiny-glm-dsa"),
                          [](const auto& info) {
                            std::string name = info.param;
                            for (char& c : name)
@@ -82,19 +84,18 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, Invariance, ::testing::Values("tiny-deepseek-
                          });
 
 TEST(Registry, UnsupportedArchitecturesAreRejectedClearly) {
-  const std::string dir = ::testing::TempDir() + "/v32";
+  const std::string dir = ::testing::TempDir() + "/v4";
   std::system(("mkdir -p " + dir).c_str());
   FILE* f = std::fopen((dir + "/config.json").c_str(), "w");
-  std::fputs(R"({"model_type": "deepseek_v32", "vocab_size": 10, "hidden_size": 8, "num_hidden_layers": 1,
-    "num_attention_heads": 1, "intermediate_size": 8, "kv_lora_rank": 4, "qk_nope_head_dim": 2,
-    "qk_rope_head_dim": 2, "v_head_dim": 2, "index_n_heads": 4, "index_head_dim": 8, "index_topk": 16})", f);
+  std::fputs(R"({"model_type": "deepseek_v4", "vocab_size": 10, "hidden_size": 8, "num_hidden_layers": 1,
+    "num_attention_heads": 1, "index_n_heads": 4, "index_head_dim": 8, "index_topk": 16})", f);
   std::fclose(f);
   try {
     LoadCausalLM(dir);
-    FAIL() << "deepseek_v32 must be rejected";
+    FAIL() << "deepseek_v4 must be rejected";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("not supported yet"), std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find("deepseek_v32"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("deepseek_v4"), std::string::npos) << e.what();
   }
 }
 

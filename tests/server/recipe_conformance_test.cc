@@ -2,7 +2,8 @@
 // `python3 -m sglang.launch_server` replaced by `fission serve` and the checkpoint by a committed
 // test model of its model_type, either starts (and answers a request) or is refused before loading
 // with every missing piece it names in one message. Besides the checkpoint, only the port (a free
-// one) and the device (the CPU, so that no recipe depends on this host's GPUs) are changed.
+// one) and the device (the CPU, so that no recipe depends on this host's GPUs) are changed, and a
+// config-only checkpoint gets dummy weights and the demo model's tokenizer.
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
@@ -26,7 +27,7 @@ Json Recipes() {
 }
 
 // The recipe's words with {model} resolved and --port taken out (ServeProcess picks a free one).
-// A config-only checkpoint reads the demo model's tokenizer.
+// A config-only checkpoint runs on dummy weights and reads the demo model's tokenizer.
 std::vector<std::string> CommandWords(const Json& recipe, const Json& models) {
   const std::string model = SourceDir() + "/" + models.at(recipe.at("model_type").get<std::string>()).get<std::string>();
   std::istringstream in(recipe.at("command").get<std::string>());
@@ -42,6 +43,10 @@ std::vector<std::string> CommandWords(const Json& recipe, const Json& models) {
   // a TP8 recipe must not depend on eight GPUs being here.
   words.push_back("--device");
   words.push_back("cpu");
+  if (!std::filesystem::exists(model + "/model.safetensors")) {
+    words.push_back("--load-format");
+    words.push_back("dummy");
+  }
   if (!std::filesystem::exists(model + "/tokenizer.json")) {
     words.push_back("--tokenizer-path");
     words.push_back(DemoModelDir());
