@@ -119,7 +119,7 @@ TEST_P(SparseGoldenParity, AbsorbedFormMatchesTransformers) {
 // so it matches exactly; later positions may select differently where two keys' scores are within
 // e4m3's rounding. On these random-weight fixtures that moves the logits a lot (attention here does
 // not favour the indexer's choices, as a trained model's does): the measured mean relative error
-// is printed and recorded in docs/engine.md, not bounded.
+// is printed and recorded in docs/architecture.md, not bounded.
 TEST_P(SparseGoldenParity, Fp8IndexKeysAreExactWhileEveryKeyIsSelected) {
   const std::string dir = FixtureModelDir(GetParam());
   LoadOptions options;

@@ -26,16 +26,19 @@ int DeviceCount() {
   return cudaGetDeviceCount(&n) == cudaSuccess ? n : 0;
 }
 
-std::string ConfigDir() { return std::string(FISSION_SOURCE_DIR) + "/bench/configs/deepseek-v3"; }
+std::string ConfigDir(const char* name = "deepseek-v3") {
+  return std::string(FISSION_SOURCE_DIR) + "/bench/configs/" + name;
+}
 
-LoadOptions DummyV3(bool graphs, int tp = 1, bool fp8 = true, int layers = 2) {
+// `extra` adds fields to the override (DSA's index_topk, say).
+LoadOptions DummyV3(bool graphs, int tp = 1, bool fp8 = true, int layers = 2, const std::string& extra = "") {
   LoadOptions o;
   o.device = "cuda";
   o.dtype = "bfloat16";
   o.load_format = "dummy";
   o.tp_size = tp;
   o.json_model_override_args = StrCat(R"({"num_hidden_layers": )", layers,
-                                      R"(, "first_k_dense_replace": 1, "n_routed_experts": 64)",
+                                      R"(, "first_k_dense_replace": 1, "n_routed_experts": 64)", extra,
                                       fp8 ? "}" : R"(, "quantization_config": null})");
   o.cuda_graphs.disabled = !graphs;
   o.cuda_graphs.batch_sizes = {1, 4, 8};
@@ -101,6 +104,20 @@ TEST(CudaGraphs, ReplaysEqualEagerSteps) {
   const Stats s = DecodeBoth(*graphs, *eager, lengths, batches, 20, {1, 4, 8});
   std::printf("cuda graphs vs eager: %d of %d rows bit-identical, worst relative L2 %.3g\n", s.exact_rows, s.rows,
               s.worst);
+}
+
+// DeepSeek-V3.2's dimensions with index_topk 64, so that most of these contexts are sparse: the
+// indexer (fp8 keys, as a bf16 cache stores them), its top-k and sparse MLA decode run in graphs.
+TEST(CudaGraphs, SparseAttentionReplaysEqualEagerSteps) {
+  ASSERT_GT(DeviceCount(), 0) << "no CUDA device";
+  const std::string topk = R"(, "index_topk": 64)";
+  auto graphs = LoadCausalLM(ConfigDir("deepseek-v3.2"), DummyV3(true, 1, true, 2, topk));
+  auto eager = LoadCausalLM(ConfigDir("deepseek-v3.2"), DummyV3(false, 1, true, 2, topk));
+  const std::vector<int> lengths = {5, 16, 70, 40, 100, 300, 33, 64};
+  const std::vector<std::vector<int>> batches = {{0, 1, 2, 3, 4, 5, 6, 7}, {2}, {0, 3, 5, 6, 7}, {1, 4, 7}};
+  const Stats s = DecodeBoth(*graphs, *eager, lengths, batches, 12, {1, 4, 8});
+  std::printf("dsa cuda graphs vs eager: %d of %d rows bit-identical, worst relative L2 %.3g\n", s.exact_rows,
+              s.rows, s.worst);
 }
 
 // A second cache (other addresses) gets graphs of its own.

@@ -15,6 +15,7 @@
 #include <random>
 
 #include "io/checkpoint.h"
+#include "io/model_config.h"
 #include "io/safetensors.h"
 #include "model/fp8_testlib.h"
 #include "model/runtime/model_loader.h"
@@ -115,6 +116,76 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, CudaGoldenParity,
                              if (c == '-') c = '_';
                            return name;
                          });
+
+// DeepSeek Sparse Attention on CUDA (fp32 weights and cache, exact index keys). A position whose
+// query sees at most index_topk keys selects them all, so it meets the fp32 bound like a dense
+// model. Past it, the bf16 rounding of the MLA kernels moves later layers' indexer inputs by
+// ~1e-3, and on these random-weight fixtures near-tied index scores then select other keys (as fp8
+// keys do on the CPU: docs/architecture.md); those positions' errors are printed, not bounded.
+class CudaSparseParity : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(CudaSparseParity, MatchesTransformersWhileEveryKeyIsSelected) {
+  ASSERT_GT(DeviceCount(), 0) << "no CUDA device";
+  const std::string dir = FixtureModelDir(GetParam());
+  LoadOptions options = OnCuda();
+  options.dtype = "float32";
+  auto model = LoadCausalLM(dir, options);
+  const std::int64_t vocab = model->vocab_size(), topk = io::LoadModelConfig(dir).indexer->topk;
+  io::SafetensorsFile golden(dir + "/golden.safetensors");
+  double worst_dense = 0.0, sparse_sum = 0.0;
+  int sparse_rows = 0, sparse_argmax = 0;
+  for (int i = 0; golden.Find(StrCat("prompt", i, ".ids")) != nullptr; ++i) {
+    const Tensor ids_t = golden.View(*golden.Find(StrCat("prompt", i, ".ids")));
+    std::vector<std::int32_t> ids;
+    for (std::int64_t j = 0; j < ids_t.numel(); ++j) ids.push_back(static_cast<std::int32_t>(ids_t.ptr<std::int64_t>()[j]));
+    const float* want = golden.View(*golden.Find(StrCat("prompt", i, ".logits"))).ptr<float>();
+    StepRunner runner(*model, 4, static_cast<int>(ids.size() / 4 + 2), ids.size());
+    const auto rows = runner.Prefill(runner.AddSequence(), ids, true);
+    for (std::size_t p = 0; p < ids.size(); ++p) {
+      const double err = RelativeL2(rows[p], want + p * vocab, vocab);
+      if (static_cast<std::int64_t>(p) < topk) {
+        worst_dense = std::max(worst_dense, err);
+        EXPECT_LE(err, kVersusFp32Bound) << GetParam() << " prompt " << i << " position " << p;
+      } else {
+        sparse_sum += err;
+        ++sparse_rows;
+        const float* w = want + p * vocab;
+        sparse_argmax += Argmax(rows[p]) == static_cast<std::int32_t>(std::max_element(w, w + vocab) - w);
+      }
+    }
+  }
+  std::printf("cuda %s vs transformers: every key selected, worst relative L2 %.3g; sparse positions mean %.3g, "
+              "argmax kept %d/%d\n",
+              GetParam().c_str(), worst_dense, sparse_sum / std::max(sparse_rows, 1), sparse_argmax, sparse_rows);
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, CudaSparseParity, ::testing::Values("tiny-deepseek-v32", "tiny-glm-dsa"),
+                         [](const auto& info) {
+                           std::string name = info.param;
+                           for (char& c : name)
+                             if (c == '-') c = '_';
+                           return name;
+                         });
+
+// The real-size DSA configs load with dummy FP8 weights (3 layers: dense, MoE, MoE) and run a
+// prefill longer than index_topk and a few decode steps to finite logits.
+TEST(CudaSparseModel, RealSizeDummyConfigsRun) {
+  ASSERT_GT(DeviceCount(), 0) << "no CUDA device";
+  for (const char* name : {"deepseek-v3.2", "glm-5"}) {
+    LoadOptions options = OnCuda();
+    options.dtype = "bfloat16";
+    options.load_format = "dummy";
+    options.json_model_override_args = R"({"num_hidden_layers": 3, "first_k_dense_replace": 1})";
+    auto model = LoadCausalLM(std::string(FISSION_SOURCE_DIR) + "/bench/configs/" + name, options);
+    StepRunner runner(*model, 64, 80, 1);
+    const int seq = runner.AddSequence();
+    auto rows = runner.Prefill(seq, Tokens(3000, 5, model->vocab_size()), false);
+    for (int t = 0; t < 4; ++t) rows.push_back(runner.Decode(seq, Argmax(rows.back())));
+    for (const auto& row : rows)
+      for (float v : row) ASSERT_TRUE(std::isfinite(v)) << name;
+    std::printf("%s (3 layers, dummy FP8): prefill of 3000 tokens and 4 decode steps ran\n", name);
+  }
+}
 
 double Compare(CausalLM& want_model, CausalLM& got_model, double bound, const std::string& what) {
   std::vector<std::int32_t> tokens;
