@@ -24,6 +24,7 @@ void DecoderModel::AllocateMemory(const MemoryPlan& plan) {
   memory_.reset();
   memory_ = std::make_unique<ModelMemory>(Memory(), plan, backend_.allocator());
   inputs_ = std::make_unique<StepInputs>(backend_, memory_->spec(), options_.rank.attn_tp_size());
+  if (options_.indexer_query_split) inputs_->SplitIndexerQueries(options_.rank.attn_tp_size(), options_.rank.attn_tp_rank());
 }
 
 const ModelMemory& DecoderModel::memory() const {

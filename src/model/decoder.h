@@ -27,6 +27,8 @@ struct ShardOptions {
   RankInfo rank;
   MlaForm mla_form = MlaForm::kAuto;
   int pcp_min_tokens = kDefaultPcpMinTokens;
+  // Split DSA's indexer queries over the attention-TP group (LoadOptions::indexer_query_split).
+  bool indexer_query_split = false;
   // The KV cache's element type: fp32 (exact on the CPU) or bf16 (the CUDA backend's fast path).
   DType kv_dtype = DType::kF32;
   // How DeepSeek Sparse Attention stores its indexer keys: exactly (in kv_dtype) or as e4m3 with a

@@ -19,8 +19,15 @@ StepInputs::StepInputs(kernels::Backend& backend, MemorySpec spec, int vocab_ran
   if (fixed_) block_ = backend_.MakeInputBlock(fixed_bytes);
 }
 
+void StepInputs::SplitIndexerQueries(int ranks, int rank) {
+  FISSION_CHECK(ranks >= 1 && rank >= 0 && rank < ranks, "indexer split rank ", rank, " of ", ranks);
+  indexer_ranks_ = ranks;
+  indexer_rank_ = rank;
+}
+
 StepInputs::Layout StepInputs::MakeLayout(std::int64_t rows, std::int64_t tokens, std::int64_t logits,
-                                          std::int64_t sequences, std::int64_t table_width) const {
+                                          std::int64_t sequences, std::int64_t table_width,
+                                          std::int64_t indexer_rows) const {
   const auto r = static_cast<std::size_t>(rows), t = static_cast<std::size_t>(tokens),
              m = static_cast<std::size_t>(logits), s = static_cast<std::size_t>(sequences);
   Layout l;
@@ -34,7 +41,11 @@ StepInputs::Layout StepInputs::MakeLayout(std::int64_t rows, std::int64_t tokens
   l.own = AlignUp(l.gathered + t * 4);
   l.logit_rows = AlignUp(l.own + r * 4);
   l.vocab_order = AlignUp(l.logit_rows + m * 4);
-  l.tables = AlignUp(l.vocab_order + static_cast<std::size_t>(vocab_ranks_) * m * 4);
+  const auto ir = static_cast<std::size_t>(indexer_rows);
+  l.indexer_rows = AlignUp(l.vocab_order + static_cast<std::size_t>(vocab_ranks_) * m * 4);
+  l.indexer_positions = AlignUp(l.indexer_rows + ir * 4);
+  l.indexer_order = AlignUp(l.indexer_positions + ir * 4);
+  l.tables = AlignUp(l.indexer_order + (ir > 0 ? r : 0) * 4);
   l.bytes = l.tables + s * static_cast<std::size_t>(table_width) * 4;
   return l;
 }
@@ -53,7 +64,13 @@ const StepView& StepInputs::Write(const ForwardBatch& batch, const PcpPlan& plan
   if (width == 0)
     for (const SequenceSlice& s : batch.sequences) width = std::max(width, static_cast<std::int32_t>(s.block_table.size()));
   width = std::max(width, 1);
-  const Layout l = MakeLayout(rows, tokens, m, seqs, width);
+  // The indexer's queries are split only in steps with prefill work: decode-only steps (the ones
+  // graphs capture) stay replicated.
+  const bool prefill = std::any_of(batch.sequences.begin(), batch.sequences.end(),
+                                   [](const SequenceSlice& q) { return q.query_len > 1; });
+  const std::int64_t indexer_rows =
+      indexer_ranks_ > 1 && prefill ? (rows + indexer_ranks_ - 1) / indexer_ranks_ : 0;
+  const Layout l = MakeLayout(rows, tokens, m, seqs, width, indexer_rows);
   const std::size_t capacity = block_ ? block_->host().size() : 0;
   if (l.bytes > capacity) {
     FISSION_CHECK(!fixed_, "a step of ", seqs, " sequences and ", tokens, " tokens needs ", l.bytes,
@@ -124,6 +141,8 @@ const StepView& StepInputs::Write(const ForwardBatch& batch, const PcpPlan& plan
     (a.decode ? decode_seqs_ : prefill_seqs_).push_back(a);
   }
 
+  WriteIndexerSplit(l, positions, indexer_rows);
+
   view_.token_ids = ids;
   view_.positions = positions;
   view_.kv_slots = kv_slots;
@@ -144,6 +163,43 @@ const StepView& StepInputs::Write(const ForwardBatch& batch, const PcpPlan& plan
   view_.table_width = width;
   view_.page_size = page_size;
   return view_;
+}
+
+void StepInputs::WriteIndexerSplit(const Layout& l, std::span<const std::int32_t> positions,
+                                   std::int64_t compact_rows) {
+  indexer_seqs_.clear();
+  view_.indexer_rows = view_.indexer_positions = view_.indexer_order = {};
+  view_.indexer_seqs = {};
+  if (compact_rows == 0) return;
+  const std::int32_t ranks = indexer_ranks_, rank = indexer_rank_;
+  const auto rows = At<std::int32_t>(l.indexer_rows, static_cast<std::size_t>(compact_rows));
+  const auto compact_positions = At<std::int32_t>(l.indexer_positions, static_cast<std::size_t>(compact_rows));
+  const auto order = At<std::int32_t>(l.indexer_order, positions.size());
+  // Local row i is rank i % A's compact row i / A; after the all-gather it sits at
+  // (i % A) · compact_rows + i / A.
+  for (std::int64_t c = 0; c < compact_rows; ++c) {
+    const std::int64_t i = c * ranks + rank;
+    const bool real = i < static_cast<std::int64_t>(positions.size());
+    rows[c] = real ? static_cast<std::int32_t>(i) : 0;
+    compact_positions[c] = real ? positions[i] : 0;
+  }
+  for (std::size_t i = 0; i < positions.size(); ++i)
+    order[i] = static_cast<std::int32_t>((i % ranks) * compact_rows + i / ranks);
+  // A sequence's owned rows are consecutive compact rows.
+  for (const kernels::SeqAttention& s : seqs_) {
+    const std::int32_t first = s.query_start + (rank - s.query_start % ranks + ranks) % ranks;
+    if (first >= s.query_start + s.query_len) continue;
+    kernels::SeqAttention a = s;
+    a.query_start = first / ranks;
+    a.query_len = (s.query_start + s.query_len - 1 - first) / ranks + 1;
+    a.query_positions = compact_positions.subspan(a.query_start, a.query_len);
+    a.decode = false;
+    indexer_seqs_.push_back(a);
+  }
+  view_.indexer_rows = rows;
+  view_.indexer_positions = compact_positions;
+  view_.indexer_order = order;
+  view_.indexer_seqs = indexer_seqs_;
 }
 
 void StepInputs::Upload() {

@@ -36,6 +36,12 @@ struct StepView {
   std::span<const std::int32_t> own_rows;       // [rows] this rank's rows among the gathered ones
   std::span<const std::int32_t> logit_rows;     // [m] the logits rows among the (gathered) hidden states
   std::span<const std::int32_t> vocab_order;    // [A·m] vocab gather order (A: attention-TP ranks)
+  // The indexer's query split over the attention-TP group (when on, for steps with prefill work):
+  // this rank scores local rows i with i % A == its attention-TP rank, gathered compactly
+  // (`indexer_rows`, padded with row 0 to ceil(rows / A)), as `indexer_seqs` over the compact rows;
+  // `indexer_order` puts the group's all-gathered selections back in row order. Empty otherwise.
+  std::span<const std::int32_t> indexer_rows, indexer_positions, indexer_order;
+  std::span<const kernels::SeqAttention> indexer_seqs;
   // Per cache class of the model's memory: the entry slot of every token of the step in a paged
   // class (kv_slots itself when an entry is one token); empty for per-request classes.
   std::vector<std::span<const std::int64_t>> entry_slots;
@@ -44,6 +50,7 @@ struct StepView {
   std::int64_t page_size = 0;
 
   bool split() const { return cp_size > 1; }
+  bool splits_indexer() const { return !indexer_order.empty(); }
 };
 
 class StepInputs {
@@ -57,6 +64,9 @@ class StepInputs {
   // the step's longest table).
   const StepView& Write(const ForwardBatch& batch, const PcpPlan& plan, std::int64_t page_size,
                         std::int32_t table_width = 0);
+  // Split DeepSeek Sparse Attention's indexer queries over `ranks` attention-TP ranks (this is
+  // `rank`) in steps with prefill work (StepView::indexer_rows). Off (1 rank) by default.
+  void SplitIndexerQueries(int ranks, int rank);
   // Copies the written step to the device in one copy.
   void Upload();
   // The copies a replay makes: everything before the tables, then their first `used_width`
@@ -71,10 +81,13 @@ class StepInputs {
  private:
   struct Layout {
     std::size_t token_ids, positions, kv_slots, entry_slots, logits, state_slots, gathered, own, logit_rows,
-        vocab_order, tables, bytes;
+        vocab_order, indexer_rows, indexer_positions, indexer_order, tables, bytes;
   };
+  // `indexer_rows`: the compact rows of the indexer's query split (0 when it is off).
   Layout MakeLayout(std::int64_t rows, std::int64_t tokens, std::int64_t logits, std::int64_t sequences,
-                    std::int64_t table_width) const;
+                    std::int64_t table_width, std::int64_t indexer_rows = 0) const;
+  // StepView's indexer arrays for this rank's share of the queries.
+  void WriteIndexerSplit(const Layout& l, std::span<const std::int32_t> positions, std::int64_t compact_rows);
   template <typename T>
   std::span<T> At(std::size_t offset, std::size_t count) {
     return {reinterpret_cast<T*>(host_.data() + offset), count};
@@ -89,7 +102,8 @@ class StepInputs {
   std::span<std::byte> host_;
   Layout layout_{};
   StepView view_;
-  std::vector<kernels::SeqAttention> seqs_, decode_seqs_, prefill_seqs_;
+  std::vector<kernels::SeqAttention> seqs_, decode_seqs_, prefill_seqs_, indexer_seqs_;
+  int indexer_ranks_ = 1, indexer_rank_ = 0;
 };
 
 }  // namespace fission::model

@@ -70,6 +70,27 @@ void TokenLayout::FeedForward(const Tensor& x, const Tensor& out, const FeedForw
   if (step_.split()) b_.GatherRows(result, step_.own_rows, out);
 }
 
+namespace {
+
+// An int32 tensor as fp32 of the same bits: all-gathers and row gathers only move its words.
+Tensor SameBitsAsF32(const Tensor& t) {
+  FISSION_CHECK(t.dtype == DType::kI32, "expected int32, got ", DTypeName(t.dtype));
+  Tensor view = t;
+  view.dtype = DType::kF32;
+  return view;
+}
+
+}  // namespace
+
+void TokenLayout::GatherIndexerSelection(const Tensor& own, const Tensor& out) const {
+  const int ranks = rank_.attn_tp_size();
+  FISSION_CHECK(step_.splits_indexer() && ranks > 1, "the indexer's queries are not split in this step");
+  const std::int64_t compact = own.shape[0], k = own.shape[1];
+  Buffer gathered(DType::kI32, Shape{ranks * compact, k}, b_.allocator());
+  rank_.groups->attn_tp->AllGather(SameBitsAsF32(own), SameBitsAsF32(gathered));
+  b_.GatherRows(SameBitsAsF32(gathered), step_.indexer_order, SameBitsAsF32(out));
+}
+
 void TokenLayout::ReduceAttentionOutput(const Tensor& out) const {
   if (rank_.attn_tp_size() > 1) rank_.groups->attn_tp->AllReduceSum(out);
 }

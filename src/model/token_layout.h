@@ -79,6 +79,10 @@ class TokenLayout {
   // sums are added, and each rank keeps its own rows.
   using FeedForwardShard = std::function<void(const Tensor& in, const Tensor& partial)>;
   void FeedForward(const Tensor& x, const Tensor& out, const FeedForwardShard& shard) const;
+  // The indexer's query split (StepView::splits_indexer): this rank's selections `own`
+  // [compact rows, k] (I32) -> every rank's selections of all its rows, `out` [rows, k], gathered
+  // over the attention-TP group and put back in row order.
+  void GatherIndexerSelection(const Tensor& own, const Tensor& out) const;
   // Sums the attention-TP group's partial attention outputs (heads are split over it).
   void ReduceAttentionOutput(const Tensor& out) const;
   // Sums the vocab-parallel embedding's rows (each rank holds a slice of the vocabulary).

@@ -70,6 +70,35 @@ TEST(PcpPlan, SplitsTokensRoundRobin) {
   EXPECT_EQ(Values(v1.own_rows), (std::vector<std::int32_t>{5, 6, 7, 8, 9}));
 }
 
+// The indexer's query split: attention-TP rank 1 of 2 scores local rows 1, 3, 5, 7 (compact rows
+// 0..3), sequence by sequence, and the gathered selections return to row order.
+TEST(PcpPlan, IndexerQuerySplitTakesEveryOtherRow) {
+  const ForwardBatch batch = KnownBatch();
+  auto cpu = kernels::MakeCpuBackend();
+  StepInputs inputs(*cpu, OneLatentClass(), 2);
+  inputs.SplitIndexerQueries(2, 1);
+  const StepView& v = inputs.Write(batch, PlanContextParallelStep(batch, 1, 0, 1), 4);
+  ASSERT_TRUE(v.splits_indexer());
+  EXPECT_EQ(Values(v.indexer_rows), (std::vector<std::int32_t>{1, 3, 5, 7, 0}));  // padded to ceil(9 / 2)
+  EXPECT_EQ(Values(v.indexer_positions), (std::vector<std::int32_t>{3, 5, 0, 2, 0}));
+  ASSERT_EQ(v.indexer_seqs.size(), 2u);
+  EXPECT_EQ(v.indexer_seqs[0].query_start, 0);  // rows 1, 3 of sequence 0 (rows 0-4)
+  EXPECT_EQ(v.indexer_seqs[0].query_len, 2);
+  EXPECT_EQ(Values(v.indexer_seqs[0].query_positions), (std::vector<std::int32_t>{3, 5}));
+  EXPECT_EQ(v.indexer_seqs[1].query_start, 2);  // rows 5, 7 of sequence 1 (rows 5-8)
+  EXPECT_EQ(Values(v.indexer_seqs[1].query_positions), (std::vector<std::int32_t>{0, 2}));
+  EXPECT_EQ(v.indexer_seqs[1].kv_len, 4);
+  // Row i of the step comes from rank i % 2's compact row i / 2 of 5.
+  EXPECT_EQ(Values(v.indexer_order), (std::vector<std::int32_t>{0, 5, 1, 6, 2, 7, 3, 8, 4}));
+  // Decode-only steps (what graphs capture) are not split.
+  ForwardBatch decode;
+  decode.token_ids = {1, 2};
+  decode.positions = {5, 9};
+  decode.kv_slots = {5, 9};
+  decode.sequences = {{0, 1, 5, {0, 1}}, {1, 1, 9, {2, 3}}};
+  EXPECT_FALSE(inputs.Write(decode, PlanContextParallelStep(decode, 1, 0, 1), 4).splits_indexer());
+}
+
 TEST(PcpPlan, ShortAndDecodeOnlyStepsRunUnsplit) {
   const ForwardBatch batch = KnownBatch();
   EXPECT_FALSE(PlanContextParallelStep(batch, 2, 1, 10).split());  // under the threshold
@@ -93,6 +122,7 @@ TEST(PcpPlan, ShortAndDecodeOnlyStepsRunUnsplit) {
 struct Layout {
   const char* fixture;
   int tp, cp;
+  bool indexer_split = false;  // --dsa-indexer-query-split
 };
 
 class ParallelLayouts : public ::testing::TestWithParam<Layout> {};
@@ -108,6 +138,7 @@ TEST_P(ParallelLayouts, EqualSingleRank) {
   options.tp_size = layout.tp;
   options.attn_cp_size = layout.cp;
   options.pcp_min_tokens = 2;  // split every prefill step, however short
+  options.indexer_query_split = layout.indexer_split;
   auto parallel = LoadCausalLM(dir, options);
   std::vector<std::int32_t> want_tokens, got_tokens;
   const auto want = RunMixedScenario(*single, &want_tokens);
@@ -120,7 +151,8 @@ TEST_P(ParallelLayouts, EqualSingleRank) {
     ASSERT_LE(err, 1e-5) << "row " << i;
   }
   EXPECT_EQ(got_tokens, want_tokens);
-  std::printf("%s tp %d cp %d: worst relative L2 %.3g\n", layout.fixture, layout.tp, layout.cp, worst);
+  std::printf("%s tp %d cp %d%s: worst relative L2 %.3g\n", layout.fixture, layout.tp, layout.cp,
+              layout.indexer_split ? " indexer split" : "", worst);
 }
 
 std::vector<Layout> AllLayouts() {
@@ -128,11 +160,14 @@ std::vector<Layout> AllLayouts() {
   for (const char* fixture : {"tiny-deepseek-v3", "tiny-deepseek-v32", "tiny-glm-dsa"})
     for (auto [tp, cp] : {std::pair{1, 1}, {2, 1}, {2, 2}, {4, 1}, {4, 2}, {4, 4}})
       if (std::string(fixture) == "tiny-deepseek-v3" || cp <= 2) layouts.push_back({fixture, tp, cp});
+  for (const char* fixture : {"tiny-deepseek-v32", "tiny-glm-dsa"})
+    for (auto [tp, cp] : {std::pair{2, 1}, {4, 1}, {4, 2}}) layouts.push_back({fixture, tp, cp, true});
   return layouts;
 }
 
 INSTANTIATE_TEST_SUITE_P(CpuLocal, ParallelLayouts, ::testing::ValuesIn(AllLayouts()), [](const auto& info) {
-  std::string name = StrCat(info.param.fixture, "_tp", info.param.tp, "_cp", info.param.cp);
+  std::string name = StrCat(info.param.fixture, "_tp", info.param.tp, "_cp", info.param.cp,
+                            info.param.indexer_split ? "_indexer_split" : "");
   for (char& c : name)
     if (c == '-') c = '_';
   return name;

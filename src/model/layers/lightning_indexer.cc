@@ -58,13 +58,33 @@ void LightningIndexer::Select(const StepContext& step, const Tensor& x, const Te
   Buffer gathered;
   b.dsa().WriteIndexKeys(step.layout->KvRowsOfAllTokens(key, &gathered), in.kv_slots, key_cache, shape);
 
-  // Queries and head weights of this rank's rows only.
-  Buffer q(DType::kF32, ::fission::Shape{n, idx.n_heads, idx.head_dim}, alloc);
-  b.Linear(q_latent, wq_b_, q.tensor().View(::fission::Shape{n, idx.n_heads * idx.head_dim}));
-  b.Rope(q, 0, rope, in.positions, inv_freq_, rope_scaling_, interleaved);
-  Buffer weights(DType::kF32, ::fission::Shape{n, idx.n_heads}, alloc);
-  b.Linear(x, weights_proj_, weights);
-  b.dsa().IndexerTopK(q, weights, key_cache, in.seqs, shape, topk);
+  // Queries and head weights of the rows this rank scores: its own rows, or with the query split
+  // its share of them, gathered compactly (the selections are gathered back below).
+  const bool split = in.splits_indexer();
+  Tensor qa = q_latent, xs = x;
+  std::span<const std::int32_t> positions = in.positions;
+  std::span<const kernels::SeqAttention> seqs = in.seqs;
+  Buffer qa_own, x_own, topk_own;
+  std::int64_t rows = n;
+  if (split) {
+    rows = static_cast<std::int64_t>(in.indexer_rows.size());
+    qa_own = Buffer(DType::kF32, ::fission::Shape{rows, config_.q_lora_rank}, alloc);
+    x_own = Buffer(DType::kF32, ::fission::Shape{rows, config_.hidden_size}, alloc);
+    b.GatherRows(q_latent, in.indexer_rows, qa_own);
+    b.GatherRows(x, in.indexer_rows, x_own);
+    topk_own = Buffer(DType::kI32, ::fission::Shape{rows, idx.topk}, alloc);
+    qa = qa_own;
+    xs = x_own;
+    positions = in.indexer_positions;
+    seqs = in.indexer_seqs;
+  }
+  Buffer q(DType::kF32, ::fission::Shape{rows, idx.n_heads, idx.head_dim}, alloc);
+  b.Linear(qa, wq_b_, q.tensor().View(::fission::Shape{rows, idx.n_heads * idx.head_dim}));
+  b.Rope(q, 0, rope, positions, inv_freq_, rope_scaling_, interleaved);
+  Buffer weights(DType::kF32, ::fission::Shape{rows, idx.n_heads}, alloc);
+  b.Linear(xs, weights_proj_, weights);
+  b.dsa().IndexerTopK(q, weights, key_cache, seqs, shape, split ? topk_own.tensor() : topk);
+  if (split) step.layout->GatherIndexerSelection(topk_own, topk);
 }
 
 }  // namespace fission::model

@@ -66,6 +66,11 @@ bool ParseLoadFlag(const std::vector<std::string>& args, std::size_t* i, LoadOpt
     return true;
   }
   if (flag == "--cuda-graph-bs") return ParseGraphSizes(args, i, inline_value, value, options);
+  if (flag == "--dsa-indexer-query-split") {
+    options->indexer_query_split = true;
+    *i += 1;
+    return true;
+  }
   if (flag == "--enable-nsa-prefill-context-parallel") {
     // Context parallelism is on whenever --attn-cp-size > 1; the flag is accepted for recipes.
     *i += 1;
@@ -156,6 +161,8 @@ std::string LoadFlagsHelp() {
          "  --device D                cpu | cuda | cuda:N (ranks on devices N, N+1, ...) | auto (default cpu)\n"
          "  --dtype T                 auto | float32 | bfloat16 (bf16 weights and KV cache on cuda; default fp32)\n"
          "  --pcp-min-tokens N        split prefill steps of at least N tokens over the CP group (default 512)\n"
+         "  --dsa-indexer-query-split split DSA's indexer queries over the attention-TP ranks in prefill steps\n"
+         "                            (each scores a share, the selections are all-gathered; default off)\n"
          "  --cuda-graph-bs N...      decode batch sizes run as CUDA graphs (default 1 2 4 8 12 16 24 32 40 ... max)\n"
          "  --cuda-graph-max-bs N     the largest default CUDA graph batch size (default 256)\n"
          "  --disable-cuda-graph      run every decode step eagerly\n"

@@ -24,6 +24,9 @@ struct LoadOptions {
   int attn_cp_size = 1;
   // Steps with prefill work and at least this many tokens are split over the CP group.
   int pcp_min_tokens = 512;
+  // DeepSeek Sparse Attention: split the indexer's queries over the attention-TP group in steps
+  // with prefill work (--dsa-indexer-query-split), so that TP stops replicating its scoring.
+  bool indexer_query_split = false;
   // SGLang's --nsa-prefill-cp-mode; round-robin-split is the mode implemented.
   std::string cp_mode = "round-robin-split";
   // "cpu" (the reference backend), "cuda" or "cuda:N" (rank r on CUDA device N + r; NCCL between

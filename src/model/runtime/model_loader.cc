@@ -118,6 +118,7 @@ comm::Handshake MakeHandshake(const std::string& dir, const LoadOptions& options
       {"--attn-cp-size", std::to_string(options.attn_cp_size)},
       {"--nsa-prefill-cp-mode", options.cp_mode},
       {"--pcp-min-tokens", std::to_string(options.pcp_min_tokens)},
+      {"--dsa-indexer-query-split", options.indexer_query_split ? "on" : "off"},
       // Graph replays pad batches, so every node must pad alike for the collectives to match.
       {"the CUDA graph batch sizes", GraphSizesText(options.cuda_graphs)},
       {"the model config (fingerprint of config.json and --json-model-override-args)",
@@ -211,6 +212,7 @@ std::unique_ptr<CausalLM> LoadCausalLM(const std::string& dir, const LoadOptions
   ShardOptions shard;
   shard.mla_form = ParseMlaForm(options.mla_form);
   shard.pcp_min_tokens = options.pcp_min_tokens;
+  shard.indexer_query_split = options.indexer_query_split;
   shard.cuda_graphs = options.cuda_graphs;
   shard.index_keys = IndexKeyFormatFor(options.index_keys, shard.kv_dtype);
   // Several nodes: agree on the layout and the model before anyone loads weights.
