@@ -100,6 +100,7 @@ int RunServe(const std::vector<std::string>& args) {
   if (!problems.empty()) Fail(server::JoinProblems(problems));
   flags.load.device = flags.device;
   flags.load.dtype = flags.dtype;
+  flags.load.kv_cache_dtype = flags.kv_cache_dtype == "fp8_e4m3" ? "fp8_e4m3" : "auto";  // bf16 is auto's
   // As SGLang: no graph larger than the batch the engine can run.
   flags.load.cuda_graphs = {flags.disable_cuda_graph, flags.cuda_graph_bs,
                             flags.cuda_graph_max_bs > 0 ? flags.cuda_graph_max_bs : flags.engine.max_running_requests};

@@ -24,6 +24,22 @@ struct SeqAttention {
   bool decode = false;
 };
 
+// How the latent cache stores a token's row [kv_lora_rank | rope]. kExact: the row as it is, in the
+// cache tensor's dtype (fp32 or bf16). kFp8 (--kv-cache-dtype fp8_e4m3), FlashMLA's FP8 layout: the
+// latent as e4m3 codes with one fp32 scale per 128 values (scale = max(amax, 1e-4) / 448, the rule
+// of the FP8 activations; a shorter last group has its own), then the rope part in bf16, packed in a
+// U8 cache of LatentEntryBytes per token (656 bytes for DeepSeek's 512 + 64).
+enum class LatentFormat : std::uint8_t { kExact, kFp8 };
+
+inline constexpr std::int64_t kLatentFp8Group = 128;
+
+inline std::int64_t LatentScaleCount(std::int64_t kv_lora_rank) {
+  return (kv_lora_rank + kLatentFp8Group - 1) / kLatentFp8Group;
+}
+inline std::int64_t LatentEntryBytes(std::int64_t kv_lora_rank, std::int64_t rope) {
+  return kv_lora_rank + 4 * LatentScaleCount(kv_lora_rank) + 2 * rope;
+}
+
 struct MlaShape {
   std::int64_t num_heads = 0;  // heads computed here (the local heads under tensor parallelism)
   std::int64_t qk_nope_head_dim = 0;
@@ -32,11 +48,16 @@ struct MlaShape {
   std::int64_t kv_lora_rank = 0;
   float softmax_scale = 1.0f;
   std::int64_t page_size = 0;
+  LatentFormat latent_format = LatentFormat::kExact;
 };
 
 class MlaOps {
  public:
   virtual ~MlaOps() = default;
+  // Stores latent rows [n, kv_lora_rank + rope] (fp32) in rows `slots` of the cache in the shape's
+  // format (a slot of -1 skips its row).
+  virtual void WriteLatent(const Tensor& rows, std::span<const std::int64_t> slots, const Tensor& cache,
+                           const MlaShape& shape) = 0;
   // MLA attention over a latent cache of rows [kv_lora_rank | rope] per token.
   // q: [n, heads, nope + rope] with rope already applied; kv_b: [heads·(nope + v), kv_lora_rank];
   // out: [n, heads, v]. Each query attends its sequence's keys up to its own position.

@@ -31,6 +31,8 @@ struct ShardOptions {
   bool indexer_query_split = false;
   // The KV cache's element type: fp32 (exact on the CPU) or bf16 (the CUDA backend's fast path).
   DType kv_dtype = DType::kF32;
+  // How the MLA latent rows are stored: exactly (in kv_dtype) or FP8 (--kv-cache-dtype fp8_e4m3).
+  kernels::LatentFormat latent_format = kernels::LatentFormat::kExact;
   // How DeepSeek Sparse Attention stores its indexer keys: exactly (in kv_dtype) or as e4m3 with a
   // per-token scale (kernels/dsa_ops.h).
   kernels::IndexKeyFormat index_keys = kernels::IndexKeyFormat::kExact;

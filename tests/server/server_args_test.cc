@@ -199,13 +199,15 @@ TEST(ServerArgsTest, FeaturesNotLandedAreErrorsThatSaySo) {
   const std::vector<std::vector<std::string>> cases = {
       {"--speculative-algorithm", "EAGLE"}, {"--dp-size", "2"},        {"--enable-dp-attention"},
       {"--ep-size", "8"},
-      {"--kv-cache-dtype", "fp8_e4m3"},     {"--dtype", "float16"},    {"--quantization", "awq"}};
+      {"--kv-cache-dtype", "fp8_e5m2"},     {"--dtype", "float16"},    {"--quantization", "awq"}};
   for (const auto& c : cases) {
     const std::string msg = ErrorOf(c);
     EXPECT_TRUE(Contains(msg, c[0])) << msg;
     EXPECT_TRUE(Contains(msg, "not landed") || Contains(msg, "has landed") || Contains(msg, "have landed")) << msg;
   }
-  EXPECT_TRUE(Contains(ErrorOf({"--kv-cache-dtype", "fp8_e4m3", "--device", "cpu"}), "on cpu"));
+  // fp8_e4m3 has landed on the CPU backend only.
+  EXPECT_EQ(ErrorOf({"--kv-cache-dtype", "fp8_e4m3", "--device", "cpu"}), "");
+  EXPECT_TRUE(Contains(ErrorOf({"--kv-cache-dtype", "fp8_e4m3", "--device", "cuda"}), "on cuda"));
   // The same flags with their neutral values are fine.
   EXPECT_EQ(ErrorOf({"--dp-size", "1", "--ep-size", "1", "--nnodes", "1", "--node-rank", "0"}), "");
 }
@@ -257,7 +259,7 @@ namespace {
 
 // One run names every problem: a recipe should not take seven starts to learn its faults.
 TEST(ServerArgsTest, EveryProblemIsReportedAtOnce) {
-  const std::string e = ErrorOf({"--port", "http", "--no-such-flag", "3", "--dp-size", "4", "--kv-cache-dtype", "fp8_e4m3",
+  const std::string e = ErrorOf({"--port", "http", "--no-such-flag", "3", "--dp-size", "4", "--kv-cache-dtype", "fp8_e5m2",
                                  "--speculative-algorithm", "EAGLE", "--tp-size", "two"});
   EXPECT_TRUE(Contains(e, "6 problems:")) << e;
   for (const char* flag : {"--port", "--no-such-flag", "--dp-size", "--kv-cache-dtype", "--speculative-algorithm",

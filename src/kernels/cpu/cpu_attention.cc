@@ -1,6 +1,8 @@
 // Multi-head latent attention over the paged latent cache, in its two mathematically equal forms,
 // over every key a query sees (dense) or only over the keys DeepSeek Sparse Attention selected.
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <numeric>
 #include <vector>
 
@@ -9,10 +11,28 @@
 namespace fission::kernels::cpu {
 namespace {
 
-// The latent row of position p of a sequence.
-const float* LatentRow(const Tensor& cache, const SeqAttention& s, std::int64_t page_size, std::int64_t p) {
-  const std::int64_t page = s.block_table[p / page_size];
-  return cache.ptr<float>() + (page * page_size + p % page_size) * cache.shape[1];
+// Cache slot `slot`'s row decoded into `row` [kv_lora_rank + rope] (fp8: codes times their group's
+// scale, then the bf16 rope part).
+void DecodeFp8Latent(const Tensor& cache, std::int64_t slot, const MlaShape& sh, float* row) {
+  const std::int64_t lora = sh.kv_lora_rank, groups = LatentScaleCount(lora);
+  const std::uint8_t* entry = cache.ptr<std::uint8_t>() + slot * LatentEntryBytes(lora, sh.qk_rope_head_dim);
+  ConvertToF32(DType::kF8E4M3, entry, row, lora);
+  for (std::int64_t g = 0; g < groups; ++g) {
+    float scale;
+    std::memcpy(&scale, entry + lora + 4 * g, sizeof(float));
+    for (std::int64_t i = g * kLatentFp8Group; i < std::min(lora, (g + 1) * kLatentFp8Group); ++i) row[i] *= scale;
+  }
+  ConvertToF32(DType::kBF16, entry + lora + 4 * groups, row + lora, sh.qk_rope_head_dim);
+}
+
+// The latent row of position p of a sequence: in the cache itself when exact, else decoded into
+// `scratch`.
+const float* LatentRow(const Tensor& cache, const SeqAttention& s, const MlaShape& sh, std::int64_t p,
+                       float* scratch) {
+  const std::int64_t slot = s.block_table[p / sh.page_size] * sh.page_size + p % sh.page_size;
+  if (sh.latent_format == LatentFormat::kExact) return cache.ptr<float>() + slot * cache.shape[1];
+  DecodeFp8Latent(cache, slot, sh, scratch);
+  return scratch;
 }
 
 // Softmax of scores[0, len) in place (fp32 values, double sum).
@@ -48,7 +68,11 @@ std::vector<std::int32_t> KeysOf(const Tensor& topk, std::int64_t row, std::int3
 }
 
 void CheckSeqs(const Tensor& cache, std::span<const SeqAttention> seqs, const MlaShape& sh) {
-  FISSION_CHECK(cache.shape[1] == sh.kv_lora_rank + sh.qk_rope_head_dim, "latent row width ", cache.shape[1]);
+  const bool fp8 = sh.latent_format == LatentFormat::kFp8;
+  const std::int64_t width = fp8 ? LatentEntryBytes(sh.kv_lora_rank, sh.qk_rope_head_dim)
+                                 : sh.kv_lora_rank + sh.qk_rope_head_dim;
+  FISSION_CHECK(cache.shape[1] == width && cache.dtype == (fp8 ? DType::kU8 : DType::kF32), "latent cache ",
+                cache.shape.ToString(), " of ", DTypeName(cache.dtype), fp8 ? " for fp8 rows" : " for fp32 rows");
   for (const SeqAttention& s : seqs) {
     FISSION_CHECK(static_cast<std::int64_t>(s.block_table.size()) * sh.page_size >= s.kv_len, "block table of ",
                   s.block_table.size(), " pages cannot hold ", s.kv_len, " tokens");
@@ -68,8 +92,9 @@ void MlaAttentionExpanded(const Tensor& q, const Tensor& cache, const Tensor& kv
     const std::int64_t kv_len = s.kv_len;
     // Gather the latent rows, then expand keys and values for every head: [kv_len, heads*(nope+v)].
     Buffer latent(DType::kF32, Shape{kv_len, lora}), rope_keys(DType::kF32, Shape{kv_len, rope});
+    std::vector<float> decoded(static_cast<std::size_t>(lora + rope));
     for (std::int64_t p = 0; p < kv_len; ++p) {
-      const float* row = LatentRow(cache, s, sh.page_size, p);
+      const float* row = LatentRow(cache, s, sh, p, decoded.data());
       std::copy(row, row + lora, latent.ptr<float>() + p * lora);
       std::copy(row + lora, row + lora + rope, rope_keys.ptr<float>() + p * rope);
     }
@@ -122,21 +147,40 @@ void MlaAttentionAbsorbed(const Tensor& q, const Tensor& cache, const Tensor& kv
         std::vector<float> q_latent(lora, 0.0f);
         for (std::int64_t i = 0; i < nope; ++i)
           for (std::int64_t l = 0; l < lora; ++l) q_latent[l] += qh[i] * w_uk[i * lora + l];
-        std::vector<float> scores(visible);
+        std::vector<float> scores(visible), decoded(static_cast<std::size_t>(lora + rope));
         for (std::int64_t j = 0; j < visible; ++j) {
-          const float* c = LatentRow(cache, s, sh.page_size, keys[j]);
+          const float* c = LatentRow(cache, s, sh, keys[j], decoded.data());
           scores[j] = (Dot(q_latent.data(), c, lora) + Dot(qh + nope, c + lora, rope)) * sh.softmax_scale;
         }
         Softmax(scores.data(), visible);
         std::vector<float> o_latent(lora, 0.0f);
         for (std::int64_t j = 0; j < visible; ++j) {
-          const float* c = LatentRow(cache, s, sh.page_size, keys[j]);
+          const float* c = LatentRow(cache, s, sh, keys[j], decoded.data());
           for (std::int64_t l = 0; l < lora; ++l) o_latent[l] += scores[j] * c[l];
         }
         float* o = out.ptr<float>() + (row * heads + h) * vdim;
         for (std::int64_t d = 0; d < vdim; ++d) o[d] = Dot(w_uv + d * lora, o_latent.data(), lora);
       }
     }
+  }
+}
+
+void WriteLatent(const Tensor& rows, std::span<const std::int64_t> slots, const Tensor& cache, const MlaShape& sh) {
+  if (sh.latent_format == LatentFormat::kExact) return WriteKv(rows, slots, cache);
+  const std::int64_t lora = sh.kv_lora_rank, rope = sh.qk_rope_head_dim, groups = LatentScaleCount(lora);
+  const std::int64_t bytes = LatentEntryBytes(lora, rope);
+  FISSION_CHECK(cache.dtype == DType::kU8 && cache.shape[1] == bytes &&
+                    rows.numel() == static_cast<std::int64_t>(slots.size()) * (lora + rope),
+                "fp8 latent cache ", cache.shape.ToString(), " for rows ", rows.shape.ToString());
+  for (std::size_t i = 0; i < slots.size(); ++i) {
+    FISSION_CHECK(slots[i] >= -1 && slots[i] < cache.shape[0], "kv slot ", slots[i]);
+    if (slots[i] < 0) continue;
+    const float* row = rows.ptr<float>() + static_cast<std::int64_t>(i) * (lora + rope);
+    std::uint8_t* entry = cache.ptr<std::uint8_t>() + slots[i] * bytes;
+    std::vector<float> scales(static_cast<std::size_t>(groups));
+    QuantizeFp8PerTokenGroup(row, lora, entry, scales.data());
+    std::memcpy(entry + lora, scales.data(), 4 * groups);
+    ConvertFromF32(DType::kBF16, row + lora, entry + lora + 4 * groups, rope);
   }
 }
 

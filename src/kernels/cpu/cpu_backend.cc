@@ -8,6 +8,10 @@ namespace {
 
 class CpuMlaOps final : public MlaOps {
  public:
+  void WriteLatent(const Tensor& rows, std::span<const std::int64_t> slots, const Tensor& cache,
+                   const MlaShape& shape) override {
+    cpu::WriteLatent(rows, slots, cache, shape);
+  }
   void Expanded(const Tensor& q, const Tensor& cache, const Tensor& kv_b, std::span<const SeqAttention> seqs,
                 const MlaShape& shape, const Tensor& out) override {
     cpu::MlaAttentionExpanded(q, cache, kv_b, seqs, shape, out);

@@ -43,6 +43,9 @@ void MlaAttentionExpanded(const Tensor& q, const Tensor& cache, const Tensor& kv
 void MlaAttentionAbsorbed(const Tensor& q, const Tensor& cache, const Tensor& kv_b, std::span<const SeqAttention> seqs,
                           const MlaShape& shape, const Tensor& out, const Tensor& topk = {});
 
+// MlaOps::WriteLatent: exact rows copied, fp8 rows quantized (kernels/mla_ops.h's layout).
+void WriteLatent(const Tensor& rows, std::span<const std::int64_t> slots, const Tensor& cache, const MlaShape& shape);
+
 void LayerNorm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps, const Tensor& out);
 // The lightning indexer (Backend::dsa()).
 void WriteIndexKeys(const Tensor& keys, std::span<const std::int64_t> slots, const Tensor& cache,

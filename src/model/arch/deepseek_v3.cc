@@ -13,7 +13,8 @@ DeepseekV3Model::DeepseekV3Model(io::ModelConfig config, WeightLoader& loader, c
     Layer layer;
     layer.input_layernorm = loader.LoadNorm(prefix + "input_layernorm.weight", c.hidden_size);
     layer.post_attention_layernorm = loader.LoadNorm(prefix + "post_attention_layernorm.weight", c.hidden_size);
-    layer.attention = std::make_unique<MlaAttention>(c, prefix + "self_attn.", loader, rope, rank);
+    layer.attention = std::make_unique<MlaAttention>(c, prefix + "self_attn.", loader, rope, rank,
+                                                     options.latent_format);
     layer.feed_forward = std::make_unique<DeepseekFeedForward>(c, i, prefix + "mlp.", loader, rank);
     layers_.push_back(std::move(layer));
   }
@@ -30,7 +31,7 @@ MemorySpec DeepseekV3Model::Memory() const {
   latent.kind = CacheKind::kPaged;
   latent.tokens_per_entry = 1;
   latent.layers = static_cast<std::int32_t>(layers_.size());
-  latent.fields = {{"latent", options().kv_dtype, c.kv_lora_rank + c.qk_rope_head_dim}};
+  latent.fields = MlaAttention::LatentFields(c, options().latent_format, options().kv_dtype);
   return {{latent}};
 }
 

@@ -13,7 +13,8 @@ DeepseekSparseModel::DeepseekSparseModel(io::ModelConfig config, WeightLoader& l
     Layer layer;
     layer.input_layernorm = loader.LoadNorm(prefix + "input_layernorm.weight", c.hidden_size);
     layer.post_attention_layernorm = loader.LoadNorm(prefix + "post_attention_layernorm.weight", c.hidden_size);
-    layer.attention = std::make_unique<MlaAttention>(c, prefix + "self_attn.", loader, rope, rank);
+    layer.attention = std::make_unique<MlaAttention>(c, prefix + "self_attn.", loader, rope, rank,
+                                                     options.latent_format);
     if (c.indexer->full_layers[static_cast<std::size_t>(i)]) {
       layer.indexer =
           std::make_unique<LightningIndexer>(c, prefix + "self_attn.indexer.", loader, rope, options.index_keys);
@@ -39,7 +40,7 @@ MemorySpec DeepseekSparseModel::Memory() const {
   latent.kind = CacheKind::kPaged;
   latent.tokens_per_entry = 1;
   latent.layers = static_cast<std::int32_t>(layers_.size());
-  latent.fields = {{"latent", options().kv_dtype, c.kv_lora_rank + c.qk_rope_head_dim}};
+  latent.fields = MlaAttention::LatentFields(c, options().latent_format, options().kv_dtype);
   CacheClass keys;
   keys.name = "dsa_index_key";
   keys.kind = CacheKind::kPaged;

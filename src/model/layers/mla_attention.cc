@@ -6,8 +6,9 @@ namespace fission::model {
 constexpr float kLoraNormEps = 1e-6f;
 
 MlaAttention::MlaAttention(const io::ModelConfig& c, const std::string& prefix, WeightLoader& loader,
-                           const RopeTables& rope, const RankInfo& rank)
+                           const RopeTables& rope, const RankInfo& rank, kernels::LatentFormat latent_format)
     : config_(c), rope_interleave_(c.rope_interleave), rope_scaling_(rope.attention_scaling) {
+  shape_.latent_format = latent_format;
   const Range heads_range = EvenPart(c.num_attention_heads, rank.attn_tp_size(), rank.attn_tp_rank(),
                                      "num_attention_heads");
   const std::int64_t h0 = heads_range.begin, h1 = heads_range.end;
@@ -49,6 +50,14 @@ void MlaAttention::Forward(const StepContext& step, const Tensor& x, const Tenso
   Attend(step, x, q, cache, Tensor{}, out);
 }
 
+std::vector<CacheField> MlaAttention::LatentFields(const io::ModelConfig& c, kernels::LatentFormat format,
+                                                   DType exact_dtype) {
+  if (format == kernels::LatentFormat::kExact) return {{"latent", exact_dtype, c.kv_lora_rank + c.qk_rope_head_dim}};
+  return {{"latent_codes", DType::kF8E4M3, c.kv_lora_rank},
+          {"latent_scales", DType::kF32, kernels::LatentScaleCount(c.kv_lora_rank)},
+          {"rope", DType::kBF16, c.qk_rope_head_dim}};
+}
+
 Buffer MlaAttention::QueryLatent(kernels::Backend& b, const Tensor& x) const {
   FISSION_CHECK(config_.q_lora_rank > 0, "QueryLatent of an attention without a query LoRA");
   Buffer qa(DType::kF32, Shape{x.shape[0], config_.q_lora_rank}, b.allocator());
@@ -82,8 +91,10 @@ void MlaAttention::Attend(const StepContext& step, const Tensor& x, const Tensor
   b.RmsNorm(latent, kv_a_layernorm_, kLoraNormEps, latent);
   b.Rope(latent, shape_.kv_lora_rank, shape_.qk_rope_head_dim, in.positions, inv_freq_, rope_scaling_,
          rope_interleave_);
+  kernels::MlaShape shape = shape_;
+  shape.page_size = in.page_size;
   Buffer gathered;
-  b.WriteKv(step.layout->KvRowsOfAllTokens(latent, &gathered), in.kv_slots, cache);
+  b.mla().WriteLatent(step.layout->KvRowsOfAllTokens(latent, &gathered), in.kv_slots, cache, shape);
 
   // Prefill chunks take the expanded form, single-token decodes the absorbed one (unless forced).
   std::span<const kernels::SeqAttention> expanded = in.prefill_seqs, absorbed = in.decode_seqs;
@@ -94,8 +105,6 @@ void MlaAttention::Attend(const StepContext& step, const Tensor& x, const Tensor
     expanded = {};
     absorbed = in.seqs;
   }
-  kernels::MlaShape shape = shape_;
-  shape.page_size = in.page_size;
   Buffer attn(DType::kF32, Shape{n, heads, shape_.v_head_dim}, alloc);
   b.Zero(attn);  // padding rows stay zero
   if (topk.data != nullptr) {

@@ -8,15 +8,17 @@
 #include "io/model_config.h"
 #include "model/step_context.h"
 #include "model/layers/rope.h"
+#include "model/memory_spec.h"
 #include "model/weights.h"
 
 namespace fission::model {
 
 class MlaAttention {
  public:
-  // Loads the heads this rank computes (all of them on a single rank).
+  // Loads the heads this rank computes (all of them on a single rank); the cache stores latent
+  // rows in `latent_format`.
   MlaAttention(const io::ModelConfig& config, const std::string& prefix, WeightLoader& loader,
-               const RopeTables& rope, const RankInfo& rank);
+               const RopeTables& rope, const RankInfo& rank, kernels::LatentFormat latent_format);
   // x [rows, hidden] (this rank's rows of the step) -> out [rows, hidden], summed over the
   // attention-TP group. Writes the latent rows of every token of the step into `cache`
   // [slots, width] (the token layout gathers them over the context-parallel group).
@@ -29,6 +31,10 @@ class MlaAttention {
   void ForwardSparse(const StepContext& step, const Tensor& x, const Tensor& q_latent, const Tensor& cache,
                      const Tensor& topk, const Tensor& out) const;
   std::int64_t kv_row_width() const { return shape_.kv_lora_rank + shape_.qk_rope_head_dim; }
+  // The latent cache's entry in `format`: one row of `exact_dtype`, or FP8 codes, scales and the
+  // bf16 rope part (kernels/mla_ops.h).
+  static std::vector<CacheField> LatentFields(const io::ModelConfig& config, kernels::LatentFormat format,
+                                              DType exact_dtype);
 
  private:
   // The rest of Forward once q [rows, heads, qk_head_dim] is projected (rope not yet applied);

@@ -145,6 +145,8 @@ void ValidateLoadOptions(const LoadOptions& options) {
   ParseDevice(options.device);
   if (options.dtype != "auto" && options.dtype != "float32" && options.dtype != "bfloat16")
     Fail("--dtype '", options.dtype, "' is not supported (supported: auto, float32, bfloat16)");
+  if (options.kv_cache_dtype != "auto" && options.kv_cache_dtype != "fp8_e4m3")
+    Fail("--kv-cache-dtype ", options.kv_cache_dtype, " is not supported (supported: auto, bf16, fp8_e4m3)");
   if (options.index_keys != "auto" && options.index_keys != "fp8" && options.index_keys != "exact")
     Fail("index key storage '", options.index_keys, "' is not supported (supported: auto, fp8, exact)");
   if (options.load_format != "auto" && options.load_format != "safetensors" && options.load_format != "dummy")

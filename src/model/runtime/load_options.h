@@ -37,8 +37,11 @@ struct LoadOptions {
   // "bfloat16", a checkpoint's FP8 block-quantized matrices stay FP8 on the device (LinearFp8,
   // MoeExpertsFp8); "float32" dequantizes them. The CPU is fp32 and always dequantizes.
   std::string dtype = "auto";
+  // The MLA latent cache (--kv-cache-dtype): "auto" keeps it in --dtype's element type;
+  // "fp8_e4m3" stores e4m3 codes with per-128 scales and a bf16 rope part (kernels/mla_ops.h).
+  std::string kv_cache_dtype = "auto";
   // DeepSeek Sparse Attention's indexer keys: "auto" stores them as e4m3 with a per-token scale
-  // when the KV cache is bf16 (as production engines do) and exactly otherwise; "fp8" and "exact"
+  // when the KV cache is bf16 or fp8 (as production engines do) and exactly otherwise; "fp8" and "exact"
   // force one (tests compare the two on the CPU).
   std::string index_keys = "auto";
   // Several nodes (SGLang's --nnodes, --node-rank, --dist-init-addr, --dist-timeout): the world of
