@@ -19,6 +19,18 @@ void DecoderModel::SetVocabulary(Buffer embed_tokens, Buffer final_norm, float f
   lm_head_ = std::move(lm_head);
 }
 
+Buffer DecoderModel::LoadDeepseekEmbedding(WeightLoader& loader) const {
+  return loader.Load("model.embed_tokens.weight", Shape{config_.vocab_size, config_.hidden_size}, vocab_part_);
+}
+
+void DecoderModel::LoadDeepseekHead(WeightLoader& loader, Buffer embed_tokens) {
+  Buffer norm = loader.LoadNorm("model.norm.weight", config_.hidden_size);
+  Buffer lm_head = loader.Load(config_.tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight",
+                               Shape{config_.vocab_size, config_.hidden_size}, vocab_part_);
+  SetVocabulary(std::move(embed_tokens), std::move(norm), static_cast<float>(config_.rms_norm_eps),
+                Weight::Plain(std::move(lm_head)));
+}
+
 void DecoderModel::AllocateMemory(const MemoryPlan& plan) {
   graphs_.reset();  // they hold the old storage's addresses
   memory_.reset();

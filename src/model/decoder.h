@@ -62,6 +62,11 @@ class DecoderModel : public CausalLM {
   virtual Buffer Hidden(const StepContext& step) = 0;
   // Loads the vocabulary's weights (the rank's slice of vocab_part()) by the family's names.
   void SetVocabulary(Buffer embed_tokens, Buffer final_norm, float final_norm_eps, Weight lm_head);
+  // The same by DeepSeek checkpoints' names, in their order: the embedding first
+  // (model.embed_tokens), then after the layers the final norm (model.norm) and lm_head (or the
+  // tied embedding).
+  Buffer LoadDeepseekEmbedding(WeightLoader& loader) const;
+  void LoadDeepseekHead(WeightLoader& loader, Buffer embed_tokens);
   // h [rows, hidden] = the embedding of this rank's tokens (summed over the vocabulary ranks).
   void Embed(const StepContext& step, const Tensor& h) const;
   const ShardOptions& options() const { return options_; }

@@ -5,54 +5,29 @@ namespace fission::model {
 DeepseekV3Model::DeepseekV3Model(io::ModelConfig config, WeightLoader& loader, const ShardOptions& options)
     : DecoderModel(std::move(config), loader.backend(), options) {
   const io::ModelConfig& c = this->config();
-  const RankInfo& rank = options.rank;
-  Buffer embed = loader.Load("model.embed_tokens.weight", Shape{c.vocab_size, c.hidden_size}, vocab_part());
+  Buffer embed = LoadDeepseekEmbedding(loader);
   const RopeTables rope = ComputeRope(c);
-  for (std::int64_t i = 0; i < c.num_hidden_layers; ++i) {
-    const std::string prefix = StrCat("model.layers.", i, ".");
-    Layer layer;
-    layer.input_layernorm = loader.LoadNorm(prefix + "input_layernorm.weight", c.hidden_size);
-    layer.post_attention_layernorm = loader.LoadNorm(prefix + "post_attention_layernorm.weight", c.hidden_size);
-    layer.attention = std::make_unique<MlaAttention>(c, prefix + "self_attn.", loader, rope, rank,
-                                                     options.latent_format);
-    layer.feed_forward = std::make_unique<DeepseekFeedForward>(c, i, prefix + "mlp.", loader, rank);
-    layers_.push_back(std::move(layer));
-  }
-  Buffer norm = loader.LoadNorm("model.norm.weight", c.hidden_size);
-  Buffer lm_head = loader.Load(c.tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight",
-                               Shape{c.vocab_size, c.hidden_size}, vocab_part());
-  SetVocabulary(std::move(embed), std::move(norm), static_cast<float>(c.rms_norm_eps), Weight::Plain(std::move(lm_head)));
+  for (std::int64_t i = 0; i < c.num_hidden_layers; ++i)
+    layers_.emplace_back(c, i, loader, rope, options.rank, options.latent_format);
+  LoadDeepseekHead(loader, std::move(embed));
 }
 
 MemorySpec DeepseekV3Model::Memory() const {
-  const io::ModelConfig& c = config();
-  CacheClass latent;
-  latent.name = "mla_latent";
-  latent.kind = CacheKind::kPaged;
-  latent.tokens_per_entry = 1;
-  latent.layers = static_cast<std::int32_t>(layers_.size());
-  latent.fields = MlaAttention::LatentFields(c, options().latent_format, options().kv_dtype);
-  return {{latent}};
+  return {{MlaLatentClass(config(), options().latent_format, options().kv_dtype,
+                          static_cast<std::int32_t>(layers_.size()))}};
 }
 
 Buffer DeepseekV3Model::Hidden(const StepContext& step) {
-  kernels::Backend& b = *step.backend;
-  Allocator* alloc = b.allocator();
+  Allocator* alloc = step.backend->allocator();
   const std::int64_t n = step.layout->rows(), hidden = config().hidden_size;
   Buffer h(DType::kF32, Shape{n, hidden}, alloc), x(DType::kF32, Shape{n, hidden}, alloc),
       y(DType::kF32, Shape{n, hidden}, alloc);
   Embed(step, h);
-  const float eps = static_cast<float>(config().rms_norm_eps);
   for (std::size_t i = 0; i < layers_.size(); ++i) {
-    const Layer& layer = layers_[i];
-    b.RmsNorm(h, layer.input_layernorm, eps, x);
-    layer.attention->Forward(step, x, step.memory->entries(0, static_cast<int>(i)), y);
-    b.Add(h, y, h);
-    b.RmsNorm(h, layer.post_attention_layernorm, eps, x);
-    step.layout->FeedForward(x, y, [&](const Tensor& in, const Tensor& partial) {
-      layer.feed_forward->Forward(b, in, partial);
+    const DeepseekLayer& layer = layers_[i];
+    layer.Forward(step, h, x, y, [&](const Tensor& in, const Tensor& out) {
+      layer.attention->Forward(step, in, step.memory->entries(0, static_cast<int>(i)), out);
     });
-    b.Add(h, y, h);
   }
   return h;
 }

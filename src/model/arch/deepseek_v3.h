@@ -4,12 +4,10 @@
 // describes; a single rank holds everything.
 #pragma once
 
-#include <memory>
 #include <vector>
 
 #include "model/decoder.h"
-#include "model/layers/feed_forward.h"
-#include "model/layers/mla_attention.h"
+#include "model/layers/deepseek_layer.h"
 
 namespace fission::model {
 
@@ -22,14 +20,9 @@ class DeepseekV3Model final : public DecoderModel {
   MemorySpec Memory() const override;
 
  private:
-  struct Layer {
-    Buffer input_layernorm, post_attention_layernorm;
-    std::unique_ptr<MlaAttention> attention;
-    std::unique_ptr<DeepseekFeedForward> feed_forward;
-  };
   Buffer Hidden(const StepContext& step) override;
 
-  std::vector<Layer> layers_;
+  std::vector<DeepseekLayer> layers_;
 };
 
 }  // namespace fission::model

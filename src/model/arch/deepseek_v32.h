@@ -10,9 +10,8 @@
 #include <vector>
 
 #include "model/decoder.h"
-#include "model/layers/feed_forward.h"
+#include "model/layers/deepseek_layer.h"
 #include "model/layers/lightning_indexer.h"
-#include "model/layers/mla_attention.h"
 
 namespace fission::model {
 
@@ -26,16 +25,11 @@ class DeepseekSparseModel final : public DecoderModel {
   MemorySpec Memory() const override;
 
  private:
-  struct Layer {
-    Buffer input_layernorm, post_attention_layernorm;
-    std::unique_ptr<MlaAttention> attention;
-    std::unique_ptr<LightningIndexer> indexer;  // null in a shared layer
-    int index_layer = -1;                       // its layer of the key cache (full layers)
-    std::unique_ptr<DeepseekFeedForward> feed_forward;
-  };
   Buffer Hidden(const StepContext& step) override;
 
-  std::vector<Layer> layers_;
+  std::vector<DeepseekLayer> layers_;
+  std::vector<std::unique_ptr<LightningIndexer>> indexers_;  // per layer; null in a shared layer
+  std::vector<int> index_layer_;                             // per layer: its layer of the key cache
   int full_layers_ = 0;
 };
 

@@ -1,0 +1,36 @@
+#include "model/layers/deepseek_layer.h"
+
+namespace fission::model {
+
+DeepseekLayer::DeepseekLayer(const io::ModelConfig& c, std::int64_t layer, WeightLoader& loader,
+                             const RopeTables& rope, const RankInfo& rank, kernels::LatentFormat latent_format)
+    : prefix(StrCat("model.layers.", layer, ".")), norm_eps(static_cast<float>(c.rms_norm_eps)) {
+  input_layernorm = loader.LoadNorm(prefix + "input_layernorm.weight", c.hidden_size);
+  post_attention_layernorm = loader.LoadNorm(prefix + "post_attention_layernorm.weight", c.hidden_size);
+  attention = std::make_unique<MlaAttention>(c, prefix + "self_attn.", loader, rope, rank, latent_format);
+  feed_forward = std::make_unique<DeepseekFeedForward>(c, layer, prefix + "mlp.", loader, rank);
+}
+
+void DeepseekLayer::Forward(const StepContext& step, const Tensor& h, const Tensor& x, const Tensor& y,
+                            const Attend& attend) const {
+  kernels::Backend& b = *step.backend;
+  b.RmsNorm(h, input_layernorm, norm_eps, x);
+  attend(x, y);
+  b.Add(h, y, h);
+  b.RmsNorm(h, post_attention_layernorm, norm_eps, x);
+  step.layout->FeedForward(x, y, [&](const Tensor& in, const Tensor& partial) { feed_forward->Forward(b, in, partial); });
+  b.Add(h, y, h);
+}
+
+CacheClass MlaLatentClass(const io::ModelConfig& config, kernels::LatentFormat format, DType exact_dtype,
+                          std::int32_t layers) {
+  CacheClass latent;
+  latent.name = "mla_latent";
+  latent.kind = CacheKind::kPaged;
+  latent.tokens_per_entry = 1;
+  latent.layers = layers;
+  latent.fields = MlaAttention::LatentFields(config, format, exact_dtype);
+  return latent;
+}
+
+}  // namespace fission::model

@@ -1,0 +1,34 @@
+// The layer DeepSeek-V3 and the DSA families share: pre-norm attention and a pre-norm
+// feed-forward (dense MLP or DeepSeekMoE), each added to the residual stream. The family decides
+// how the attention runs (dense MLA, or MLA over the indexer's selection).
+#pragma once
+
+#include <functional>
+#include <memory>
+
+#include "model/layers/feed_forward.h"
+#include "model/layers/mla_attention.h"
+
+namespace fission::model {
+
+struct DeepseekLayer {
+  // Loads layer `layer` ("model.layers.N.": the norms, self_attn.* and mlp.*).
+  DeepseekLayer(const io::ModelConfig& config, std::int64_t layer, WeightLoader& loader, const RopeTables& rope,
+                const RankInfo& rank, kernels::LatentFormat latent_format);
+  // h += attend(input_layernorm(h)); h += feed_forward(post_attention_layernorm(h)). `attend(x, y)`
+  // writes the attention output of x into y; x and y are [rows, hidden] scratch the caller shares.
+  using Attend = std::function<void(const Tensor& x, const Tensor& y)>;
+  void Forward(const StepContext& step, const Tensor& h, const Tensor& x, const Tensor& y, const Attend& attend) const;
+
+  std::string prefix;
+  float norm_eps;
+  Buffer input_layernorm, post_attention_layernorm;
+  std::unique_ptr<MlaAttention> attention;
+  std::unique_ptr<DeepseekFeedForward> feed_forward;
+};
+
+// The paged class of MLA's latent rows: one entry per token in each of `layers` layers.
+CacheClass MlaLatentClass(const io::ModelConfig& config, kernels::LatentFormat format, DType exact_dtype,
+                          std::int32_t layers);
+
+}  // namespace fission::model
