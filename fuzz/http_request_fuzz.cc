@@ -15,6 +15,7 @@
 #include "http/request_parser.h"
 #include "server/api_error.h"
 #include "server/request_decoding.h"
+#include "tokenizer/chat_template.h"
 
 namespace {
 

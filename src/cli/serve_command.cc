@@ -142,6 +142,7 @@ int RunServe(const std::vector<std::string>& args) {
   options.tokenizer_path = flags.TokenizerPath();
   options.api_key = flags.api_key;
   if (!flags.chat_template.empty()) options.chat_template_file = flags.chat_template;
+  options.model_type = io::LoadModelConfig(flags.model_path, flags.load.json_model_override_args).model_type;
   options.reasoning_parser = flags.reasoning_parser;
   options.tool_call_parser = flags.tool_call_parser;
   options.default_chat_template_kwargs = environment.chat_template_kwargs;

@@ -11,7 +11,7 @@
 #include "base/error.h"
 #include "base/json.h"
 #include "cli/commands.h"
-#include "tokenizer/chat_template.h"
+#include "tokenizer/chat_renderer.h"
 #include "tokenizer/tokenizer.h"
 
 namespace fission::cli {
@@ -152,8 +152,10 @@ int RunTokenize(const std::vector<std::string>& args) {
     } else {
       Fail(*chat, ": expected a messages array or an object with \"messages\"");
     }
-    auto chat_tmpl = tokenizer::ChatTemplate::ForModel(tok->config(), chat_template);
-    std::string prompt = chat_tmpl.Apply(messages, options, tok->config());
+    // As the server: a deepseek_v32 model without a template renders with its own encoder.
+    auto renderer =
+        tokenizer::ChatRendererForModel(tok->config(), chat_template, tokenizer::ModelTypeOf(*model_path));
+    std::string prompt = renderer->Apply(messages, options, tok->config());
     // The rendered prompt already holds its special tokens.
     std::vector<std::int32_t> ids = tok->Encode(prompt, false);
     Print({{"prompt", prompt}, {"ids", ids}, {"num_tokens", ids.size()}});

@@ -13,7 +13,7 @@
 #include "server/native_protocol.h"
 #include "server/openai_protocol.h"
 #include "server/tool_call_parser.h"
-#include "tokenizer/chat_template.h"
+#include "tokenizer/chat_renderer.h"
 #include "tokenizer/tokenizer.h"
 
 namespace fission::server {
@@ -26,7 +26,8 @@ inline constexpr std::size_t kMaxModelNameBytes = 1024;
 
 struct RouteContext {
   const tokenizer::Tokenizer* tokenizer = nullptr;
-  const tokenizer::ChatTemplate* chat_template = nullptr;  // null: chat is refused with the error below
+  // The chat template or the model's own encoder; null: chat is refused with the error below.
+  const tokenizer::ChatRenderer* chat_template = nullptr;
   std::string chat_template_error;
   std::string served_model_name;  // what answers are named when a request names no model
   std::string model_path;

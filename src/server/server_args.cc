@@ -52,7 +52,8 @@ const std::vector<FlagInfo>& ServerFlags() {
       {"--reasoning-parser", {}, T::kString, K::kApplied, P::kServer, "NAME", "none",
        "deepseek-r1 | deepseek-v3 | deepseek-v4 | glm45 | qwen3: thinking text goes to reasoning_content"},
       {"--tool-call-parser", {}, T::kString, K::kApplied, P::kServer, "NAME", "none",
-       "deepseekv3 | deepseekv31 | deepseekv4 | glm45 | glm47 | qwen: tool-call markup becomes tool_calls"},
+       "deepseekv3 | deepseekv31 | deepseekv32 | deepseekv4 | glm45 | glm47 | qwen: tool-call markup becomes "
+       "tool_calls"},
       {"--log-level", {}, T::kString, K::kApplied, P::kServer, "L", "info", "debug | info | warning | error | critical"},
       {"--graceful-shutdown-timeout", {}, T::kFloat, K::kApplied, P::kServer, "S", "30",
        "on SIGTERM, seconds requests in flight may take to finish before they are cancelled"},

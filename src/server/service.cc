@@ -58,8 +58,9 @@ Service::Service(ServiceOptions options, engine::Engine& engine, const tokenizer
   if (!options_.tool_call_parser.empty()) tool_call_parser_ = ToolCallParser::Create(options_.tool_call_parser);
   RouteContext& c = route_context_;
   try {
-    chat_template_.emplace(tokenizer::ChatTemplate::ForModel(tokenizer_.config(), options_.chat_template_file));
-    c.chat_template = &*chat_template_;
+    chat_template_ =
+        tokenizer::ChatRendererForModel(tokenizer_.config(), options_.chat_template_file, options_.model_type);
+    c.chat_template = chat_template_.get();
   } catch (const Error& e) {
     if (options_.chat_template_file) throw;  // an explicit --chat-template must load
     c.chat_template_error = e.what();        // chat requests will say why they cannot run

@@ -26,7 +26,7 @@
 #include "server/request_tracker.h"
 #include "server/tool_call_parser.h"
 #include "server/work_pool.h"
-#include "tokenizer/chat_template.h"
+#include "tokenizer/chat_renderer.h"
 #include "tokenizer/tokenizer.h"
 
 namespace fission::server {
@@ -37,6 +37,8 @@ struct ServiceOptions {
   std::string tokenizer_path;
   std::string api_key;            // when set, every route but /health and /metrics needs "Bearer KEY"
   std::optional<std::string> chat_template_file;
+  // config.json's model_type: deepseek_v32 without a chat template renders with its own encoder.
+  std::string model_type;
   // --reasoning-parser and --tool-call-parser names; empty: none.
   std::string reasoning_parser;
   std::string tool_call_parser;
@@ -109,7 +111,7 @@ class Service {
   ServiceOptions options_;
   engine::Engine& engine_;
   const tokenizer::Tokenizer& tokenizer_;
-  std::optional<tokenizer::ChatTemplate> chat_template_;
+  std::unique_ptr<tokenizer::ChatRenderer> chat_template_;
   std::unique_ptr<ReasoningParser> reasoning_parser_;
   std::unique_ptr<ToolCallParser> tool_call_parser_;
   RouteContext route_context_;

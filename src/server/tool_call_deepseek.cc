@@ -6,6 +6,7 @@
 // V4:   <｜DSML｜tool_calls>\n<｜DSML｜invoke name="NAME">\n
 //       <｜DSML｜parameter name="P" string="true|false">VALUE</｜DSML｜parameter>\n...</｜DSML｜invoke>\n
 //       </｜DSML｜tool_calls>   (or a JSON object in place of the parameter tags)
+// V3.2: the same DSML with <｜DSML｜function_calls> … </｜DSML｜function_calls> around the invokes.
 #include <string>
 
 #include "server/text_scan.h"
@@ -210,13 +211,15 @@ class DeepSeekV3Stream : public ToolCallStream {
   bool args_started_ = false;
 };
 
-class DeepSeekV4Stream : public ToolCallStream {
+// DSML invoke blocks inside a block whose tag name is `block` (V4 "tool_calls", V3.2 "function_calls").
+class DsmlStream : public ToolCallStream {
  public:
-  DeepSeekV4Stream(std::vector<ToolSpec> tools, std::uint64_t seed) : ToolCallStream(std::move(tools), seed) {}
+  DsmlStream(std::string_view block, std::vector<ToolSpec> tools, std::uint64_t seed)
+      : ToolCallStream(std::move(tools), seed),
+        section_(StrCat("<｜DSML｜", block, ">")),
+        section_end_(StrCat("</｜DSML｜", block, ">")) {}
 
  private:
-  static constexpr std::string_view kSection = "<｜DSML｜tool_calls>";
-  static constexpr std::string_view kSectionEnd = "</｜DSML｜tool_calls>";
   static constexpr std::string_view kInvoke = "<｜DSML｜invoke";
   static constexpr std::string_view kInvokeEnd = "</｜DSML｜invoke>";
   static constexpr std::string_view kParam = "<｜DSML｜parameter";
@@ -228,7 +231,7 @@ class DeepSeekV4Stream : public ToolCallStream {
     switch (state_) {
       case State::kContent: {
         std::size_t which = 0;
-        if (!ScanContent({kSection}, at_end, &which)) return false;
+        if (!ScanContent({section_}, at_end, &which)) return false;
         state_ = State::kSection;
         return true;
       }
@@ -257,14 +260,14 @@ class DeepSeekV4Stream : public ToolCallStream {
       state_ = State::kInvokeHead;
       return true;
     }
-    if (StartsWith(buffer_, kSectionEnd)) {
-      buffer_.erase(0, kSectionEnd.size());
+    if (StartsWith(buffer_, section_end_)) {
+      buffer_.erase(0, section_end_.size());
       AfterBlock();
       state_ = State::kContent;
       return true;
     }
     if (buffer_.empty()) return false;
-    if (!at_end && (MayBecome(buffer_, kInvoke) || MayBecome(buffer_, kSectionEnd))) return false;
+    if (!at_end && (MayBecome(buffer_, kInvoke) || MayBecome(buffer_, section_end_))) return false;
     state_ = State::kContent;
     return true;
   }
@@ -401,6 +404,7 @@ class DeepSeekV4Stream : public ToolCallStream {
     return true;
   }
 
+  const std::string section_, section_end_;
   State state_ = State::kContent;
   int params_ = 0;
   std::string param_name_;
@@ -414,7 +418,11 @@ std::unique_ptr<ToolCallStream> NewDeepSeekV3Stream(bool fenced, std::vector<Too
 }
 
 std::unique_ptr<ToolCallStream> NewDeepSeekV4Stream(std::vector<ToolSpec> tools, std::uint64_t seed) {
-  return std::make_unique<DeepSeekV4Stream>(std::move(tools), seed);
+  return std::make_unique<DsmlStream>("tool_calls", std::move(tools), seed);
+}
+
+std::unique_ptr<ToolCallStream> NewDeepSeekV32Stream(std::vector<ToolSpec> tools, std::uint64_t seed) {
+  return std::make_unique<DsmlStream>("function_calls", std::move(tools), seed);
 }
 
 }  // namespace fission::server

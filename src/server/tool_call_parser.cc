@@ -214,7 +214,8 @@ const Json* ToolCallStream::ParameterSchema(std::string_view parameter) const {
 }
 
 const std::vector<std::string>& ToolCallParser::Names() {
-  static const std::vector<std::string> names = {"deepseekv3", "deepseekv31", "deepseekv4", "glm45", "glm47", "qwen"};
+  static const std::vector<std::string> names = {"deepseekv3", "deepseekv31", "deepseekv32", "deepseekv4",
+                                                  "glm45",      "glm47",       "qwen"};
   return names;
 }
 
@@ -230,6 +231,7 @@ bool ToolCallParser::HasToolCall(std::string_view text) const {
   if (name_ == "deepseekv3" || name_ == "deepseekv31")
     return text.find("<｜tool▁calls▁begin｜>") != std::string_view::npos ||
            text.find("<｜tool▁call▁begin｜>") != std::string_view::npos;
+  if (name_ == "deepseekv32") return text.find("<｜DSML｜function_calls>") != std::string_view::npos;
   if (name_ == "deepseekv4") return text.find("<｜DSML｜tool_calls>") != std::string_view::npos;
   return text.find("<tool_call>") != std::string_view::npos;
 }
@@ -237,6 +239,7 @@ bool ToolCallParser::HasToolCall(std::string_view text) const {
 std::unique_ptr<ToolCallStream> ToolCallParser::NewStream(std::vector<ToolSpec> tools, std::uint64_t id_seed) const {
   if (name_ == "deepseekv3") return NewDeepSeekV3Stream(/*fenced=*/true, std::move(tools), id_seed);
   if (name_ == "deepseekv31") return NewDeepSeekV3Stream(/*fenced=*/false, std::move(tools), id_seed);
+  if (name_ == "deepseekv32") return NewDeepSeekV32Stream(std::move(tools), id_seed);
   if (name_ == "deepseekv4") return NewDeepSeekV4Stream(std::move(tools), id_seed);
   if (name_ == "glm45" || name_ == "glm47") return NewGlmStream(std::move(tools), id_seed);
   FISSION_CHECK(name_ == "qwen", "no stream for ", name_);

@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tokenizer/chat_renderer.h"
 #include "tokenizer/tokenizer_config.h"
 
 namespace fission::tokenizer {
@@ -17,26 +18,18 @@ namespace jinja {
 struct Stmt;
 }
 
-struct ChatRenderOptions {
-  bool add_generation_prompt = false;
-  // The tools list (OpenAI function schemas); null renders as None, as when none are given.
-  nlohmann::ordered_json tools = nullptr;
-  // Extra keyword arguments, e.g. {"enable_thinking": false}; they may override the defaults.
-  nlohmann::ordered_json extra = nlohmann::ordered_json::object();
-};
-
-class ChatTemplate {
+class ChatTemplate : public ChatRenderer {
  public:
   // Parses `source`; a syntax error names `source_name`, the line and the column.
   explicit ChatTemplate(const std::string& source, std::string source_name = "chat_template");
-  ~ChatTemplate();
+  ~ChatTemplate() override;
   ChatTemplate(ChatTemplate&&) noexcept;
   ChatTemplate& operator=(ChatTemplate&&) noexcept;
 
   // Renders `messages` (a JSON array of message objects; key order is kept for tojson) with the
   // special-token strings of `config` (bos_token, eos_token, pad_token, unk_token).
   std::string Apply(const nlohmann::ordered_json& messages, const ChatRenderOptions& options,
-                    const TokenizerConfig& config) const;
+                    const TokenizerConfig& config) const override;
   // Renders with an arbitrary context object (its keys become template variables).
   std::string Render(const nlohmann::ordered_json& context) const;
 

@@ -57,6 +57,35 @@ TEST(ChatOutput, ReasoningContentAndToolCallsStreamedOneCharacterAtATime) {
   EXPECT_EQ(once.Message(), message);
 }
 
+// DeepSeek-V3.2 in thinking mode as SGLang serves it: deepseek-v3 reasoning, deepseekv32 tool calls.
+TEST(ChatOutput, DeepSeekV32ThinkingThenDsmlToolCall) {
+  auto reasoning = ReasoningParser::Create("deepseek-v3");
+  auto tools = ToolCallParser::Create("deepseekv32");
+  const std::string text =
+      "Need the weather.</think>Checking.\n\n<｜DSML｜function_calls>\n<｜DSML｜invoke name=\"get_weather\">\n"
+      "<｜DSML｜parameter name=\"city\" string=\"true\">Paris</｜DSML｜parameter>\n</｜DSML｜invoke>\n"
+      "</｜DSML｜function_calls>";
+  auto split = [&](bool by_character) {
+    auto splitter = MakeParsedSplitter(reasoning.get(), reasoning->StartsInReasoning(Json{{"thinking", true}}), true,
+                                       tools.get(), ToolSpecsFromJson(Tools()), 1);
+    ChatMessageBuilder b;
+    if (by_character) {
+      for (std::size_t i = 0; i < text.size(); ++i) b.Add(splitter->Feed(text.substr(i, 1)));
+    } else {
+      b.Add(splitter->Feed(text));
+    }
+    b.Add(splitter->Finish());
+    return b.Message();
+  };
+  const Json message = split(true);
+  EXPECT_EQ(message["reasoning_content"], "Need the weather.");
+  EXPECT_EQ(message["content"], "Checking.");
+  ASSERT_EQ(message["tool_calls"].size(), 1u);
+  EXPECT_EQ(message["tool_calls"][0]["function"]["name"], "get_weather");
+  EXPECT_EQ(message["tool_calls"][0]["function"]["arguments"], R"({"city":"Paris"})");
+  EXPECT_EQ(split(false), message);
+}
+
 TEST(ChatOutput, PlainSplitterKeepsEverythingAsContent) {
   auto splitter = MakePlainSplitter();
   ChatMessageBuilder b;

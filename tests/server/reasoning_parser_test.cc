@@ -139,6 +139,38 @@ TEST(ReasoningParserTest, DeepSeekV3ThinksOnlyWhenAsked) {
   ExpectStreamingAgrees(*p, thought, true);
 }
 
+// SGLang serves DeepSeek-V3.2 with --reasoning-parser deepseek-v3. Its encoder ends a thinking-mode
+// prompt (a user turn or a block of tool results) with `<think>`, so the output starts inside the
+// block; in chat mode the prompt ends with `</think>` and the output is the answer. Tool calls come
+// after `</think>` and stay in the content for the deepseekv32 tool-call parser.
+TEST(ReasoningParserTest, DeepSeekV32OutputsWithTheDeepSeekV3Parser) {
+  auto p = ReasoningParser::Create("deepseek-v3");
+  EXPECT_TRUE(p->StartsInReasoning(Json::parse(R"({"thinking": true})")));
+  EXPECT_FALSE(p->StartsInReasoning(Json::parse(R"({"thinking": false})")));
+  EXPECT_FALSE(p->StartsInReasoning(Json::object()));
+  // As SGLang's `thinking is True`: only a JSON true starts inside the block.
+  EXPECT_FALSE(p->StartsInReasoning(Json::parse(R"({"thinking": 1})")));
+  const std::string call =
+      "\n\n<｜DSML｜function_calls>\n<｜DSML｜invoke name=\"get_weather\">\n"
+      "<｜DSML｜parameter name=\"city\" string=\"true\">Paris</｜DSML｜parameter>\n</｜DSML｜invoke>\n"
+      "</｜DSML｜function_calls>";
+  const std::string thought = "The user wants the weather; call the tool.</think>" + call;
+  ReasoningResult on = p->Parse(thought, true);
+  EXPECT_EQ(on.reasoning_content, "The user wants the weather; call the tool.");
+  EXPECT_EQ(on.content, call);
+  ExpectStreamingAgrees(*p, thought, true);
+  const std::string answer = "It is sunny in Paris.";
+  ReasoningResult chat = p->Parse(answer, false);
+  EXPECT_EQ(chat.reasoning_content, "");
+  EXPECT_EQ(chat.content, answer);
+  // DSML before `</think>` is still thinking (the reference's own parser rejects such output).
+  const std::string early = "maybe" + call + "</think>ok";
+  ReasoningResult inside = p->Parse(early, true);
+  EXPECT_EQ(inside.reasoning_content, "maybe" + call);
+  EXPECT_EQ(inside.content, "ok");
+  ExpectStreamingAgrees(*p, early, true);
+}
+
 TEST(ReasoningParserTest, OutputThatOpensTheBlockItselfIsReasoningEvenWhenNotForced) {
   auto p = ReasoningParser::Create("deepseek-v4");
   const std::string text = "\n<think>plan the reply</think>Here it is.";

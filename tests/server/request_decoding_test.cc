@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include "server/api_error.h"
+#include "tokenizer/chat_template.h"
+#include "tokenizer/deepseek_v32_encoding.h"
 
 namespace fission::server {
 namespace {
@@ -87,6 +89,44 @@ TEST_F(RequestDecodingTest, RidsAndTheEnvironmentsChatDefaults) {
       R"({"messages": [{"role": "user", "content": "a"}], "chat_template_kwargs": {"thinking": false}})", c);
   EXPECT_EQ(d.request.chat_template_kwargs["thinking"], false) << "the request's own keys win";
   EXPECT_EQ(d.request.chat_template_kwargs["reasoning_effort"], "high");
+}
+
+// A deepseek_v32 model renders through its own encoder: thinking from the request or the
+// environment's defaults, tools unless tool_choice is none, continue_final_message, refusals as 400.
+TEST_F(RequestDecodingTest, DeepSeekV32EncoderRendersTheChat) {
+  const tokenizer::DeepSeekV32Encoding encoder;
+  RouteContext c = Context();
+  c.chat_template = &encoder;
+  auto prompt_of = [&](const std::string& body) { return DecodeChat(body, c).prompt; };
+  auto ids = [&](const std::string& text) { return tokenizer_->Encode(text, false); };
+  const std::string user = "<｜begin▁of▁sentence｜><｜User｜>Hi<｜Assistant｜>";
+  EXPECT_EQ(prompt_of(R"({"messages": [{"role": "user", "content": "Hi"}]})"), ids(user + "</think>"));
+  EXPECT_EQ(prompt_of(R"({"messages": [{"role": "user", "content": "Hi"}], "chat_template_kwargs": {"thinking": true}})"),
+            ids(user + "<think>"));
+  RouteContext thinking = c;
+  thinking.default_chat_template_kwargs = OrderedJson{{"thinking", true}};
+  EXPECT_EQ(DecodeChat(R"({"messages": [{"role": "user", "content": "Hi"}]})", thinking).prompt, ids(user + "<think>"));
+  EXPECT_EQ(prompt_of(R"({"messages": [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Once"}],
+                          "continue_final_message": true})"),
+            ids(user + "</think>Once"));
+  const std::string tools = R"("tools": [{"type": "function", "function": {"name": "get_time"}}])";
+  const std::string schema = R"({"description": null, "name": "get_time", "parameters": null, "strict": false})";
+  const std::string offered = tokenizer_->Decode(
+      prompt_of(R"({"messages": [{"role": "user", "content": "Hi"}], )" + tools + "}"), false);
+  EXPECT_NE(offered.find(schema), std::string::npos) << offered;
+  const std::string declined = tokenizer_->Decode(
+      prompt_of(R"({"messages": [{"role": "user", "content": "Hi"}], "tool_choice": "none", )" + tools + "}"), false);
+  EXPECT_EQ(declined.find("## Tools"), std::string::npos) << declined;
+  const auto [status, message] = [&]() -> std::pair<int, std::string> {
+    try {
+      DecodeChat(R"({"messages": [{"role": "user", "content": "Hi"}, {"role": "tool", "content": "x"}]})", c);
+    } catch (const ApiError& e) {
+      return {e.status(), e.what()};
+    }
+    return {0, ""};
+  }();
+  EXPECT_EQ(status, 400);
+  EXPECT_NE(message.find("a tool result must follow an assistant message"), std::string::npos) << message;
 }
 
 TEST_F(RequestDecodingTest, BadBodiesAre4xxNamingTheProblem) {

@@ -5,6 +5,7 @@
 #include <random>
 
 #include "base/error.h"
+#include "tokenizer/deepseek_v32_encoding.h"
 
 namespace fission::server {
 namespace {
@@ -261,6 +262,84 @@ TEST(ToolCallParserTest, DeepSeekV4NoParametersAndTruncation) {
   EXPECT_NE(bad.content.find("invoke"), std::string::npos);
 }
 
+// DeepSeek-V3.2 writes the V4 DSML inside <｜DSML｜function_calls>, after "\n\n" (its encoder's layout).
+TEST(ToolCallParserTest, DeepSeekV32ParametersConvertByStringFlag) {
+  const std::string text =
+      "Let me check.\n\n<｜DSML｜function_calls>\n<｜DSML｜invoke name=\"get_weather\">\n"
+      "<｜DSML｜parameter name=\"city\" string=\"true\">東京</｜DSML｜parameter>\n"
+      "<｜DSML｜parameter name=\"days\" string=\"false\">3</｜DSML｜parameter>\n"
+      "<｜DSML｜parameter name=\"metric\" string=\"false\">true</｜DSML｜parameter>\n"
+      "<｜DSML｜parameter name=\"ratio\" string=\"false\">null</｜DSML｜parameter>\n"
+      "<｜DSML｜parameter name=\"tags\" string=\"false\">[\"rain\", \"wind\"]</｜DSML｜parameter>\n"
+      "<｜DSML｜parameter name=\"coords\" string=\"false\">{\"lat\": 35.68, \"lon\": 139.7}</｜DSML｜parameter>\n"
+      "<｜DSML｜parameter name=\"zip\" string=\"true\">100-0001</｜DSML｜parameter>\n"
+      "</｜DSML｜invoke>\n<｜DSML｜invoke name=\"get_time\">\n"
+      "<｜DSML｜parameter name=\"zone\" string=\"true\">Asia/Tokyo</｜DSML｜parameter>\n"
+      "</｜DSML｜invoke>\n</｜DSML｜function_calls>";
+  ToolCallResult r = ParseChecked("deepseekv32", text);
+  EXPECT_EQ(r.content, "Let me check.");
+  ASSERT_EQ(r.tool_calls.size(), 2u);
+  EXPECT_EQ(r.tool_calls[0].name, "get_weather");
+  EXPECT_EQ(r.tool_calls[0].arguments,
+            R"({"city":"東京","days":3,"metric":true,"ratio":null,"tags":["rain","wind"],)"
+            R"("coords":{"lat":35.68,"lon":139.7},"zip":"100-0001"})");
+  EXPECT_EQ(r.tool_calls[1].arguments, R"({"zone":"Asia/Tokyo"})");
+  EXPECT_TRUE(r.tool_calls[0].valid && r.tool_calls[1].valid && r.tool_calls[1].complete);
+  EXPECT_TRUE(ToolCallParser::Create("deepseekv32")->HasToolCall(text));
+}
+
+TEST(ToolCallParserTest, DeepSeekV32JsonBodyNoParametersTruncationAndUnknownNames) {
+  ToolCallResult r = ParseChecked(
+      "deepseekv32",
+      "<｜DSML｜function_calls>\n<｜DSML｜invoke name=\"get_time\">\n\n</｜DSML｜invoke>\n"
+      "<｜DSML｜invoke name=\"get_weather\">\n{\"city\": \"Oslo\"}\n</｜DSML｜invoke>\n"
+      "<｜DSML｜invoke name=\"launch\">\n<｜DSML｜parameter name=\"now\" string=\"false\">1</｜DSML｜parameter>\n"
+      "</｜DSML｜invoke>\n</｜DSML｜function_calls>\nDone.");
+  ASSERT_EQ(r.tool_calls.size(), 2u);
+  EXPECT_EQ(r.tool_calls[0].arguments, "{}");
+  EXPECT_EQ(r.tool_calls[1].arguments, R"({"city":"Oslo"})");
+  EXPECT_EQ(r.tool_calls[1].index, 1);
+  EXPECT_EQ(r.content, "Done.");
+  ToolCallResult cut = ParseChecked(
+      "deepseekv32", "<｜DSML｜function_calls>\n<｜DSML｜invoke name=\"get_weather\">\n"
+                     "<｜DSML｜parameter name=\"city\" string=\"true\">Par");
+  ASSERT_EQ(cut.tool_calls.size(), 1u);
+  EXPECT_EQ(cut.tool_calls[0].arguments, "");
+  EXPECT_FALSE(cut.tool_calls[0].complete);
+  ToolCallResult bad = ParseChecked("deepseekv32", "<｜DSML｜function_calls><｜DSML｜invoke id=\"x\">");
+  EXPECT_TRUE(bad.tool_calls.empty());
+  EXPECT_NE(bad.content.find("invoke"), std::string::npos);
+}
+
+// Each DSML parser reads its own block only: V4's <｜DSML｜tool_calls> is text to the V3.2 parser.
+TEST(ToolCallParserTest, DsmlBlockNamesAreNotMixed) {
+  const std::string v4 = "<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"get_time\">\n</｜DSML｜invoke>\n</｜DSML｜tool_calls>";
+  const std::string v32 =
+      "<｜DSML｜function_calls>\n<｜DSML｜invoke name=\"get_time\">\n</｜DSML｜invoke>\n</｜DSML｜function_calls>";
+  EXPECT_EQ(ParseChecked("deepseekv32", v4).content, v4);
+  EXPECT_EQ(ParseChecked("deepseekv4", v32).content, v32);
+  EXPECT_EQ(ParseChecked("deepseekv32", v32).tool_calls.size(), 1u);
+  EXPECT_FALSE(ToolCallParser::Create("deepseekv32")->HasToolCall(v4));
+}
+
+// What the V3.2 encoder writes for an assistant's tool calls parses back to the same arguments.
+TEST(ToolCallParserTest, DeepSeekV32ReadsWhatItsEncoderWrites) {
+  const OrderedJson arguments = OrderedJson::parse(
+      R"({"city": "Zürich", "days": 2, "ratio": 0.25, "metric": false, "tags": ["a"], "coords": {"lat": 47.4}})");
+  OrderedJson messages = OrderedJson::array();
+  messages.push_back({{"role", "user"}, {"content", "Q"}});
+  OrderedJson call = {{"type", "function"}, {"function", {{"name", "get_weather"}, {"arguments", arguments.dump()}}}};
+  messages.push_back({{"role", "assistant"}, {"content", "Checking."}, {"tool_calls", OrderedJson::array({call})}});
+  std::string text = tokenizer::EncodeDeepSeekV32(messages, {});
+  // The model's output is the assistant turn: after the user turn's "</think>", without the EOS.
+  text = text.substr(text.find("</think>") + 8);
+  text.resize(text.rfind("<｜end▁of▁sentence｜>"));
+  ToolCallResult r = ParseChecked("deepseekv32", text);
+  EXPECT_EQ(r.content, "Checking.");
+  ASSERT_EQ(r.tool_calls.size(), 1u);
+  EXPECT_EQ(OrderedJson::parse(r.tool_calls[0].arguments), arguments);
+}
+
 TEST(ToolCallParserTest, Glm45KeyValueMarkupUsesTheSchema) {
   const std::string text =
       "Checking the forecast.\n<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>北京</arg_value>\n"
@@ -412,7 +491,8 @@ TEST(ToolCallParserTest, RandomMarkupSoupKeepsStreamingEqualToParse) {
       "}", "\"", ":", "\n", " ", "x", "<", "\\n", "{\"name\": \"get_time\", \"arguments\": {}}",
       "<｜tool▁calls▁begin｜>", "<｜tool▁call▁begin｜>", "<｜tool▁sep｜>", "<｜tool▁call▁end｜>", "<｜tool▁calls▁end｜>",
       "```json\n", "\n```", "function", "<｜DSML｜tool_calls>", "</｜DSML｜tool_calls>", "<｜DSML｜invoke name=\"get_time\">",
-      "</｜DSML｜invoke>", "<｜DSML｜parameter name=\"zone\" string=\"false\">", "</｜DSML｜parameter>", "\xff"};
+      "</｜DSML｜invoke>", "<｜DSML｜parameter name=\"zone\" string=\"false\">", "</｜DSML｜parameter>", "\xff",
+      "<｜DSML｜function_calls>", "</｜DSML｜function_calls>", "\n\n"};
   for (int trial = 0; trial < 120; ++trial) {
     std::string text;
     const int n = 1 + rng() % 14;
