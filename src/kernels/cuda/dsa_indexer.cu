@@ -12,8 +12,8 @@
 //    key's score is key_scale · Σ_h coef[h] · ReLU(q_codes[h] · key_codes). A block of 8 warps
 //    scores R = 1, 2, 4 or 8 query rows of one sequence (consecutive rows of a prefill, one row of
 //    a decode) over a range of its keys, in tiles of 128 keys streamed from the paged cache into
-//    shared memory (three cp.async stages, the cache's bytes as they are: 16-byte copies of 4-key
-//    runs when the page size is a multiple of 4). In the MMA the keys are the rows (16 per
+//    shared memory (six cp.async stages, the cache's bytes as they are: 16-byte copies of 4-key
+//    runs when the page size is a multiple of 4, their table lookups a tile ahead). In the MMA the keys are the rows (16 per
 //    m-tile, A from shared memory) and the heads the columns (8 per n-tile, B: the row's q codes,
 //    held in registers for the whole block); the k order of the dot product is permuted so that a
 //    lane's fragments are one contiguous 32-byte piece of its key rows and of its heads' codes.
@@ -49,8 +49,11 @@ using dsa::VisibleKeys;
 
 constexpr float kE4M3Max = 448.0f;
 constexpr int kWarps = 8, kThreads = kWarps * 32;
-constexpr int kTileKeys = 128, kStages = 3, kDim = 128, kKeyBytes = kDim + 4;
+constexpr int kTileKeys = 128, kStages = 6, kDim = 128, kKeyBytes = kDim + 4;
 constexpr int kTileBytes = kTileKeys * kKeyBytes;  // 16896: a whole number of 16-byte chunks
+// A tile as 16-byte copies of 4-key runs (page sizes that are multiples of 4): 33 a run.
+constexpr int kRunChunks = 4 * kKeyBytes / 16, kTileChunks = kTileKeys / 4 * kRunChunks;
+constexpr int kChunksPerThread = (kTileChunks + kWarps * 32 - 1) / (kWarps * 32);
 constexpr int kGenericKeys = 32;
 // Scores held at once by a host-planned call (prefill): rows are scored and selected in groups.
 constexpr std::int64_t kScoreBudget = std::int64_t{256} << 20;
@@ -182,22 +185,35 @@ __device__ __forceinline__ void PublishMinMax(std::uint32_t* mm, std::uint32_t h
   }
 }
 
-// Copies key tile [k0, k0 + 128) (bytes as the cache holds them, 132 a key) into `dst`; keys at or
-// past `end` are zeros. With a page size that is a multiple of 4, a run of 4 keys is 528 contiguous
-// 16-byte aligned bytes of one page.
-__device__ __forceinline__ void LoadKeyTile(unsigned char* dst, const std::uint8_t* cache, const std::int32_t* table,
-                                            int page, int k0, int end, bool runs_of_4) {
-  if (runs_of_4) {
-    constexpr int kChunks = 4 * kKeyBytes / 16;  // 33
-    for (int e = threadIdx.x; e < kTileKeys / 4 * kChunks; e += kThreads) {
-      const int unit = e / kChunks, c = e - unit * kChunks, key = k0 + 4 * unit;
-      const bool ok = key < end;
-      const std::uint8_t* src = cache;
-      if (ok) src = cache + (static_cast<std::int64_t>(table[key / page]) * page + key % page) * kKeyBytes + 16 * c;
-      mla::CpAsync16(dst + unit * 4 * kKeyBytes + 16 * c, src, ok ? 16 : 0);
-    }
-    return;
+// Key tile [k0, k0 + 128) as the cache holds it (132 bytes a key) when the page size is a multiple
+// of 4: a run of 4 keys is 528 contiguous, 16-byte aligned bytes of one page. RunSlots looks up
+// the first slot of the run of each of this thread's chunks (-1 past `end`); IssueRuns copies them,
+// zeros for -1. The lookups of a tile are issued one tile before its copies, so the table reads'
+// latency hides behind a tile of MMAs.
+__device__ __forceinline__ void RunSlots(int (&slots)[kChunksPerThread], const std::int32_t* table, int page, int k0,
+                                         int end) {
+#pragma unroll
+  for (int j = 0; j < kChunksPerThread; ++j) {
+    const int e = threadIdx.x + j * kThreads, key = k0 + 4 * (e / kRunChunks);
+    slots[j] = e < kTileChunks && key < end ? table[key / page] * page + key % page : -1;
   }
+}
+__device__ __forceinline__ void IssueRuns(unsigned char* dst, const std::uint8_t* cache,
+                                          const int (&slots)[kChunksPerThread]) {
+#pragma unroll
+  for (int j = 0; j < kChunksPerThread; ++j) {
+    const int e = threadIdx.x + j * kThreads;
+    if (e >= kTileChunks) break;
+    const int unit = e / kRunChunks, c = e - unit * kRunChunks;
+    const bool ok = slots[j] >= 0;
+    mla::CpAsync16(dst + unit * 4 * kKeyBytes + 16 * c,
+                   ok ? cache + static_cast<std::int64_t>(slots[j]) * kKeyBytes + 16 * c : cache, ok ? 16 : 0);
+  }
+}
+
+// Any page size: 4-byte copies of every key's 33 words (the table read at the copy).
+__device__ __forceinline__ void LoadKeyTileWords(unsigned char* dst, const std::uint8_t* cache,
+                                                 const std::int32_t* table, int page, int k0, int end) {
   constexpr int kWords = kKeyBytes / 4;  // 33
   for (int e = threadIdx.x; e < kTileKeys * kWords; e += kThreads) {
     const int i = e / kWords, w = e - i * kWords, key = k0 + i;
@@ -209,9 +225,12 @@ __device__ __forceinline__ void LoadKeyTile(unsigned char* dst, const std::uint8
 }
 
 // The tensor-core scoring kernel for 8·NT heads of head_dim 128 (file comment).
+// Two blocks a multiprocessor up to 32 heads (128 registers a thread hold their q fragments); 64
+// heads' 64 registers of fragments leave room for one.
 template <int NT>
-__global__ void __launch_bounds__(kThreads, 1) Fp8ScoreKernel(const ScoreArgs a) {
+__global__ void __launch_bounds__(kThreads, NT >= 8 ? 1 : 2) Fp8ScoreKernel(const ScoreArgs a) {
   extern __shared__ __align__(16) unsigned char tiles[];  // kStages × kTileBytes
+  __shared__ __align__(8) float coef[kWarps][8 * NT];     // the block's rows' coefficients
   const IndexBlock blk = BlockAt(a, blockIdx.y);
   const int2 range = SplitRange(a, blk, kTileKeys);
   if (range.x >= range.y) return;
@@ -222,36 +241,49 @@ __global__ void __launch_bounds__(kThreads, 1) Fp8ScoreKernel(const ScoreArgs a)
   const int end = visible > a.topk ? min(visible, range.y) : 0;  // keys this warp's row scores
   float* out = a.scores + static_cast<std::int64_t>(blk.slot0 + mine) * a.stride;
 
-  // B fragments: head 8n + g's codes [32t, 32t + 32), and the coefficients of heads 8n + 2t, + 1.
+  // B fragments: head 8n + g's codes [32t, 32t + 32), in registers for the whole block; the
+  // coefficients in shared memory (two blocks a multiprocessor fit in 128 registers a thread).
   std::uint32_t qf[NT][8];
-  float cf[NT][2];
 #pragma unroll
   for (int n = 0; n < NT; ++n) {
     const uint4* src = reinterpret_cast<const uint4*>(a.q_codes + (row * a.heads + 8 * n + g) * kDim + 32 * t);
     const uint4 x = src[0], y = src[1];
     qf[n][0] = x.x, qf[n][1] = x.y, qf[n][2] = x.z, qf[n][3] = x.w;
     qf[n][4] = y.x, qf[n][5] = y.y, qf[n][6] = y.z, qf[n][7] = y.w;
-    cf[n][0] = a.coef[row * a.heads + 8 * n + 2 * t];
-    cf[n][1] = a.coef[row * a.heads + 8 * n + 2 * t + 1];
   }
+  for (int i = threadIdx.x; i < rows * 8 * NT; i += kThreads)
+    coef[i / (8 * NT)][i % (8 * NT)] = a.coef[(blk.row0 + i / (8 * NT)) * static_cast<std::int64_t>(a.heads) + i % (8 * NT)];
 
   const auto* cache = static_cast<const std::uint8_t*>(a.cache);
   const std::int32_t* table = a.tables + blk.bt_offset;
   const bool runs_of_4 = a.page_size % 4 == 0;
   const int tiles_n = (range.y - range.x + kTileKeys - 1) / kTileKeys;
-  LoadKeyTile(tiles, cache, table, a.page_size, range.x, range.y, runs_of_4);
-  mla::CpAsyncCommit();
-  if (tiles_n > 1) LoadKeyTile(tiles + kTileBytes, cache, table, a.page_size, range.x + kTileKeys, range.y, runs_of_4);
-  mla::CpAsyncCommit();
+  // kStages - 1 tiles in flight; `slots` holds the lookups of the next tile to issue.
+  int slots[kChunksPerThread];
+  auto issue = [&](int tile) {
+    unsigned char* dst = tiles + (tile % kStages) * kTileBytes;
+    if (runs_of_4)
+      IssueRuns(dst, cache, slots);
+    else
+      LoadKeyTileWords(dst, cache, table, a.page_size, range.x + tile * kTileKeys, range.y);
+  };
+  auto lookup = [&](int tile) {
+    if (runs_of_4 && tile < tiles_n) RunSlots(slots, table, a.page_size, range.x + tile * kTileKeys, range.y);
+  };
+  for (int tile = 0; tile < kStages - 1; ++tile) {
+    lookup(tile);
+    if (tile < tiles_n) issue(tile);
+    mla::CpAsyncCommit();
+  }
+  lookup(kStages - 1);
 
   std::uint32_t hi = 0, lo_c = 0;
   for (int tile = 0; tile < tiles_n; ++tile) {
-    mla::CpAsyncWait<1>();  // this tile has landed (the next may still be in flight)
-    __syncthreads();        // for every thread; and the stage refilled below was read last iteration
-    if (tile + 2 < tiles_n)
-      LoadKeyTile(tiles + ((tile + 2) % kStages) * kTileBytes, cache, table, a.page_size,
-                  range.x + (tile + 2) * kTileKeys, range.y, runs_of_4);
+    mla::CpAsyncWait<kStages - 2>();  // this tile has landed (the later ones may be in flight)
+    __syncthreads();                  // for every thread; and the stage refilled below was read last iteration
+    if (tile + kStages - 1 < tiles_n) issue(tile + kStages - 1);
     mla::CpAsyncCommit();
+    lookup(tile + kStages);
     const unsigned char* base = tiles + (tile % kStages) * kTileBytes;
     const int k0 = range.x + tile * kTileKeys;
     for (int i = 0; i < rows; ++i) {
@@ -259,25 +291,25 @@ __global__ void __launch_bounds__(kThreads, 1) Fp8ScoreKernel(const ScoreArgs a)
       if (k0 + mt * 16 >= end) continue;  // the same for the whole warp
       const unsigned char* ka = base + (mt * 16 + g) * kKeyBytes + 32 * t;
       const unsigned char* kb = ka + 8 * kKeyBytes;
-      std::uint32_t x[8], y[8];
-#pragma unroll
-      for (int w = 0; w < 8; ++w) {
-        x[w] = *reinterpret_cast<const std::uint32_t*>(ka + 4 * w);
-        y[w] = *reinterpret_cast<const std::uint32_t*>(kb + 4 * w);
-      }
       float acc[NT][4];
 #pragma unroll
       for (int n = 0; n < NT; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
 #pragma unroll
-      for (int j = 0; j < 4; ++j)
+      for (int j = 0; j < 4; ++j) {
+        // Key rows are 132 bytes: 4-byte aligned only.
+        const auto* x = reinterpret_cast<const std::uint32_t*>(ka + 8 * j);
+        const auto* y = reinterpret_cast<const std::uint32_t*>(kb + 8 * j);
+        const std::uint32_t x0 = x[0], x1 = x[1], y0 = y[0], y1 = y[1];
 #pragma unroll
-        for (int n = 0; n < NT; ++n) MmaE4m3(acc[n], x[2 * j], y[2 * j], x[2 * j + 1], y[2 * j + 1], qf[n][2 * j], qf[n][2 * j + 1]);
+        for (int n = 0; n < NT; ++n) MmaE4m3(acc[n], x0, y0, x1, y1, qf[n][2 * j], qf[n][2 * j + 1]);
+      }
       // acc[n]: keys g (0, 1) and g + 8 (2, 3), heads 8n + 2t (0, 2) and 8n + 2t + 1 (1, 3).
       float s0 = 0.0f, s1 = 0.0f;
 #pragma unroll
       for (int n = 0; n < NT; ++n) {
-        s0 += cf[n][0] * fmaxf(acc[n][0], 0.0f) + cf[n][1] * fmaxf(acc[n][1], 0.0f);
-        s1 += cf[n][0] * fmaxf(acc[n][2], 0.0f) + cf[n][1] * fmaxf(acc[n][3], 0.0f);
+        const float2 cf = *reinterpret_cast<const float2*>(&coef[mine][8 * n + 2 * t]);
+        s0 += cf.x * fmaxf(acc[n][0], 0.0f) + cf.y * fmaxf(acc[n][1], 0.0f);
+        s1 += cf.x * fmaxf(acc[n][2], 0.0f) + cf.y * fmaxf(acc[n][3], 0.0f);
       }
       s0 += __shfl_xor_sync(0xffffffffu, s0, 1);
       s1 += __shfl_xor_sync(0xffffffffu, s1, 1);
@@ -453,14 +485,20 @@ IndexPlan PlanOnHost(CudaContext& ctx, std::span<const SeqAttention> seqs, const
   return plan;
 }
 
-// Launches `kernel` with `bytes` of dynamic shared memory, raising its limit once per device (a
-// function attribute is per device; the eager call before a capture sets it).
+// Launches `kernel` with `bytes` of dynamic shared memory, raising its limit to the device's
+// once per device (a function attribute is per device; the eager call before a capture sets it).
 template <auto kKernel>
 void LaunchWithSmem(CudaContext& ctx, dim3 grid, std::size_t bytes, const ScoreArgs& a) {
   static std::atomic<std::uint64_t> configured{0};
   const std::uint64_t bit = std::uint64_t{1} << (ctx.device() & 63);
-  if ((configured.fetch_or(bit) & bit) == 0)
-    FISSION_CUDA(cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 96 * 1024));
+  if ((configured.fetch_or(bit) & bit) == 0) {
+    int optin = 0;
+    cudaFuncAttributes attributes{};
+    FISSION_CUDA(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, ctx.device()));
+    FISSION_CUDA(cudaFuncGetAttributes(&attributes, kKernel));  // its static shared memory counts too
+    FISSION_CUDA(cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                      optin - static_cast<int>(attributes.sharedSizeBytes)));
+  }
   kKernel<<<grid, kThreads, bytes, ctx.stream()>>>(a);
   FISSION_LAUNCHED();
 }
