@@ -43,6 +43,10 @@ struct TopkArgs {
   int topk = 0;
   int slots = 0;
   std::int32_t* out = nullptr;  // [n, topk] I32
+  // Benchmarks only (bench/cuda/dsa_topk_bench.cu): when set, block 0 records clock64() at its
+  // phases into probe[0, 8) (start, first pass, radix passes, gather, sort, end, the scores
+  // gathered, the radix passes run).
+  long long* probe = nullptr;
 };
 
 // The largest top-k the selection kernel sorts (its shared-memory sort buffer).
