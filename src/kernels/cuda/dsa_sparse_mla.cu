@@ -45,9 +45,11 @@ constexpr int kQBytes = kRows * kDim * 2, kKBytes = kKeys * kDim * 2, kPBytes = 
 constexpr int kOffK = kQBytes, kOffP = kOffK + 2 * kKBytes, kOffRed = kOffP + kPBytes;
 constexpr int kOffValid = kOffRed + 2 * kRows * 4;
 constexpr int kSmemBytes = kOffValid + 2 * kKeys;  // 230016
-// Keys of a split at least: a split's partial rows (64 × 512 fp32) cost about what 110 latent
-// rows do, so shorter splits move more bytes through the merge than they save.
-constexpr int kMinKeysPerSplit = 512;
+// Keys of a split at least (two tiles). A split's partial rows (64 × 512 fp32, written and read
+// once) cost about what 110 latent rows do; but a batch too small to fill the chip is bound by
+// the latency of its tiles, so short splits pay (batch 1, 2048 keys, 128 heads: 32 blocks of 2
+// tiles rather than 8 of 8).
+constexpr int kMinKeysPerSplit = 2 * kKeys;
 constexpr float kLog2e = 1.4426950408889634f;
 
 struct SparseToken {
