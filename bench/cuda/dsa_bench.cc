@@ -295,6 +295,7 @@ void BenchSparse(bool decode) {
 
 void RunDsaBenchmarks(CudaBackend& backend, const std::function<bool(const char*)>& want) {
   gpu = &backend;
+  if (want("dsa_topk")) BenchTopkAlone(backend);
   if (want("dsa_indexer") || want("dsa_topk")) BenchIndexer();
   if (want("dsa_sparse_decode")) BenchSparse(true);
   if (want("dsa_sparse_prefill")) BenchSparse(false);

@@ -16,6 +16,9 @@ namespace fission::bench {
 // operands only (mma_ceiling.cu).
 double MmaCeilingTflops(bool fp8, cudaStream_t stream);
 
+// The selection kernel alone on synthetic rows, its first block's phases timed (dsa_topk_bench.cu).
+void BenchTopkAlone(kernels::cuda::CudaBackend& gpu);
+
 // Runs the modes `want` names (dsa_indexer, dsa_topk, dsa_sparse_prefill, dsa_sparse_decode).
 void RunDsaBenchmarks(kernels::cuda::CudaBackend& gpu, const std::function<bool(const char*)>& want);
 
