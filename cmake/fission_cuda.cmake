@@ -44,9 +44,11 @@ endif()
 
 # Kernel benchmarks (programs, not tests).
 if(TARGET fission_kernels_cuda)
-  file(GLOB FISSION_CUDA_BENCH_SOURCES CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/bench/cuda/*.cc)
+  file(GLOB FISSION_CUDA_BENCH_SOURCES CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/bench/cuda/*.cc
+       ${PROJECT_SOURCE_DIR}/bench/cuda/*.cu)
   if(FISSION_CUDA_BENCH_SOURCES)
     add_executable(fission_cuda_bench ${FISSION_CUDA_BENCH_SOURCES})
+    target_include_directories(fission_cuda_bench PRIVATE ${PROJECT_SOURCE_DIR})
     # fission_kernels_cpu: the host sampler, timed next to the device one.
     target_link_libraries(fission_cuda_bench PRIVATE fission_kernels_cuda fission_kernels_cpu fission_op_cases)
   endif()

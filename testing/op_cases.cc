@@ -437,6 +437,193 @@ OpCase MlaCase(bool absorbed) {
   return c;
 }
 
+// LayerNorm over the whole row, with a bias (the indexer's key norm).
+OpCase LayerNormCase() {
+  OpCase c{"layer_norm", "LayerNorm", {}, {}, {{"*", 1e-6}}, {}, {}, {}};
+  c.inputs = [](std::mt19937_64& rng, int s) {
+    return Tensors{{"x", RandomF32(rng, Shape{6 * s, 24 * s}, -1.0f, 3.0f)},
+                   {"weight", RandomF32(rng, Shape{24 * s}, 0.5f, 1.5f)},
+                   {"bias", RandomF32(rng, Shape{24 * s})},
+                   {"eps", HostTensor::F32(Shape{1}, {1e-6f})}};
+  };
+  c.prepare = [](Backend& b, const Tensors& in) {
+    Prep p(b, in);
+    const Tensor out = p.Output("out", DType::kF32, in.at("x").shape);
+    return p.Done([out](const OnBackend& d) {
+      d.backend().LayerNorm(d["x"], d["weight"], d["bias"], d.scalar("eps"), out);
+    });
+  };
+  return c;
+}
+
+// The index key cache: exact fp32 rows, or e4m3 codes and an fp32 scale per token (U8 rows of
+// dim + 4 bytes, compared byte for byte); slot -1 skips its row.
+OpCase WriteIndexKeysCase(bool fp8) {
+  OpCase c{fp8 ? "write_index_keys_fp8" : "write_index_keys", "dsa().WriteIndexKeys", {}, {}, {{"*", 0.0}}, {}, {}, {}};
+  c.inputs = [fp8](std::mt19937_64& rng, int s) {
+    const std::int64_t dim = fp8 ? 32 * s : 8 * s;
+    Tensors t{{"keys", RandomF32(rng, Shape{4, dim}, -2.0f, 2.0f)}, {"slots", HostTensor::I64(Shape{4}, {3, -1, 7, 0})}};
+    if (fp8)
+      t["cache"] = Make<std::uint8_t>(DType::kU8, Shape{10, dim + 4}, std::vector<std::uint8_t>(10 * (dim + 4), 0));
+    else
+      t["cache"] = RandomF32(rng, Shape{10, dim});
+    return t;
+  };
+  c.prepare = [fp8](Backend& b, const Tensors& in) {
+    Prep p(b, in);
+    p.InPlace("cache", "cache");
+    const kernels::IndexerShape shape{1, in.at("keys").shape[1], 1, 1.0f, 1,
+                                      fp8 ? kernels::IndexKeyFormat::kFp8 : kernels::IndexKeyFormat::kExact};
+    return p.Done([shape](const OnBackend& d) {
+      d.backend().dsa().WriteIndexKeys(d["keys"], d.span<std::int64_t>("slots"), d["cache"], shape);
+    });
+  };
+  return c;
+}
+
+// Sequences of a paged cache: three of them (queries at the end of a context, a whole short
+// prompt, every third position of a longer one), pages in a scrambled order, page 0 unused.
+struct PagedSeqs {
+  std::vector<std::int32_t> meta, positions, tables;
+  std::int64_t rows = 0, width = 0, slots = 0;
+};
+PagedSeqs MakePagedSeqs(std::mt19937_64& rng, std::int32_t long_kv, std::int32_t other_kv, std::int64_t page) {
+  struct Seq {
+    std::int32_t kv_len;
+    std::vector<std::int32_t> positions;
+  };
+  std::vector<Seq> seqs = {{long_kv, {}}, {3, {0, 1, 2}}, {other_kv, {}}};
+  for (std::int32_t p = long_kv - 4; p < long_kv; ++p) seqs[0].positions.push_back(p);
+  for (std::int32_t p = 1; p < other_kv; p += 3) seqs[2].positions.push_back(p);
+  PagedSeqs out;
+  for (const Seq& q : seqs) out.width = std::max<std::int64_t>(out.width, (q.kv_len + page - 1) / page);
+  std::vector<std::int32_t> free_pages(seqs.size() * out.width);
+  std::iota(free_pages.begin(), free_pages.end(), 1);
+  std::shuffle(free_pages.begin(), free_pages.end(), rng);
+  out.tables.assign(seqs.size() * out.width, 0);
+  for (std::size_t i = 0; i < seqs.size(); ++i) {
+    const auto len = static_cast<std::int32_t>(seqs[i].positions.size());
+    out.meta.insert(out.meta.end(), {static_cast<std::int32_t>(out.rows), len, seqs[i].kv_len});
+    out.positions.insert(out.positions.end(), seqs[i].positions.begin(), seqs[i].positions.end());
+    for (std::int64_t p = 0; p < (seqs[i].kv_len + page - 1) / page; ++p)
+      out.tables[i * out.width + p] = free_pages[i * out.width + p];
+    out.rows += len;
+  }
+  out.slots = (static_cast<std::int64_t>(free_pages.size()) + 1) * page;
+  return out;
+}
+
+// The sequences of a case's "seqs", "positions" and "tables" inputs.
+std::vector<kernels::SeqAttention> SeqsOf(const OnBackend& d, const Tensors& in) {
+  const std::span<const std::int32_t> meta = d.span<std::int32_t>("seqs"), positions = d.span<std::int32_t>("positions"),
+                                      tables = d.span<std::int32_t>("tables");
+  const std::int64_t count = in.at("seqs").shape[0], width = in.at("tables").shape[1];
+  std::vector<kernels::SeqAttention> seqs;
+  for (std::int64_t i = 0; i < count; ++i) {
+    kernels::SeqAttention a;
+    a.query_start = meta[3 * i];
+    a.query_len = meta[3 * i + 1];
+    a.kv_len = meta[3 * i + 2];
+    a.query_positions = positions.subspan(a.query_start, a.query_len);
+    a.block_table = tables.subspan(i * width, width);
+    seqs.push_back(a);
+  }
+  return seqs;
+}
+
+// Rows of small integers in [-1, 1]; for an fp8 cache one ±7 at `amax_at` sets every row's scale to
+// 7 / 448 = 1/64, so that each value's e4m3 code is exact. Every score is then exact in fp32 on any
+// backend and in any order, and ties are frequent: the selection must match exactly.
+std::vector<float> IntegerRows(std::mt19937_64& rng, std::int64_t rows, std::int64_t dim, bool fp8, int amax_at) {
+  std::uniform_int_distribution<int> tri(-1, 1), coin(0, 1);
+  std::vector<float> v(rows * dim);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    for (std::int64_t d = 0; d < dim; ++d) v[r * dim + d] = static_cast<float>(tri(rng));
+    if (fp8) v[r * dim + amax_at] = coin(rng) ? 7.0f : -7.0f;
+  }
+  return v;
+}
+
+// IndexerTopK: every slot's key written through the backend's WriteIndexKeys when the case is
+// prepared, then the selection (top 6 of a row's keys; rows that see at most 6 keys take them all).
+OpCase IndexerTopKCase(bool fp8) {
+  OpCase c{fp8 ? "indexer_topk_fp8" : "indexer_topk", "dsa().IndexerTopK", {}, {}, {{"*", 0.0}}, {}, {}, {}};
+  c.inputs = [fp8](std::mt19937_64& rng, int s) {
+    const std::int64_t heads = 4, dim = 32, page = 4;
+    const PagedSeqs q = MakePagedSeqs(rng, 9 * s, 14 * s, page);
+    std::uniform_int_distribution<int> five(-2, 2);
+    std::vector<float> w(q.rows * heads);
+    for (float& x : w) x = static_cast<float>(five(rng));
+    const auto count = static_cast<std::int64_t>(q.meta.size() / 3);
+    return Tensors{{"q", HostTensor::F32(Shape{q.rows, heads, dim}, IntegerRows(rng, q.rows * heads, dim, fp8, 0))},
+                   {"weights", HostTensor::F32(Shape{q.rows, heads}, w)},
+                   {"keys", HostTensor::F32(Shape{q.slots, dim}, IntegerRows(rng, q.slots, dim, fp8, 1))},
+                   {"seqs", HostTensor::I32(Shape{count, 3}, q.meta)},
+                   {"positions", HostTensor::I32(Shape{q.rows}, q.positions)},
+                   {"tables", HostTensor::I32(Shape{count, q.width}, q.tables)},
+                   {"dims", HostTensor::I32(Shape{4}, {static_cast<std::int32_t>(heads), static_cast<std::int32_t>(dim), 6,
+                                                       static_cast<std::int32_t>(page)})},
+                   {"weight_scale", HostTensor::F32(Shape{1}, {0.125f})}};
+  };
+  c.prepare = [fp8](Backend& b, const Tensors& in) {
+    Prep p(b, in);
+    const OnBackend& d = p.in();
+    const std::span<const std::int32_t> dims = d.span<std::int32_t>("dims");
+    const kernels::IndexerShape shape{dims[0], dims[1], dims[2], d.scalar("weight_scale"), dims[3],
+                                      fp8 ? kernels::IndexKeyFormat::kFp8 : kernels::IndexKeyFormat::kExact};
+    const std::int64_t slots = in.at("keys").shape[0];
+    auto cache = std::make_shared<Buffer>(fp8 ? DType::kU8 : DType::kF32,
+                                          Shape{slots, kernels::IndexKeyWidth(shape.key_format, shape.head_dim)},
+                                          b.allocator());
+    std::vector<std::int64_t> all(slots);
+    std::iota(all.begin(), all.end(), 0);
+    b.dsa().WriteIndexKeys(d["keys"], all, *cache, shape);
+    const std::vector<kernels::SeqAttention> seqs = SeqsOf(d, in);
+    const Tensor out = p.Output("topk", DType::kI32, Shape{in.at("q").shape[0], shape.topk});
+    return p.Done([cache, seqs, shape, out](const OnBackend& d) {
+      d.backend().dsa().IndexerTopK(d["q"], d["weights"], *cache, seqs, shape, out);
+    });
+  };
+  return c;
+}
+
+// SparseMla over the MLA case's batch: each row attends a random set of its visible positions
+// (min(width, visible) of them, every third row half as many, -1 after).
+OpCase SparseMlaCase(bool absorbed) {
+  OpCase c{absorbed ? "sparse_mla_absorbed" : "sparse_mla_expanded",
+           absorbed ? "dsa().SparseMla (absorbed)" : "dsa().SparseMla (expanded)", {}, {}, {{"*", 1e-5}}, {}, {}, {}};
+  c.inputs = [](std::mt19937_64& rng, int s) {
+    Tensors t = MlaInputs(rng, s);
+    const std::int64_t width = s == 1 ? 5 : 64 * s, rows = t.at("q").shape[0];
+    std::vector<std::int32_t> sel(rows * width, -1);
+    const std::int32_t* positions = t.at("positions").data<std::int32_t>();
+    for (std::int64_t r = 0; r < rows; ++r) {
+      std::vector<std::int32_t> all(positions[r] + 1);
+      std::iota(all.begin(), all.end(), 0);
+      std::shuffle(all.begin(), all.end(), rng);
+      std::int64_t take = std::min<std::int64_t>(width, static_cast<std::int64_t>(all.size()));
+      if (r % 3 == 2) take = std::max<std::int64_t>(1, take / 2);
+      std::copy(all.begin(), all.begin() + take, sel.begin() + r * width);
+    }
+    t["topk"] = HostTensor::I32(Shape{rows, width}, sel);
+    return t;
+  };
+  c.prepare = [absorbed](Backend& b, const Tensors& in) {
+    Prep p(b, in);
+    const OnBackend& d = p.in();
+    const std::span<const std::int32_t> dims = d.span<std::int32_t>("dims");
+    const kernels::MlaShape shape{dims[0], dims[1], dims[2], dims[3], dims[4], d.scalar("softmax_scale"), dims[5]};
+    const std::vector<kernels::SeqAttention> seqs = SeqsOf(d, in);
+    const Tensor out = p.Output("out", DType::kF32, Shape{in.at("q").shape[0], shape.num_heads, shape.v_head_dim});
+    return p.Done([absorbed, seqs, shape, out](const OnBackend& d) {
+      Backend& b = d.backend();
+      b.Zero(out);
+      b.dsa().SparseMla(d["q"], d["cache"], d["kv_b"], d["topk"], seqs, shape, absorbed, out);
+    });
+  };
+  return c;
+}
+
 OpCase GatherRowsCase() {
   OpCase c{"gather_rows", "GatherRows", {}, {}, {{"*", 0.0}}, {}, {}, {}};
   c.inputs = [](std::mt19937_64& rng, int s) {
@@ -531,7 +718,8 @@ std::vector<OpCase> MakeCases() {
                                RmsNormCase(),  AddCase(),           SiluMulCase(),        RopeCase(true),
                                RopeCase(false), WriteKvCase(),      MoeRouteCase(),       MoeExpertsCase(false),
                                MoeExpertsCase(true), MlaCase(false), MlaCase(true),       GatherRowsCase(),
-                               SampleCase()};
+                               SampleCase(),   LayerNormCase(),     WriteIndexKeysCase(false), WriteIndexKeysCase(true),
+                               IndexerTopKCase(false), IndexerTopKCase(true), SparseMlaCase(false), SparseMlaCase(true)};
   // What a device may differ by (tests/kernels_cuda/cuda_testlib.h gives the reasons): GEMMs sum in
   // another order, FP8 products and attention round through bf16 on tensor cores.
   const std::map<std::string, std::map<std::string, double>> device = {
@@ -539,6 +727,7 @@ std::vector<OpCase> MakeCases() {
       {"rope_half", {{"*", 1e-5}}},       {"rms_norm", {{"*", 1e-5}}},    {"silu_mul", {{"*", 1e-5}}},
       {"moe_route", {{"ids", 0.0}, {"*", 1e-5}}}, {"moe_experts", {{"*", 1e-5}}}, {"moe_experts_fp8", {{"*", 1e-2}}},
       {"mla_expanded", {{"*", 2e-2}}},    {"mla_absorbed", {{"*", 2e-2}}},
+      {"layer_norm", {{"*", 1e-5}}},      {"sparse_mla_expanded", {{"*", 2e-2}}}, {"sparse_mla_absorbed", {{"*", 2e-2}}},
       {"sample", {{"token", 0.0}, {"top_ids", 0.0}, {"*", 1e-5}}}};
   for (OpCase& c : cases) {
     c.device_tolerance = device.count(c.name) ? device.at(c.name) : c.tolerance;

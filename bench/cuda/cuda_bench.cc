@@ -11,7 +11,12 @@
 // size, its time, bytes and FLOPs against the H200's ceilings (4.2 TB/s HBM; 1300 TFLOP/s FP8,
 // 750 bf16, 67 fp32 without tensor cores).
 //
-// Usage: fission_cuda_bench [copy] [gemm] [fp8] [moe_fp8] [prefill] [decode] [sample] [ops]   (all when none is named)
+// And DeepSeek Sparse Attention's kernels (bench/cuda/dsa_bench.cc): dsa_indexer, dsa_topk,
+// dsa_sparse_prefill, dsa_sparse_decode.
+//
+// Usage: fission_cuda_bench [copy] [gemm] [fp8] [moe_fp8] [prefill] [decode] [sample] [ops]
+//                           [dsa_indexer] [dsa_topk] [dsa_sparse_prefill] [dsa_sparse_decode]
+//        (all when none is named)
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -25,6 +30,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/cuda/dsa_bench.h"
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_context.h"
 #include "testing/op_cases.h"
@@ -374,5 +380,6 @@ int main(int argc, char** argv) {
   if (want("moe_fp8")) BenchMoeFp8();
   if (want("sample")) BenchSample();
   if (want("ops")) BenchOpTable();
+  fission::bench::RunDsaBenchmarks(*gpu, want);
   return 0;
 }

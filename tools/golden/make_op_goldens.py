@@ -8,7 +8,8 @@ reference accumulates in double), and both saved to one safetensors file as
 tests/kernels/op_table_test.cc runs the CPU reference on these inputs and compares.
 
 The semantics written here are the ones the Backend interface documents (src/kernels/backend.h,
-src/kernels/mla_ops.h, src/kernels/sampling.h), written again independently in torch. It needs
+src/kernels/mla_ops.h, src/kernels/dsa_ops.h, src/kernels/sampling.h), written again independently in
+torch. It needs
 torch alone (1.13 or later): e4m3 rounding and the safetensors file are written here, so neither
 float8 dtypes nor the safetensors package are required.
 
@@ -361,7 +362,132 @@ def make_sample():
                             "top_logprobs": torch.tensor(top_logprobs, dtype=torch.float32)})
 
 
-DTYPES = {torch.float32: ("F32", 4), torch.int32: ("I32", 4), torch.int64: ("I64", 8)}
+def make_layer_norm():
+    x, weight, bias, eps = uniform((6, 24), -1, 3), uniform((24,), 0.5, 1.5), uniform((24,)), 1e-6
+    xd = x.double()
+    mean = xd.mean(dim=1, keepdim=True)
+    var = ((xd - mean) ** 2).mean(dim=1, keepdim=True)
+    out = ((xd - mean) / torch.sqrt(var + eps) * weight.double() + bias.double()).float()
+    case("layer_norm", {"x": x, "weight": weight, "bias": bias, "eps": torch.tensor([eps], dtype=torch.float32)},
+         {"out": out})
+
+
+def index_fp8_row(x):
+    """kernels/dsa_ops.h's rule for one row: scale = max(amax, 1e-4) / 448, codes = e4m3(x / scale)."""
+    scale = torch.clamp(x.abs().amax(), min=1e-4) / E4M3_MAX
+    return E4M3.round(x / scale), scale
+
+
+def make_write_index_keys():
+    keys, slots, cache = uniform((4, 8), -2, 2), torch.tensor([3, -1, 7, 0], dtype=torch.int64), uniform((10, 8))
+    out = cache.clone()
+    for i, s in enumerate(slots.tolist()):
+        if s >= 0:
+            out[s] = keys[i]
+    case("write_index_keys", {"keys": keys, "slots": slots, "cache": cache}, {"cache": out})
+    keys, dim = uniform((4, 32), -2, 2), 32
+    cache = torch.zeros(10, dim + 4, dtype=torch.uint8)
+    out = cache.clone()
+    for i, s in enumerate(slots.tolist()):
+        if s >= 0:
+            codes, scale = index_fp8_row(keys[i])
+            out[s, :dim] = codes.codes
+            out[s, dim:] = torch.tensor(list(struct.pack("<f", float(scale))), dtype=torch.uint8)
+    case("write_index_keys_fp8", {"keys": keys, "slots": slots, "cache": cache}, {"cache": out})
+
+
+def paged_seqs(long_kv, other_kv, page):
+    """testing/op_cases.cc's MakePagedSeqs: queries at the end of a context, a short prompt, every
+    third position of a longer one; pages scrambled, page 0 unused."""
+    seqs = [(long_kv, list(range(long_kv - 4, long_kv))), (3, [0, 1, 2]), (other_kv, list(range(1, other_kv, 3)))]
+    width = max((kv + page - 1) // page for kv, _ in seqs)
+    free = (torch.randperm(len(seqs) * width, generator=gen) + 1).tolist()
+    meta, positions, tables, row = [], [], torch.zeros(len(seqs), width, dtype=torch.int32), 0
+    for i, (kv, pos) in enumerate(seqs):
+        meta += [row, len(pos), kv]
+        positions += pos
+        for p in range((kv + page - 1) // page):
+            tables[i, p] = free[i * width + p]
+        row += len(pos)
+    return seqs, meta, positions, tables, (len(free) + 1) * page, row
+
+
+def integer_rows(rows, dim, fp8, amax_at):
+    """Values in [-1, 1] and, for fp8, one ±7 a row (scale 1/64: exact codes): exact scores."""
+    v = randint(-1, 2, (rows, dim)).float()
+    if fp8:
+        v[:, amax_at] = torch.where(randint(0, 2, (rows,)) == 1, 7.0, -7.0)
+    return v
+
+
+def make_indexer():
+    heads, dim, topk, page, weight_scale = 4, 32, 6, 4, 0.125
+    for name, fp8 in (("indexer_topk", False), ("indexer_topk_fp8", True)):
+        seqs, meta, positions, tables, slots, rows = paged_seqs(9, 14, page)
+        w = randint(-2, 3, (rows, heads)).float()
+        q = integer_rows(rows * heads, dim, fp8, 0).view(rows, heads, dim)
+        keys = integer_rows(slots, dim, fp8, 1)
+
+        def used(x):
+            if not fp8:
+                return x.double()
+            codes, scale = index_fp8_row(x)
+            return codes.float().double() * float(scale)
+
+        out = torch.full((rows, topk), -1, dtype=torch.int32)
+        for i, (kv, pos) in enumerate(seqs):
+            k = torch.stack([used(keys[tables[i, p // page] * page + p % page]) for p in range(kv)])
+            for t, p in enumerate(pos):
+                r = meta[3 * i] + t
+                if p + 1 <= topk:
+                    out[r, :p + 1] = torch.arange(p + 1, dtype=torch.int32)
+                    continue
+                qh = torch.stack([used(q[r, h]) for h in range(heads)])  # [heads, dim]
+                dots = torch.clamp(k[:p + 1] @ qh.T, min=0.0)           # [keys, heads]
+                score = (dots * (weight_scale * w[r].double())).sum(dim=1)
+                order = torch.sort(score, descending=True, stable=True).indices[:topk]
+                out[r] = order.to(torch.int32)
+        inputs = {"q": q, "weights": w, "keys": keys, "seqs": torch.tensor(meta, dtype=torch.int32).view(len(seqs), 3),
+                  "positions": torch.tensor(positions, dtype=torch.int32), "tables": tables,
+                  "dims": torch.tensor([heads, dim, topk, page], dtype=torch.int32),
+                  "weight_scale": torch.tensor([weight_scale], dtype=torch.float32)}
+        case(name, inputs, {"topk": out})
+
+
+def make_sparse_mla():
+    heads, nope, rope_dim, v, lora, page, width = 2, 16, 8, 16, 32, 4, 5
+    seqs, meta, positions, tables, slots, rows = paged_seqs(9, 6, page)
+    q, cache = uniform((rows, heads, nope + rope_dim)), uniform((slots, lora + rope_dim))
+    kv_b = uniform((heads * (nope + v), lora), -0.2, 0.2)
+    scale = 1.0 / math.sqrt(nope + rope_dim)
+    sel = torch.full((rows, width), -1, dtype=torch.int32)
+    for r, p in enumerate(positions):
+        take = min(width, p + 1)
+        if r % 3 == 2:
+            take = max(1, take // 2)
+        sel[r, :take] = torch.randperm(p + 1, generator=gen)[:take].to(torch.int32)
+    inputs = {"q": q, "cache": cache, "kv_b": kv_b,
+              "seqs": torch.tensor(meta, dtype=torch.int32).view(len(seqs), 3),
+              "positions": torch.tensor(positions, dtype=torch.int32), "tables": tables,
+              "dims": torch.tensor([heads, nope, rope_dim, v, lora, page], dtype=torch.int32),
+              "softmax_scale": torch.tensor([scale], dtype=torch.float32), "topk": sel}
+    w = kv_b.double().view(heads, nope + v, lora)
+    out = torch.zeros(rows, heads, v, dtype=torch.float64)
+    for i, (kv, pos) in enumerate(seqs):
+        for t, p in enumerate(pos):
+            r = meta[3 * i] + t
+            chosen = [c for c in sel[r].tolist() if c >= 0]
+            rows_c = torch.stack([cache[tables[i, c // page] * page + c % page] for c in chosen]).double()
+            latent, k_rope = rows_c[:, :lora], rows_c[:, lora:]
+            for h in range(heads):
+                qh = q[r, h].double()
+                scores = (latent @ w[h, :nope].T @ qh[:nope] + k_rope @ qh[nope:]) * scale
+                out[r, h] = torch.softmax(scores, dim=0) @ (latent @ w[h, nope:].T)
+    for name in ("sparse_mla_expanded", "sparse_mla_absorbed"):
+        case(name, inputs, {"out": out.float()})
+
+
+DTYPES = {torch.float32: ("F32", 4), torch.int32: ("I32", 4), torch.int64: ("I64", 8), torch.uint8: ("U8", 1)}
 
 
 def save_safetensors(path, tensors, metadata):
@@ -387,7 +513,9 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
-    for make in (make_linear, make_elementwise, make_rope, make_write_kv, make_moe, make_mla, make_sample):
+    # New cases go last: the generator's earlier draws, and so the earlier cases, stay as they were.
+    for make in (make_linear, make_elementwise, make_rope, make_write_kv, make_moe, make_mla, make_sample,
+                 make_layer_norm, make_write_index_keys, make_indexer, make_sparse_mla):
         make()
     tensors = {}
     for name, (inputs, outputs) in cases.items():

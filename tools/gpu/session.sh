@@ -16,6 +16,10 @@
 #           ops     the operation table: torch goldens made here, the CPU reference against them, CUDA
 #                   against the CPU, and the perf mode (op_goldens.safetensors comes back in $OUT)
 #           bench-lite    fission_cuda_bench gemm fp8 decode moe_fp8 (no torch reference)
+#           dsa     DeepSeek Sparse Attention: the CUDA kernel tests of the indexer, its top-k and sparse
+#                   MLA (CudaDsa*, and the operation table), then fission_cuda_bench's dsa_topk,
+#                   dsa_indexer, dsa_sparse_decode and dsa_sparse_prefill (logs: stage_dsa_tests.txt,
+#                   bench_dsa.log)
 #           comm    fission_comm_bench: collective time per layer, TP2 and TP2 x CP2
 #           pcp     tools/gpu/pcp_bench.sh (TTFT, TP2 against TP2 x CP2)
 #           multinode tools/gpu/multinode_check.sh (two processes, one GPU each)
@@ -52,6 +56,11 @@ for stage in "$@"; do
     e2e-bf16) timeout 420 bash tools/gpu/serve_bench.sh "$BIN" "$TOK" 4 bf16 > "$OUT/stage_e2e_bf16.txt" 2>&1 ;;
     kernels) bash tools/gpu/check.sh --prebuilt "$BIN" --no-build > "$OUT/stage_kernels.txt" 2>&1 ;;
     bench-lite) timeout 300 "$BIN/fission_cuda_bench" gemm fp8 decode moe_fp8 > "$OUT/bench_lite.log" 2>&1 ;;
+    dsa) timeout 420 "$BIN/tests/fission_kernels_cuda_tests" --gtest_filter='CudaDsa*:CudaOpTable*' \
+           > "$OUT/stage_dsa_tests.txt" 2>&1
+         echo "dsa tests: rc $?" >> "$OUT/stages.txt"
+         timeout 420 "$BIN/fission_cuda_bench" dsa_topk dsa_indexer dsa_sparse_decode dsa_sparse_prefill \
+           > "$OUT/bench_dsa.log" 2>&1 ;;
     kernel-tests) bash tools/gpu/check.sh --prebuilt "$BIN" --no-build --no-bench > "$OUT/stage_kernel_tests.txt" 2>&1 ;;
     ops) { OUT=$RESULTS bash tools/gpu/make_goldens.sh ops && mkdir -p tests/fixtures/ops &&
            cp "$RESULTS/op_goldens.safetensors" tests/fixtures/ops/ &&

@@ -34,10 +34,38 @@ class CudaMlaOps final : public MlaOps {
   CudaContext& ctx_;
 };
 
+class CudaDsaOps final : public DsaOps {
+ public:
+  explicit CudaDsaOps(CudaContext& ctx) : ctx_(ctx) {}
+  void WriteIndexKeys(const Tensor& keys, std::span<const std::int64_t> slots, const Tensor& cache,
+                      const IndexerShape& shape) override {
+    OpTimer timer(ctx_, "WriteIndexKeys", static_cast<std::int64_t>(slots.size()));
+    cuda::WriteIndexKeys(ctx_, keys, slots, cache, shape);
+  }
+  void IndexerTopK(const Tensor& q, const Tensor& weights, const Tensor& cache, std::span<const SeqAttention> seqs,
+                   const IndexerShape& shape, const Tensor& topk) override {
+    OpTimer timer(ctx_, "IndexerTopK", topk.rank() > 1 ? topk.shape[0] : 1);
+    cuda::IndexerTopK(ctx_, q, weights, cache, seqs, shape, topk);
+  }
+  void SparseMla(const Tensor& q, const Tensor& cache, const Tensor& kv_b, const Tensor& topk,
+                 std::span<const SeqAttention> seqs, const MlaShape& shape, bool absorbed, const Tensor& out) override {
+    // Both forms run in the latent space (dsa_sparse_mla.cu): over topk keys a query that is the
+    // cheaper form of the two, and they are equal up to rounding.
+    OpTimer timer(ctx_, absorbed ? "SparseMlaAbsorbed" : "SparseMlaExpanded", topk.rank() > 1 ? topk.shape[0] : 1);
+    cuda::SparseMla(ctx_, q, cache, kv_b, topk, seqs, shape, out);
+  }
+
+ private:
+  CudaContext& ctx_;
+};
+
 CudaBackend::CudaBackend(int device)
-    : ctx_(std::make_unique<CudaContext>(device)), mla_(std::make_unique<CudaMlaOps>(*ctx_)) {}
+    : ctx_(std::make_unique<CudaContext>(device)),
+      mla_(std::make_unique<CudaMlaOps>(*ctx_)),
+      dsa_(std::make_unique<CudaDsaOps>(*ctx_)) {}
 CudaBackend::~CudaBackend() = default;
 MlaOps& CudaBackend::mla() { return *mla_; }
+DsaOps& CudaBackend::dsa() { return *dsa_; }
 
 Device CudaBackend::device() const { return Device::Cuda(ctx_->device()); }
 Allocator* CudaBackend::allocator() { return ctx_->allocator(); }
@@ -72,6 +100,10 @@ void CudaBackend::Zero(const Tensor& x) {
 void CudaBackend::RmsNorm(const Tensor& x, const Tensor& weight, float eps, const Tensor& out) {
   OpTimer timer(*ctx_, "RmsNorm", x.rank() > 1 ? x.shape[0] : 1);
   cuda::RmsNorm(*ctx_, x, weight, eps, out);
+}
+void CudaBackend::LayerNorm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps, const Tensor& out) {
+  OpTimer timer(*ctx_, "LayerNorm", x.rank() > 1 ? x.shape[0] : 1);
+  cuda::LayerNorm(*ctx_, x, weight, bias, eps, out);
 }
 void CudaBackend::Add(const Tensor& a, const Tensor& b, const Tensor& out) {
   OpTimer timer(*ctx_, "Add", a.rank() > 1 ? a.shape[0] : 1);

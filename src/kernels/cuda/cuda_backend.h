@@ -11,6 +11,7 @@ namespace fission::kernels::cuda {
 
 class CudaContext;
 class CudaMlaOps;
+class CudaDsaOps;
 
 class CudaBackend final : public Backend {
  public:
@@ -26,6 +27,7 @@ class CudaBackend final : public Backend {
                  const Tensor& out) override;
   void Zero(const Tensor& x) override;
   void RmsNorm(const Tensor& x, const Tensor& weight, float eps, const Tensor& out) override;
+  void LayerNorm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps, const Tensor& out) override;
   void Add(const Tensor& a, const Tensor& b, const Tensor& out) override;
   void SiluMul(const Tensor& gate_up, const Tensor& out) override;
   void Rope(const Tensor& x, std::int64_t rope_offset, std::int64_t rope_dim, std::span<const std::int32_t> positions,
@@ -36,6 +38,8 @@ class CudaBackend final : public Backend {
   void MoeExperts(const Tensor& x, const Tensor& topk_ids, const Tensor& topk_weights,
                   std::span<const WeightView> gate_up, std::span<const WeightView> down, const Tensor& out) override;
   MlaOps& mla() override;
+  // dsa_indexer.cu, dsa_topk.cu, dsa_sparse_mla.cu (docs/cuda.md, "DeepSeek Sparse Attention").
+  DsaOps& dsa() override;
   void GatherRows(const Tensor& x, std::span<const std::int32_t> indices, const Tensor& out) override;
   // fp32 or bf16 tensors to host fp32 (waits for the device).
   void CopyToHost(const Tensor& src, float* dst) override;
@@ -61,6 +65,7 @@ class CudaBackend final : public Backend {
  private:
   std::unique_ptr<CudaContext> ctx_;
   std::unique_ptr<CudaMlaOps> mla_;
+  std::unique_ptr<CudaDsaOps> dsa_;
 };
 
 }  // namespace fission::kernels::cuda

@@ -18,6 +18,8 @@ void Embedding(CudaContext& ctx, const Tensor& table, std::span<const std::int32
                const Tensor& out);
 void Zero(CudaContext& ctx, const Tensor& x);
 void RmsNorm(CudaContext& ctx, const Tensor& x, const Tensor& weight, float eps, const Tensor& out);
+void LayerNorm(CudaContext& ctx, const Tensor& x, const Tensor& weight, const Tensor& bias, float eps,
+               const Tensor& out);
 void Add(CudaContext& ctx, const Tensor& a, const Tensor& b, const Tensor& out);
 void SiluMul(CudaContext& ctx, const Tensor& gate_up, const Tensor& out);
 void Rope(CudaContext& ctx, const Tensor& x, std::int64_t rope_offset, std::int64_t rope_dim,
@@ -121,6 +123,17 @@ void MlaAttentionExpanded(CudaContext& ctx, const Tensor& q, const Tensor& cache
                           std::span<const SeqAttention> seqs, const MlaShape& shape, const Tensor& out);
 void MlaAttentionAbsorbed(CudaContext& ctx, const Tensor& q, const Tensor& cache, const Tensor& kv_b,
                           std::span<const SeqAttention> seqs, const MlaShape& shape, const Tensor& out);
+
+// DeepSeek Sparse Attention (kernels/dsa_ops.h). dsa_indexer.cu: the index key cache (exact rows
+// of fp32 or bf16, or e4m3 codes and an fp32 scale per token) and the indexer's scoring and top-k
+// (dsa_topk.cu); dsa_sparse_mla.cu: MLA over each row's selected positions, both forms computed in
+// the latent space. All three are capturable for a pure decode step.
+void WriteIndexKeys(CudaContext& ctx, const Tensor& keys, std::span<const std::int64_t> slots, const Tensor& cache,
+                    const IndexerShape& shape);
+void IndexerTopK(CudaContext& ctx, const Tensor& q, const Tensor& weights, const Tensor& cache,
+                 std::span<const SeqAttention> seqs, const IndexerShape& shape, const Tensor& topk);
+void SparseMla(CudaContext& ctx, const Tensor& q, const Tensor& cache, const Tensor& kv_b, const Tensor& topk,
+               std::span<const SeqAttention> seqs, const MlaShape& shape, const Tensor& out);
 
 // sampling.cu
 void Sample(CudaContext& ctx, const Tensor& logits, std::span<const SamplingRow> rows, std::span<SampledToken> out);

@@ -69,6 +69,38 @@ __global__ void RmsNormKernel(const void* x, Elem xe, const void* w, Elem we, vo
   }
 }
 
+// Sum of v over the block (kThreads threads); `partial` holds kThreads / 32 floats. Every thread
+// gets the total; the barriers also order the caller's earlier reads before later writes.
+__device__ float BlockSum(float v, float* partial) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  if ((threadIdx.x & 31) == 0) partial[threadIdx.x >> 5] = v;
+  __syncthreads();
+  float total = 0.0f;
+  for (int w = 0; w < kThreads / 32; ++w) total += partial[w];
+  __syncthreads();
+  return total;
+}
+
+// One block per row: the mean, then the biased variance around it (two passes, as the reference),
+// then weight · (x − mean) / sqrt(var + eps) + bias. Each element is read and written by the same
+// thread, so x and out may alias.
+__global__ void LayerNormKernel(const void* x, Elem xe, const void* w, Elem we, const void* b, Elem be, void* out,
+                                Elem oe, std::int64_t d, float eps) {
+  __shared__ float partial[kThreads / 32];
+  const std::int64_t base = blockIdx.x * d;
+  float sum = 0.0f;
+  for (std::int64_t j = threadIdx.x; j < d; j += blockDim.x) sum += LoadF(x, base + j, xe);
+  const float mean = BlockSum(sum, partial) / static_cast<float>(d);
+  float sq = 0.0f;
+  for (std::int64_t j = threadIdx.x; j < d; j += blockDim.x) {
+    const float c = LoadF(x, base + j, xe) - mean;
+    sq += c * c;
+  }
+  const float inv = 1.0f / sqrtf(BlockSum(sq, partial) / static_cast<float>(d) + eps);
+  for (std::int64_t j = threadIdx.x; j < d; j += blockDim.x)
+    StoreF(out, base + j, oe, (LoadF(x, base + j, xe) - mean) * inv * LoadF(w, j, we) + LoadF(b, j, be));
+}
+
 __global__ void AddKernel(const void* a, Elem ae, const void* b, Elem be, void* out, Elem oe, std::int64_t n) {
   for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
@@ -153,6 +185,17 @@ void RmsNorm(CudaContext& ctx, const Tensor& x, const Tensor& weight, float eps,
   RmsNormKernel<<<static_cast<unsigned>(n), kThreads, 0, ctx.stream()>>>(x.data, ElemOf(x), weight.data,
                                                                           ElemOf(weight), out.data, ElemOf(out), d,
                                                                           width, eps);
+  FISSION_LAUNCHED();
+}
+
+void LayerNorm(CudaContext& ctx, const Tensor& x, const Tensor& weight, const Tensor& bias, float eps,
+               const Tensor& out) {
+  const std::int64_t d = LastDim(x), n = x.numel() / std::max<std::int64_t>(d, 1);
+  FISSION_CHECK(d > 0 && weight.numel() == d && bias.numel() == d && out.numel() == x.numel(), "LayerNorm x",
+                x.shape.ToString(), " weight ", weight.numel(), " bias ", bias.numel());
+  if (n == 0) return;
+  LayerNormKernel<<<static_cast<unsigned>(n), kThreads, 0, ctx.stream()>>>(
+      x.data, ElemOf(x), weight.data, ElemOf(weight), bias.data, ElemOf(bias), out.data, ElemOf(out), d, eps);
   FISSION_LAUNCHED();
 }
 

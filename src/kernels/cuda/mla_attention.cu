@@ -12,6 +12,7 @@
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/mla_flash.cuh"
+#include "kernels/cuda/mla_host.h"
 #include "kernels/cuda/mla_prefill.cuh"
 
 namespace fission::kernels::cuda {
@@ -44,30 +45,6 @@ void CheckShapes(const Tensor& q, const Tensor& cache, const Tensor& kv_b, std::
   }
 }
 
-// Rows [begin, end) of the flattened queries that belong to the given sequences, merged into runs.
-std::vector<std::pair<std::int64_t, std::int64_t>> QueryRuns(std::span<const SeqAttention> seqs) {
-  std::vector<std::pair<std::int64_t, std::int64_t>> runs;
-  std::vector<const SeqAttention*> sorted;
-  for (const SeqAttention& s : seqs)
-    if (s.query_len > 0) sorted.push_back(&s);
-  std::sort(sorted.begin(), sorted.end(), [](auto* a, auto* b) { return a->query_start < b->query_start; });
-  for (const SeqAttention* s : sorted) {
-    if (!runs.empty() && runs.back().second == s->query_start)
-      runs.back().second += s->query_len;
-    else
-      runs.emplace_back(s->query_start, s->query_start + s->query_len);
-  }
-  return runs;
-}
-
-// A bf16 copy of t, or t itself when it already is bf16.
-Tensor AsBf16(CudaContext& ctx, const Tensor& t, Buffer& holder) {
-  if (t.dtype == DType::kBF16) return t;
-  holder = Buffer(DType::kBF16, t.shape, ctx.allocator());
-  Convert(ctx, t, holder);
-  return holder.tensor();
-}
-
 template <int DQK, int DV, bool kVFromK, int RB>
 void Launch(CudaContext& ctx, const Params& p, int items, int grid_y) {
   using L = mla::Smem<DQK, DV, kVFromK, RB>;
@@ -83,63 +60,6 @@ void Launch(CudaContext& ctx, const Params& p, int items, int grid_y) {
   FISSION_LAUNCHED();
 }
 
-// The absorbed form's per-head GEMMs (strided-batched, a head per batch entry) over runs of
-// consecutive query rows: q_latent[t, h] = q_nope[t, h] · W_UK[h] (W_UK[h] = kv_b rows h·(nope+v) + [0, nope)).
-void AbsorbQueries(CudaContext& ctx, const __nv_bfloat16* wb, const __nv_bfloat16* qb, __nv_bfloat16* ql,
-                   std::span<const std::pair<std::int64_t, std::int64_t>> runs, const MlaShape& sh) {
-  const std::int64_t heads = sh.num_heads, lora = sh.kv_lora_rank, nope = sh.qk_nope_head_dim;
-  const std::int64_t vdim = sh.v_head_dim, qk = nope + sh.qk_rope_head_dim;
-  for (const auto& [begin, end] : runs) {
-    GemmDesc g;
-    g.m = lora;
-    g.n = end - begin;
-    g.k = nope;
-    g.a = wb;
-    g.a_type = CUDA_R_16BF;
-    g.lda = lora;
-    g.stride_a = (nope + vdim) * lora;
-    g.b = qb + begin * heads * qk;
-    g.b_type = CUDA_R_16BF;
-    g.ldb = heads * qk;
-    g.stride_b = qk;
-    g.d = ql + begin * heads * lora;
-    g.d_type = CUDA_R_16BF;
-    g.ldd = heads * lora;
-    g.stride_d = lora;
-    g.batch = static_cast<int>(heads);
-    FISSION_CHECK(ctx.Gemm(g), "cuBLASLt has no algorithm for the MLA query absorption");
-  }
-}
-
-// out[t, h] = W_UV[h] · o_latent[t, h] (W_UV[h] = kv_b rows h·(nope+v) + nope + [0, v)).
-void ProjectValues(CudaContext& ctx, const __nv_bfloat16* wb, const __nv_bfloat16* ol, const Tensor& out,
-                   std::span<const std::pair<std::int64_t, std::int64_t>> runs, const MlaShape& sh) {
-  const std::int64_t heads = sh.num_heads, lora = sh.kv_lora_rank, nope = sh.qk_nope_head_dim;
-  const std::int64_t vdim = sh.v_head_dim;
-  FISSION_CHECK(out.dtype == DType::kF32 || out.dtype == DType::kBF16, "MLA out must be fp32 or bf16");
-  for (const auto& [begin, end] : runs) {
-    GemmDesc g;
-    g.trans_a = true;
-    g.m = vdim;
-    g.n = end - begin;
-    g.k = lora;
-    g.a = wb + nope * lora;
-    g.a_type = CUDA_R_16BF;
-    g.lda = lora;
-    g.stride_a = (nope + vdim) * lora;
-    g.b = ol + begin * heads * lora;
-    g.b_type = CUDA_R_16BF;
-    g.ldb = heads * lora;
-    g.stride_b = lora;
-    g.d = static_cast<unsigned char*>(out.data) + DTypeBytes(out.dtype, begin * heads * vdim);
-    g.d_type = out.dtype == DType::kF32 ? CUDA_R_32F : CUDA_R_16BF;
-    g.ldd = heads * vdim;
-    g.stride_d = vdim;
-    g.batch = static_cast<int>(heads);
-    FISSION_CHECK(ctx.Gemm(g), "cuBLASLt has no algorithm for the MLA value projection");
-  }
-}
-
 // Keys of a split: at least this many (fewer make the merge cost more than the split saves).
 constexpr int kMinKeysPerSplit = 256;
 // A pure decode step's splits may be as short as one tile: with 128 heads the absorbed form does
@@ -153,23 +73,6 @@ constexpr int kMinDecodeKeysPerSplit = mla::kKeys;
 // bounds the partial results on larger chips. A short context's unused splits are blocks that
 // return at once.
 constexpr std::int64_t kMaxDecodeSplits = std::min<std::int64_t>(128, mla::kMaxSplits);
-
-// The fewest splits (at most max_splits) that fill at least 90% of the last wave of blocks: one
-// block per multiprocessor, since both decode variants use more than half of its shared memory.
-int PickSplits(std::int64_t base_blocks, std::int64_t max_splits, std::int64_t slots) {
-  int splits = 1;
-  double best = 0.0;
-  for (std::int64_t sp = 1; sp <= max_splits; ++sp) {
-    const std::int64_t blocks = base_blocks * sp, waves = (blocks + slots - 1) / slots;
-    const double fill = static_cast<double>(blocks) / static_cast<double>(waves * slots);
-    if (fill > best + 1e-9) {
-      best = fill;
-      splits = static_cast<int>(sp);
-    }
-    if (fill >= 0.9) break;
-  }
-  return splits;
-}
 
 // Pure decode's work list (PlanDecodeOnDevice): item (sequence i, row block rb, split sp) at
 // (i·row_blocks + rb)·splits + sp, the order the host lists use. Sequence i's keys are [0, position
@@ -238,43 +141,6 @@ AbsorbedWork PlanOnHost(CudaContext& ctx, std::span<const SeqAttention> seqs, st
   if (splits > 1) work.merge_rows = ctx.Upload(std::span<const std::int64_t>(rows));
   work.merge_count = static_cast<std::int64_t>(rows.size());
   return work;
-}
-
-// A pure decode step: sequence i has one query, at row i, and that token is its last key.
-bool PureDecode(std::span<const SeqAttention> seqs, std::int64_t n) {
-  if (seqs.empty() || static_cast<std::int64_t>(seqs.size()) != n) return false;
-  for (std::size_t i = 0; i < seqs.size(); ++i) {
-    const SeqAttention& s = seqs[i];
-    if (s.query_len != 1 || s.query_start != static_cast<std::int32_t>(i) || s.query_positions[0] != s.kv_len - 1)
-      return false;
-  }
-  return true;
-}
-
-// One span holding each sequence's `part`, sequence i's at i·width. When sequence i's part already
-// lies i·width values after sequence 0's, that span is uploaded as it is (inside a graph's input
-// block it resolves to the device copy, no copy); otherwise the parts are concatenated, each padded
-// to the widest with zeros (an upload of step data: eager only).
-template <typename Part>
-DeviceMeta UploadPerSequence(CudaContext& ctx, std::span<const SeqAttention> seqs, Part part, std::int64_t* width) {
-  const std::span<const std::int32_t> first = part(seqs[0]);
-  const auto base = reinterpret_cast<std::uintptr_t>(first.data());
-  std::size_t widest = 0;
-  bool strided = true;
-  for (std::size_t i = 0; i < seqs.size(); ++i) {
-    const std::span<const std::int32_t> mine = part(seqs[i]);
-    widest = std::max(widest, mine.size());
-    strided = strided && mine.size() == first.size() &&
-              reinterpret_cast<std::uintptr_t>(mine.data()) == base + i * first.size() * sizeof(std::int32_t);
-  }
-  if (strided) {
-    *width = static_cast<std::int64_t>(first.size());
-    return ctx.Upload(std::span<const std::int32_t>(first.data(), seqs.size() * first.size()));
-  }
-  std::vector<std::int32_t> flat(seqs.size() * widest, 0);
-  for (std::size_t i = 0; i < seqs.size(); ++i) std::ranges::copy(part(seqs[i]), flat.begin() + i * widest);
-  *width = static_cast<std::int64_t>(widest);
-  return ctx.Upload(std::span<const std::int32_t>(flat));
 }
 
 // Pure decode: the splits follow from the batch size and heads alone, and a kernel reads each
@@ -348,6 +214,157 @@ ExpandedWork PlanExpanded(CudaContext& ctx, std::span<const SeqAttention> seqs, 
 }
 
 }  // namespace
+
+namespace mla {
+__global__ void MergeKernel(const float* part_o, const float* part_lse, int num_splits, std::int64_t total_rows,
+                            int dv, const std::int64_t* rows, void* out, Elem oe) {
+  __shared__ float weight[kMaxSplits];
+  __shared__ float reduce[32];
+  const std::int64_t row = rows != nullptr ? rows[blockIdx.x] : static_cast<std::int64_t>(blockIdx.x);
+  float mx = -INFINITY;
+  for (int s = threadIdx.x; s < num_splits; s += blockDim.x) {
+    weight[s] = part_lse[s * total_rows + row];
+    mx = fmaxf(mx, weight[s]);
+  }
+  for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+  if ((threadIdx.x & 31) == 0) reduce[threadIdx.x >> 5] = mx;
+  __syncthreads();
+  mx = -INFINITY;
+  for (int w = 0; w < static_cast<int>(blockDim.x >> 5); ++w) mx = fmaxf(mx, reduce[w]);
+  __syncthreads();
+  float den = 0.0f;
+  for (int s = threadIdx.x; s < num_splits; s += blockDim.x) {
+    const float w = weight[s] == -INFINITY ? 0.0f : exp2f(weight[s] - mx);
+    weight[s] = w;
+    den += w;
+  }
+  for (int o = 16; o > 0; o >>= 1) den += __shfl_xor_sync(0xffffffffu, den, o);
+  if ((threadIdx.x & 31) == 0) reduce[threadIdx.x >> 5] = den;
+  __syncthreads();
+  den = 0.0f;
+  for (int w = 0; w < static_cast<int>(blockDim.x >> 5); ++w) den += reduce[w];
+  const float inv = den > 0.0f ? 1.0f / den : 0.0f;
+  for (int c = threadIdx.x; c < dv; c += blockDim.x) {
+    float num = 0.0f;
+#pragma unroll 8
+    for (int s = 0; s < num_splits; ++s) {
+      const float w = weight[s];
+      if (w != 0.0f) num += w * part_o[(s * total_rows + row) * dv + c];
+    }
+    StoreF(out, row * dv + c, oe, num * inv);
+  }
+}
+}  // namespace mla
+
+// Shared with the sparse (DSA) attention: kernels/cuda/mla_host.h.
+// Rows [begin, end) of the flattened queries that belong to the given sequences, merged into runs.
+std::vector<std::pair<std::int64_t, std::int64_t>> QueryRuns(std::span<const SeqAttention> seqs) {
+  std::vector<std::pair<std::int64_t, std::int64_t>> runs;
+  std::vector<const SeqAttention*> sorted;
+  for (const SeqAttention& s : seqs)
+    if (s.query_len > 0) sorted.push_back(&s);
+  std::sort(sorted.begin(), sorted.end(), [](auto* a, auto* b) { return a->query_start < b->query_start; });
+  for (const SeqAttention* s : sorted) {
+    if (!runs.empty() && runs.back().second == s->query_start)
+      runs.back().second += s->query_len;
+    else
+      runs.emplace_back(s->query_start, s->query_start + s->query_len);
+  }
+  return runs;
+}
+
+// A bf16 copy of t, or t itself when it already is bf16.
+Tensor AsBf16(CudaContext& ctx, const Tensor& t, Buffer& holder) {
+  if (t.dtype == DType::kBF16) return t;
+  holder = Buffer(DType::kBF16, t.shape, ctx.allocator());
+  Convert(ctx, t, holder);
+  return holder.tensor();
+}
+
+// The absorbed form's per-head GEMMs (strided-batched, a head per batch entry) over runs of
+// consecutive query rows: q_latent[t, h] = q_nope[t, h] · W_UK[h] (W_UK[h] = kv_b rows h·(nope+v) + [0, nope)).
+void AbsorbQueries(CudaContext& ctx, const __nv_bfloat16* wb, const __nv_bfloat16* qb, __nv_bfloat16* ql,
+                   std::span<const std::pair<std::int64_t, std::int64_t>> runs, const MlaShape& sh) {
+  const std::int64_t heads = sh.num_heads, lora = sh.kv_lora_rank, nope = sh.qk_nope_head_dim;
+  const std::int64_t vdim = sh.v_head_dim, qk = nope + sh.qk_rope_head_dim;
+  for (const auto& [begin, end] : runs) {
+    GemmDesc g;
+    g.m = lora;
+    g.n = end - begin;
+    g.k = nope;
+    g.a = wb;
+    g.a_type = CUDA_R_16BF;
+    g.lda = lora;
+    g.stride_a = (nope + vdim) * lora;
+    g.b = qb + begin * heads * qk;
+    g.b_type = CUDA_R_16BF;
+    g.ldb = heads * qk;
+    g.stride_b = qk;
+    g.d = ql + begin * heads * lora;
+    g.d_type = CUDA_R_16BF;
+    g.ldd = heads * lora;
+    g.stride_d = lora;
+    g.batch = static_cast<int>(heads);
+    FISSION_CHECK(ctx.Gemm(g), "cuBLASLt has no algorithm for the MLA query absorption");
+  }
+}
+
+// out[t, h] = W_UV[h] · o_latent[t, h] (W_UV[h] = kv_b rows h·(nope+v) + nope + [0, v)).
+void ProjectValues(CudaContext& ctx, const __nv_bfloat16* wb, const __nv_bfloat16* ol, const Tensor& out,
+                   std::span<const std::pair<std::int64_t, std::int64_t>> runs, const MlaShape& sh) {
+  const std::int64_t heads = sh.num_heads, lora = sh.kv_lora_rank, nope = sh.qk_nope_head_dim;
+  const std::int64_t vdim = sh.v_head_dim;
+  FISSION_CHECK(out.dtype == DType::kF32 || out.dtype == DType::kBF16, "MLA out must be fp32 or bf16");
+  for (const auto& [begin, end] : runs) {
+    GemmDesc g;
+    g.trans_a = true;
+    g.m = vdim;
+    g.n = end - begin;
+    g.k = lora;
+    g.a = wb + nope * lora;
+    g.a_type = CUDA_R_16BF;
+    g.lda = lora;
+    g.stride_a = (nope + vdim) * lora;
+    g.b = ol + begin * heads * lora;
+    g.b_type = CUDA_R_16BF;
+    g.ldb = heads * lora;
+    g.stride_b = lora;
+    g.d = static_cast<unsigned char*>(out.data) + DTypeBytes(out.dtype, begin * heads * vdim);
+    g.d_type = out.dtype == DType::kF32 ? CUDA_R_32F : CUDA_R_16BF;
+    g.ldd = heads * vdim;
+    g.stride_d = vdim;
+    g.batch = static_cast<int>(heads);
+    FISSION_CHECK(ctx.Gemm(g), "cuBLASLt has no algorithm for the MLA value projection");
+  }
+}
+
+// The fewest splits (at most max_splits) that fill at least 90% of the last wave of blocks: one
+// block per multiprocessor, since both decode variants use more than half of its shared memory.
+int PickSplits(std::int64_t base_blocks, std::int64_t max_splits, std::int64_t slots) {
+  int splits = 1;
+  double best = 0.0;
+  for (std::int64_t sp = 1; sp <= max_splits; ++sp) {
+    const std::int64_t blocks = base_blocks * sp, waves = (blocks + slots - 1) / slots;
+    const double fill = static_cast<double>(blocks) / static_cast<double>(waves * slots);
+    if (fill > best + 1e-9) {
+      best = fill;
+      splits = static_cast<int>(sp);
+    }
+    if (fill >= 0.9) break;
+  }
+  return splits;
+}
+
+// A pure decode step: sequence i has one query, at row i, and that token is its last key.
+bool PureDecode(std::span<const SeqAttention> seqs, std::int64_t n) {
+  if (seqs.empty() || static_cast<std::int64_t>(seqs.size()) != n) return false;
+  for (std::size_t i = 0; i < seqs.size(); ++i) {
+    const SeqAttention& s = seqs[i];
+    if (s.query_len != 1 || s.query_start != static_cast<std::int32_t>(i) || s.query_positions[0] != s.kv_len - 1)
+      return false;
+  }
+  return true;
+}
 
 void MlaAttentionExpanded(CudaContext& ctx, const Tensor& q, const Tensor& cache, const Tensor& kv_b,
                           std::span<const SeqAttention> seqs, const MlaShape& sh, const Tensor& out) {

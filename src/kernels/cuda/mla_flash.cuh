@@ -444,45 +444,10 @@ __global__ void __launch_bounds__(kThreads, (RB == 1 || DQK <= 192) ? 2 : 1) Fla
 // Merges the splits of row (token, head) by their log-sum-exp (log2 units). The split weights are
 // computed once per row into shared memory; the column sums then issue independent loads. Block b
 // merges row rows[b], or row b when rows is null (every row: a pure decode step). A split of
-// weight 0 (lse -inf: no key seen) is not read.
+// weight 0 (lse -inf: no key seen) is not read. Defined once, in mla_attention.cu (the sparse
+// attention of dsa_sparse_mla.cu launches it too).
 constexpr int kMaxSplits = 1024;
 __global__ void MergeKernel(const float* part_o, const float* part_lse, int num_splits, std::int64_t total_rows,
-                            int dv, const std::int64_t* rows, void* out, Elem oe) {
-  __shared__ float weight[kMaxSplits];
-  __shared__ float reduce[32];
-  const std::int64_t row = rows != nullptr ? rows[blockIdx.x] : static_cast<std::int64_t>(blockIdx.x);
-  float mx = -INFINITY;
-  for (int s = threadIdx.x; s < num_splits; s += blockDim.x) {
-    weight[s] = part_lse[s * total_rows + row];
-    mx = fmaxf(mx, weight[s]);
-  }
-  for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
-  if ((threadIdx.x & 31) == 0) reduce[threadIdx.x >> 5] = mx;
-  __syncthreads();
-  mx = -INFINITY;
-  for (int w = 0; w < static_cast<int>(blockDim.x >> 5); ++w) mx = fmaxf(mx, reduce[w]);
-  __syncthreads();
-  float den = 0.0f;
-  for (int s = threadIdx.x; s < num_splits; s += blockDim.x) {
-    const float w = weight[s] == -INFINITY ? 0.0f : exp2f(weight[s] - mx);
-    weight[s] = w;
-    den += w;
-  }
-  for (int o = 16; o > 0; o >>= 1) den += __shfl_xor_sync(0xffffffffu, den, o);
-  if ((threadIdx.x & 31) == 0) reduce[threadIdx.x >> 5] = den;
-  __syncthreads();
-  den = 0.0f;
-  for (int w = 0; w < static_cast<int>(blockDim.x >> 5); ++w) den += reduce[w];
-  const float inv = den > 0.0f ? 1.0f / den : 0.0f;
-  for (int c = threadIdx.x; c < dv; c += blockDim.x) {
-    float num = 0.0f;
-#pragma unroll 8
-    for (int s = 0; s < num_splits; ++s) {
-      const float w = weight[s];
-      if (w != 0.0f) num += w * part_o[(s * total_rows + row) * dv + c];
-    }
-    StoreF(out, row * dv + c, oe, num * inv);
-  }
-}
+                            int dv, const std::int64_t* rows, void* out, Elem oe);
 
 }  // namespace fission::kernels::cuda::mla

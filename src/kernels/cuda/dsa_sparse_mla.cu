@@ -1,0 +1,577 @@
+// MLA attention over the positions DeepSeek Sparse Attention selected (kernels/dsa_ops.h
+// SparseMla), both forms computed in the latent space: q_latent = q_nope · W_UK[h] and, after
+// attention, out = W_UV[h] · o_latent (the absorbed form's GEMMs of mla_attention.cu, shared through
+// mla_host.h). With topk keys per query the absorbed form costs 2·heads·topk·(576 + 512) FLOP per
+// query, against the expanded form's kv_b expansion of every selected row for every head, so the
+// prefill (expanded) form runs the same kernel, as FlashMLA's sparse prefill does.
+//
+// SparseLatentKernel (kv_lora_rank 512, rope 64; fp32 or bf16 cache, bf16 tensor cores with fp32
+// accumulation): one block of 8 warps per (query row, group of 64 heads, split of its selection).
+// The 64 heads' q rows [q_latent | q_rope] (576 values) stay in shared memory; the selected latent
+// rows are gathered in tiles of 64 through the row's block table into two cp.async stages (the next
+// tile's selection entries and table lookups are issued a tile ahead, in registers), rows XOR-swizzled
+// by 16-byte chunk so that every ldmatrix is conflict-free without padding (the 225 KB of shared
+// memory have no room for it). Warp w = (rg = w % 4, cg = w / 4) owns heads 16·rg .. + 16: for S
+// it takes keys 32·cg .. + 32 of the tile (Q·Kᵀ over 576), the online-softmax maximum is exchanged
+// with its partner warp (same rg, other cg) through shared memory and a 64-thread named barrier,
+// its probabilities go to the partner the same way while its own stay in registers as the A
+// operand; for O it takes latent columns 256·cg .. + 256 over all 64 keys (P·V, V being the first
+// 512 values of the same rows, ldmatrix.trans). Each warp sums its own keys' probabilities; the
+// pair adds them at the end. Splits carry their log-sum-exp and are merged by mla::MergeKernel.
+// Heads past the last are zero rows, not written.
+//
+// Other shapes (the test and demo models' small heads) take a plain fp32 kernel, one block per
+// (query row, head), the reference kernel's formulation over the selected rows.
+//
+// A pure decode step takes its positions and tables from the input block (UploadPerSequence) and
+// every block derives its key range from its row's position on the device: capturable.
+#include <algorithm>
+#include <atomic>
+#include <climits>
+#include <vector>
+
+#include "kernels/cuda/cuda_common.cuh"
+#include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/dsa_common.cuh"
+#include "kernels/cuda/mla_flash.cuh"
+#include "kernels/cuda/mla_host.h"
+
+namespace fission::kernels::cuda {
+namespace {
+
+constexpr int kRows = 64, kKeys = 64, kThreads = 256, kDim = 576, kLatent = 512;
+constexpr int kChunks = kDim / 8;  // 16-byte chunks of a row
+constexpr int kQBytes = kRows * kDim * 2, kKBytes = kKeys * kDim * 2, kPBytes = kRows * kKeys * 2;
+constexpr int kOffK = kQBytes, kOffP = kOffK + 2 * kKBytes, kOffRed = kOffP + kPBytes;
+constexpr int kOffValid = kOffRed + 2 * kRows * 4;
+constexpr int kSmemBytes = kOffValid + 2 * kKeys;  // 230016
+// Keys of a split at least (two tiles). A split's partial rows (64 × 512 fp32, written and read
+// once) cost about what 110 latent rows do; but a batch too small to fill the chip is bound by
+// the latency of its tiles, so short splits pay (batch 1, 2048 keys, 128 heads: 32 blocks of 2
+// tiles rather than 8 of 8).
+constexpr int kMinKeysPerSplit = 2 * kKeys;
+constexpr float kLog2e = 1.4426950408889634f;
+
+struct SparseToken {
+  std::int32_t row, bt_offset, pos_offset;
+};
+
+struct SparseArgs {
+  const __nv_bfloat16* q_lat = nullptr;  // [n, heads, 512]
+  const __nv_bfloat16* q_rope = nullptr;  // row (token, head) at token · tok_stride + head · head_stride
+  std::int64_t rope_tok_stride = 0, rope_head_stride = 0;
+  const void* cache = nullptr;
+  bool cache_bf16 = true;
+  const std::int32_t* topk = nullptr;
+  int width = 0;
+  const SparseToken* tokens = nullptr;  // null: a pure decode step, token i is sequence i's row i
+  const std::int32_t* tables = nullptr;
+  const std::int32_t* positions = nullptr;
+  int table_width = 0, page_size = 0, reach = 0;
+  int heads = 0, head_groups = 1, splits = 1;
+  float scale_log2 = 0.0f;
+  __nv_bfloat16* out = nullptr;  // o_latent [n, heads, 512] when splits == 1
+  float* part_o = nullptr;
+  float* part_lse = nullptr;
+  std::int64_t total_rows = 0;
+};
+
+// 16-byte chunk `chunk` of row `row` of a [rows][72 chunks] tile, XOR-swizzled within groups of 8.
+__device__ __forceinline__ int Swz(int row, int chunk) { return row * kChunks + (chunk ^ (row & 7)); }
+
+__device__ __forceinline__ void NamedBarrier(int id, int threads) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+
+// The 64 heads' q rows: thread (row tid / 4) copies chunks tid % 4 + 4i (64 contiguous bytes of
+// the row per 4 threads and instruction).
+__device__ __forceinline__ void LoadQ(unsigned char* qs, const SparseArgs& a, std::int64_t token, int head0) {
+  const int r = threadIdx.x >> 2, q = threadIdx.x & 3, head = head0 + r;
+  const bool ok = head < a.heads;
+  const __nv_bfloat16* lat = a.q_lat + (token * a.heads + (ok ? head : 0)) * kLatent;
+  const __nv_bfloat16* rope = a.q_rope + token * a.rope_tok_stride + (ok ? head : 0) * a.rope_head_stride;
+#pragma unroll
+  for (int i = 0; i < kChunks / 4; ++i) {
+    const int c = q + 4 * i;
+    const __nv_bfloat16* src = c < kLatent / 8 ? lat + 8 * c : rope + 8 * (c - kLatent / 8);
+    mla::CpAsync16(qs + 16 * Swz(r, c), src, ok ? 16 : 0);
+  }
+}
+
+// Key row tid / 4 of a tile from cache slot `slot` (zeros for -1), chunks as in LoadQ. An fp32
+// cache is converted through registers.
+__device__ __forceinline__ void LoadKeys(unsigned char* ks, const SparseArgs& a, std::int64_t slot) {
+  const int r = threadIdx.x >> 2, q = threadIdx.x & 3;
+  const std::int64_t base = (slot < 0 ? 0 : slot) * kDim;
+  if (a.cache_bf16) {
+    const __nv_bfloat16* row = static_cast<const __nv_bfloat16*>(a.cache) + base;
+#pragma unroll
+    for (int i = 0; i < kChunks / 4; ++i) {
+      const int c = q + 4 * i;
+      mla::CpAsync16(ks + 16 * Swz(r, c), row + 8 * c, slot >= 0 ? 16 : 0);
+    }
+    return;
+  }
+#pragma unroll 6
+  for (int i = 0; i < kChunks / 4; ++i) {
+    const int c = q + 4 * i;
+    *reinterpret_cast<uint4*>(ks + 16 * Swz(r, c)) =
+        slot >= 0 ? mla::Load8(a.cache, base + 8 * c, Elem::kF32) : make_uint4(0, 0, 0, 0);
+  }
+}
+
+// The cache slot of selection entry `key` (-1 past the split, for an entry of -1, or for a
+// position the row cannot see: nothing outside its table is read).
+__device__ __forceinline__ std::int64_t SlotOf(int sel, int page, const std::int32_t* table, int visible) {
+  if (sel < 0 || sel >= visible) return -1;
+  return static_cast<std::int64_t>(table[sel / page]) * page + sel % page;
+}
+
+__global__ void __launch_bounds__(kThreads, 1) SparseLatentKernel(const SparseArgs a) {
+  extern __shared__ __align__(128) unsigned char smem[];
+  unsigned char* qs = smem;
+  unsigned char* ps = smem + kOffP;
+  float* red = reinterpret_cast<float*>(smem + kOffRed);
+  unsigned char* valid = smem + kOffValid;
+
+  const int idx = blockIdx.x, hg = idx % a.head_groups, rest = idx / a.head_groups;
+  const int split = rest % a.splits, ti = rest / a.splits;
+  const SparseToken tk = a.tokens != nullptr ? a.tokens[ti] : SparseToken{ti, ti * a.table_width, ti};
+  const int visible = dsa::VisibleKeys(a.positions[tk.pos_offset], a.reach);
+  const int count = min(a.width, visible);  // distinct selected positions are at most `visible`
+  const int chunk = max(kKeys, ((count + a.splits - 1) / a.splits + kKeys - 1) / kKeys * kKeys);
+  const int kb = split * chunk, ke = min(count, kb + chunk);
+  const int head0 = hg * kRows, tid = threadIdx.x;
+  const std::int64_t token = tk.row;
+  if (kb >= ke) {  // an empty split adds nothing: lse -inf, which the merge skips
+    if (tid < kRows && head0 + tid < a.heads)
+      a.part_lse[split * a.total_rows + token * a.heads + head0 + tid] = -INFINITY;
+    return;
+  }
+  const int warp = tid >> 5, lane = tid & 31, g = lane >> 2, t4 = lane & 3, rg = warp & 3, cg = warp >> 2;
+  const int q4 = lane >> 3, r8 = lane & 7;
+  const std::int32_t* sel_row = a.topk + token * a.width;
+  const std::int32_t* table = a.tables + tk.bt_offset;
+  const int lr = tid >> 2, page = a.page_size;
+
+  LoadQ(qs, a, token, head0);
+  const std::int64_t slot = kb + lr < ke ? SlotOf(sel_row[kb + lr], page, table, visible) : -1;
+  LoadKeys(smem + kOffK, a, slot);
+  if ((tid & 3) == 0) valid[lr] = slot >= 0;
+  mla::CpAsyncCommit();
+  const int tiles = (ke - kb + kKeys - 1) / kKeys;
+  std::int64_t next_slot = kb + kKeys + lr < ke ? SlotOf(sel_row[kb + kKeys + lr], page, table, visible) : -1;
+
+  float o[32][4];
+#pragma unroll
+  for (int n = 0; n < 32; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+  float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
+  const int arow = rg * 16 + (q4 & 1) * 8 + r8;  // this lane's ldmatrix row of Q and P (A operands)
+  const int brow = cg * 32 + (q4 >> 1) * 8 + r8;  // and of the keys (B operand of S)
+  const int prow0 = rg * 16 + g, prow1 = prow0 + 8;
+
+  for (int it = 0; it < tiles; ++it) {
+    mla::CpAsyncWait<0>();
+    __syncthreads();  // the tile has landed for every thread, and the other stage was read last time
+    const int stage = it & 1;
+    if (it + 1 < tiles) {
+      LoadKeys(smem + kOffK + (stage ^ 1) * kKBytes, a, next_slot);
+      if ((tid & 3) == 0) valid[(stage ^ 1) * kKeys + lr] = next_slot >= 0;
+    }
+    mla::CpAsyncCommit();
+    const int after = kb + (it + 2) * kKeys + lr;  // the tile after next: its entry now, its slot after S
+    const int sel_after = after < ke ? sel_row[after] : -1;
+    const unsigned char* ks = smem + kOffK + stage * kKBytes;
+
+    // 1. S = Q·Kᵀ: rows 16·rg + (g, g + 8), keys 32·cg + 8j + 2·t4 + (0, 1).
+    float s[4][4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
+#pragma unroll 4
+    for (int kc = 0; kc < kChunks; kc += 2) {
+      std::uint32_t af[4];
+      mla::LdMatrixX4(af, qs + 16 * Swz(arow, kc + (q4 >> 1)));
+#pragma unroll
+      for (int jj = 0; jj < 2; ++jj) {
+        std::uint32_t bf[4];
+        mla::LdMatrixX4(bf, ks + 16 * Swz(brow + 16 * jj, kc + (q4 & 1)));
+        mla::Mma(s[2 * jj], af[0], af[1], af[2], af[3], bf[0], bf[1]);
+        mla::Mma(s[2 * jj + 1], af[0], af[1], af[2], af[3], bf[2], bf[3]);
+      }
+    }
+    next_slot = SlotOf(sel_after, page, table, visible);
+
+    // 2. Online softmax, the maximum shared with the partner warp.
+    const unsigned char* vld = valid + stage * kKeys;
+    float mx0 = -INFINITY, mx1 = -INFINITY;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int c = cg * 32 + 8 * j + 2 * t4;
+      const bool v0 = vld[c] != 0, v1 = vld[c + 1] != 0;
+      s[j][0] = v0 ? s[j][0] * a.scale_log2 : -INFINITY;
+      s[j][1] = v1 ? s[j][1] * a.scale_log2 : -INFINITY;
+      s[j][2] = v0 ? s[j][2] * a.scale_log2 : -INFINITY;
+      s[j][3] = v1 ? s[j][3] * a.scale_log2 : -INFINITY;
+      mx0 = fmaxf(mx0, fmaxf(s[j][0], s[j][1]));
+      mx1 = fmaxf(mx1, fmaxf(s[j][2], s[j][3]));
+    }
+#pragma unroll
+    for (int off = 1; off < 4; off <<= 1) {
+      mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, off));
+      mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, off));
+    }
+    if (t4 == 0) {
+      red[cg * kRows + prow0] = mx0;
+      red[cg * kRows + prow1] = mx1;
+    }
+    NamedBarrier(1 + rg, 64);
+    mx0 = fmaxf(mx0, red[(cg ^ 1) * kRows + prow0]);
+    mx1 = fmaxf(mx1, red[(cg ^ 1) * kRows + prow1]);
+    const float n0 = fmaxf(m0, mx0), n1 = fmaxf(m1, mx1);
+    const float base0 = n0 == -INFINITY ? 0.0f : n0, base1 = n1 == -INFINITY ? 0.0f : n1;
+    const float alpha0 = exp2f(m0 - base0), alpha1 = exp2f(m1 - base1);
+    m0 = n0;
+    m1 = n1;
+    std::uint32_t pf[2][4];  // own keys' P as A fragments (k16 chunks 2·cg, 2·cg + 1)
+    float sum0 = 0.0f, sum1 = 0.0f;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const float e0 = exp2f(s[j][0] - base0), e1 = exp2f(s[j][1] - base0);
+      const float e2 = exp2f(s[j][2] - base1), e3 = exp2f(s[j][3] - base1);
+      sum0 += e0 + e1;
+      sum1 += e2 + e3;
+      pf[j >> 1][(j & 1) * 2] = mla::Pack(__float2bfloat16_rn(e0), __float2bfloat16_rn(e1));
+      pf[j >> 1][(j & 1) * 2 + 1] = mla::Pack(__float2bfloat16_rn(e2), __float2bfloat16_rn(e3));
+      const int ch = cg * 4 + j;
+      *reinterpret_cast<std::uint32_t*>(ps + prow0 * 128 + 16 * (ch ^ (prow0 & 7)) + 4 * t4) = pf[j >> 1][(j & 1) * 2];
+      *reinterpret_cast<std::uint32_t*>(ps + prow1 * 128 + 16 * (ch ^ (prow1 & 7)) + 4 * t4) =
+          pf[j >> 1][(j & 1) * 2 + 1];
+    }
+    l0 = l0 * alpha0 + sum0;
+    l1 = l1 * alpha1 + sum1;
+#pragma unroll
+    for (int n = 0; n < 32; ++n) {
+      o[n][0] *= alpha0;
+      o[n][1] *= alpha0;
+      o[n][2] *= alpha1;
+      o[n][3] *= alpha1;
+    }
+    NamedBarrier(1 + rg, 64);  // the partner's P is written
+
+    // 3. O += P·V: rows as S, latent columns 256·cg + 8n + 2·t4 + (0, 1), all 64 keys.
+#pragma unroll
+    for (int c = 0; c < 4; ++c) {
+      std::uint32_t af[4];
+      if ((c >> 1) == cg) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) af[e] = pf[c & 1][e];
+      } else {
+        mla::LdMatrixX4(af, ps + arow * 128 + 16 * ((2 * c + (q4 >> 1)) ^ (arow & 7)));
+      }
+      const int vrow = 16 * c + (q4 & 1) * 8 + r8;
+#pragma unroll
+      for (int jn = 0; jn < 16; ++jn) {
+        std::uint32_t bf[4];
+        mla::LdMatrixX4Trans(bf, ks + 16 * Swz(vrow, cg * 32 + 2 * jn + (q4 >> 1)));
+        mla::Mma(o[2 * jn], af[0], af[1], af[2], af[3], bf[0], bf[1]);
+        mla::Mma(o[2 * jn + 1], af[0], af[1], af[2], af[3], bf[2], bf[3]);
+      }
+    }
+  }
+
+  // Row sums: the quad's lanes, then the partner's keys (a + b equals b + a: both warps agree).
+#pragma unroll
+  for (int off = 1; off < 4; off <<= 1) {
+    l0 += __shfl_xor_sync(0xffffffffu, l0, off);
+    l1 += __shfl_xor_sync(0xffffffffu, l1, off);
+  }
+  if (t4 == 0) {  // the partner read the maxima before the last barrier
+    red[cg * kRows + prow0] = l0;
+    red[cg * kRows + prow1] = l1;
+  }
+  NamedBarrier(1 + rg, 64);
+  const float total0 = l0 + red[(cg ^ 1) * kRows + prow0], total1 = l1 + red[(cg ^ 1) * kRows + prow1];
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int head = head0 + (half ? prow1 : prow0);
+    if (head >= a.heads) continue;
+    const float l = half ? total1 : total0, m = half ? m1 : m0;
+    const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+    const std::int64_t out_row = token * a.heads + head;
+    if (a.splits == 1) {
+      __nv_bfloat16* dst = a.out + out_row * kLatent + cg * 256 + 2 * t4;
+#pragma unroll
+      for (int n = 0; n < 32; ++n)
+        *reinterpret_cast<std::uint32_t*>(dst + 8 * n) =
+            mla::Pack(__float2bfloat16_rn(o[n][2 * half] * inv), __float2bfloat16_rn(o[n][2 * half + 1] * inv));
+    } else {
+      const std::int64_t prow = split * a.total_rows + out_row;
+      if (cg == 0 && t4 == 0) a.part_lse[prow] = l > 0.0f ? m + log2f(l) : -INFINITY;
+      if (l == 0.0f) continue;
+      float* dst = a.part_o + prow * kLatent + cg * 256 + 2 * t4;
+#pragma unroll
+      for (int n = 0; n < 32; ++n)
+        *reinterpret_cast<float2*>(dst + 8 * n) = make_float2(o[n][2 * half] * inv, o[n][2 * half + 1] * inv);
+    }
+  }
+}
+
+// The fp32 kernel for other shapes: grid (rows, heads), scores of up to kRefMaxKeys selected keys
+// in shared memory.
+constexpr int kRefThreads = 128, kRefMaxKeys = 8192;
+
+struct RefRow {
+  std::int32_t row, bt_offset, position;
+};
+
+__device__ float RefBlockReduce(float v, float* red, bool max) {
+  for (int o = 16; o > 0; o >>= 1) {
+    const float other = __shfl_xor_sync(0xffffffffu, v, o);
+    v = max ? fmaxf(v, other) : v + other;
+  }
+  if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = v;
+  __syncthreads();
+  float r = red[0];
+  for (int w = 1; w < kRefThreads / 32; ++w) r = max ? fmaxf(r, red[w]) : r + red[w];
+  __syncthreads();
+  return r;
+}
+
+__global__ void SparseReferenceKernel(const void* q, Elem qe, const void* cache, Elem ce, const void* kv_b, Elem we,
+                                      const std::int32_t* topk, int width, const RefRow* rows,
+                                      const std::int32_t* tables, int page, void* out, Elem oe, int heads, int nope,
+                                      int rope, int vdim, int lora, std::int64_t row_w, float scale) {
+  extern __shared__ float smem_f[];
+  float* q_lat = smem_f;
+  float* o_lat = q_lat + lora;
+  float* scores = o_lat + lora;
+  __shared__ float red[kRefThreads / 32];
+  __shared__ int count;
+  const int h = blockIdx.y;
+  const RefRow info = rows[blockIdx.x];
+  const std::int64_t row = info.row;
+  const std::int32_t* sel = topk + row * width;
+  const std::int32_t* table = tables + info.bt_offset;
+  if (threadIdx.x == 0) count = width;
+  __syncthreads();
+  for (int j = threadIdx.x; j < width; j += kRefThreads)
+    if (sel[j] < 0) atomicMin(&count, j);  // the selection ends at its first -1
+  const std::int64_t qk = nope + rope, q_base = (row * heads + h) * qk;
+  const std::int64_t w_base = static_cast<std::int64_t>(h) * (nope + vdim) * lora;
+  for (int l = threadIdx.x; l < lora; l += kRefThreads) {
+    float acc = 0.0f;
+    for (int d = 0; d < nope; ++d)
+      acc += LoadF(q, q_base + d, qe) * LoadF(kv_b, w_base + static_cast<std::int64_t>(d) * lora + l, we);
+    q_lat[l] = acc;
+  }
+  __syncthreads();
+  const int keys = min(count, kRefMaxKeys);
+  auto slot_of = [&](int j) {
+    const int p = min(max(sel[j], 0), info.position);
+    return static_cast<std::int64_t>(table[p / page]) * page + p % page;
+  };
+  float local_max = -INFINITY;
+  for (int j = threadIdx.x; j < keys; j += kRefThreads) {
+    const std::int64_t base = slot_of(j) * row_w;
+    float s = 0.0f;
+    for (int l = 0; l < lora; ++l) s += q_lat[l] * LoadF(cache, base + l, ce);
+    for (int r = 0; r < rope; ++r) s += LoadF(q, q_base + nope + r, qe) * LoadF(cache, base + lora + r, ce);
+    scores[j] = s * scale;
+    local_max = fmaxf(local_max, scores[j]);
+  }
+  const float m = RefBlockReduce(local_max, red, true);
+  float local_sum = 0.0f;
+  for (int j = threadIdx.x; j < keys; j += kRefThreads) {
+    scores[j] = __expf(scores[j] - m);
+    local_sum += scores[j];
+  }
+  const float sum = RefBlockReduce(local_sum, red, false);  // also orders the score writes before the reads
+  const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+  for (int l = threadIdx.x; l < lora; l += kRefThreads) {
+    float acc = 0.0f;
+    for (int j = 0; j < keys; ++j) acc += scores[j] * LoadF(cache, slot_of(j) * row_w + l, ce);
+    o_lat[l] = acc * inv;
+  }
+  __syncthreads();
+  const std::int64_t out_base = (row * heads + h) * vdim;
+  for (int v = threadIdx.x; v < vdim; v += kRefThreads) {
+    const std::int64_t wv = w_base + static_cast<std::int64_t>(nope + v) * lora;
+    float acc = 0.0f;
+    for (int l = 0; l < lora; ++l) acc += LoadF(kv_b, wv + l, we) * o_lat[l];
+    StoreF(out, out_base + v, oe, acc);
+  }
+}
+
+void SparseReference(CudaContext& ctx, const Tensor& q, const Tensor& cache, const Tensor& kv_b, const Tensor& topk,
+                     std::span<const SeqAttention> seqs, const MlaShape& sh, const Tensor& out) {
+  FISSION_CHECK(topk.shape[1] <= kRefMaxKeys, "the fp32 sparse MLA kernel takes up to ", kRefMaxKeys,
+                " selected keys a row, got ", topk.shape[1]);
+  FISSION_CHECK(sh.kv_lora_rank <= 2048, "the fp32 sparse MLA kernel takes kv_lora_rank up to 2048");
+  std::vector<RefRow> rows;
+  std::vector<std::int32_t> tables;
+  for (const SeqAttention& s : seqs) {
+    const auto bt = static_cast<std::int32_t>(tables.size());
+    tables.insert(tables.end(), s.block_table.begin(), s.block_table.end());
+    for (int t = 0; t < s.query_len; ++t) rows.push_back({s.query_start + t, bt, s.query_positions[t]});
+  }
+  if (rows.empty()) return;
+  if (tables.empty()) tables.push_back(0);
+  DeviceMeta rows_dev = ctx.Upload(std::span<const RefRow>(rows));
+  DeviceMeta tables_dev = ctx.Upload(std::span<const std::int32_t>(tables));
+  const std::size_t smem = (2 * static_cast<std::size_t>(sh.kv_lora_rank) + kRefMaxKeys) * sizeof(float);
+  SparseReferenceKernel<<<dim3(static_cast<unsigned>(rows.size()), static_cast<unsigned>(sh.num_heads)), kRefThreads,
+                          smem, ctx.stream()>>>(
+      q.data, ElemOf(q), cache.data, ElemOf(cache), kv_b.data, ElemOf(kv_b), topk.ptr<const std::int32_t>(),
+      static_cast<int>(topk.shape[1]), rows_dev.ptr<const RefRow>(), tables_dev.ptr<const std::int32_t>(),
+      static_cast<int>(sh.page_size), out.data, ElemOf(out), static_cast<int>(sh.num_heads),
+      static_cast<int>(sh.qk_nope_head_dim), static_cast<int>(sh.qk_rope_head_dim), static_cast<int>(sh.v_head_dim),
+      static_cast<int>(sh.kv_lora_rank), cache.shape[1], sh.softmax_scale);
+  FISSION_LAUNCHED();
+}
+
+// A host-planned call's tokens (every query row of the step) and the rows the split merge writes.
+struct SparseWork {
+  DeviceMeta tokens, positions, tables, merge_rows;
+  std::int64_t token_count = 0, merge_count = 0;
+  int splits = 1;
+};
+
+SparseWork PlanSparse(CudaContext& ctx, std::span<const SeqAttention> seqs, const MlaShape& sh, int width,
+                      int head_groups) {
+  std::vector<SparseToken> tokens;
+  std::vector<std::int32_t> positions, tables;
+  for (const SeqAttention& s : seqs) {
+    const auto bt = static_cast<std::int32_t>(tables.size()), pos = static_cast<std::int32_t>(positions.size());
+    tables.insert(tables.end(), s.block_table.begin(), s.block_table.end());
+    positions.insert(positions.end(), s.query_positions.begin(), s.query_positions.end());
+    for (int t = 0; t < s.query_len; ++t) tokens.push_back({s.query_start + t, bt, pos + t});
+  }
+  if (tables.empty()) tables.push_back(0);
+  SparseWork w;
+  w.token_count = static_cast<std::int64_t>(tokens.size());
+  w.splits = PickSplits(w.token_count * head_groups, std::max(1, (width + kMinKeysPerSplit - 1) / kMinKeysPerSplit),
+                        ctx.sm_count());
+  w.tokens = ctx.Upload(std::span<const SparseToken>(tokens));
+  w.positions = ctx.Upload(std::span<const std::int32_t>(positions));
+  w.tables = ctx.Upload(std::span<const std::int32_t>(tables));
+  if (w.splits > 1) {
+    std::vector<std::int64_t> rows;
+    for (const SparseToken& t : tokens)
+      for (std::int64_t h = 0; h < sh.num_heads; ++h) rows.push_back(t.row * sh.num_heads + h);
+    w.merge_rows = ctx.Upload(std::span<const std::int64_t>(rows));
+    w.merge_count = static_cast<std::int64_t>(rows.size());
+  }
+  return w;
+}
+
+}  // namespace
+
+void SparseMla(CudaContext& ctx, const Tensor& q, const Tensor& cache, const Tensor& kv_b, const Tensor& topk,
+               std::span<const SeqAttention> seqs, const MlaShape& sh, const Tensor& out) {
+  const std::int64_t heads = sh.num_heads, qk = sh.qk_nope_head_dim + sh.qk_rope_head_dim;
+  FISSION_CHECK(cache.rank() == 2 && cache.shape[1] == sh.kv_lora_rank + sh.qk_rope_head_dim, "latent row width ",
+                cache.shape.ToString());
+  FISSION_CHECK(heads > 0 && q.numel() % (heads * qk) == 0 && kv_b.shape[0] == heads * (sh.qk_nope_head_dim + sh.v_head_dim) &&
+                    kv_b.shape[1] == sh.kv_lora_rank,
+                "SparseMla q", q.shape.ToString(), " kv_b", kv_b.shape.ToString());
+  const std::int64_t n = q.numel() / (heads * qk);
+  FISSION_CHECK(out.numel() == n * heads * sh.v_head_dim, "SparseMla out ", out.shape.ToString());
+  FISSION_CHECK(topk.data != nullptr && topk.dtype == DType::kI32 && topk.rank() == 2 && topk.shape[0] == n &&
+                    topk.shape[1] >= 1,
+                "SparseMla topk ", topk.shape.ToString(), " for ", n, " rows");
+  FISSION_CHECK(cache.shape[0] < (std::int64_t{1} << 31) && sh.page_size > 0, "SparseMla cache/page size");
+  for (const SeqAttention& s : seqs) {
+    FISSION_CHECK(static_cast<std::int64_t>(s.block_table.size()) * sh.page_size >= s.kv_len, "block table of ",
+                  s.block_table.size(), " pages cannot hold ", s.kv_len, " tokens");
+    FISSION_CHECK(s.query_start >= 0 && s.query_start + s.query_len <= n, "sequence rows out of range");
+    FISSION_CHECK(static_cast<std::int32_t>(s.query_positions.size()) == s.query_len, "query positions");
+    for (std::int32_t pos : s.query_positions) FISSION_CHECK(pos >= 0 && pos < s.kv_len, "query position ", pos);
+    for (std::int32_t page : s.block_table)
+      FISSION_CHECK(page >= 0 && (page + 1) * sh.page_size <= cache.shape[0], "page ", page, " outside the cache");
+  }
+  if (!MlaTunedShape(sh, /*absorbed=*/true)) return SparseReference(ctx, q, cache, kv_b, topk, seqs, sh, out);
+  const auto runs = QueryRuns(seqs);
+  if (runs.empty()) return;
+  const std::int64_t lora = sh.kv_lora_rank, nope = sh.qk_nope_head_dim;
+  const int width = static_cast<int>(topk.shape[1]);
+  Buffer kv_b_holder, q_holder;
+  const Tensor kv_b16 = AsBf16(ctx, kv_b, kv_b_holder);
+  const Tensor q16 = AsBf16(ctx, q, q_holder);
+  const auto* wb = static_cast<const __nv_bfloat16*>(kv_b16.data);
+  const auto* qb = static_cast<const __nv_bfloat16*>(q16.data);
+  Buffer q_lat(DType::kBF16, Shape{n, heads, lora}, ctx.allocator());
+  Buffer o_lat(DType::kBF16, Shape{n, heads, lora}, ctx.allocator());
+  AbsorbQueries(ctx, wb, qb, q_lat.ptr<__nv_bfloat16>(), runs, sh);
+
+  SparseArgs a;
+  a.q_lat = q_lat.ptr<const __nv_bfloat16>();
+  a.q_rope = qb + nope;
+  a.rope_tok_stride = heads * qk;
+  a.rope_head_stride = qk;
+  a.cache = cache.data;
+  a.cache_bf16 = ElemOf(cache) == Elem::kBF16;
+  a.topk = topk.ptr<const std::int32_t>();
+  a.width = width;
+  a.page_size = static_cast<int>(sh.page_size);
+  a.heads = static_cast<int>(heads);
+  a.head_groups = static_cast<int>((heads + kRows - 1) / kRows);
+  a.scale_log2 = sh.softmax_scale * kLog2e;
+  a.out = o_lat.ptr<__nv_bfloat16>();
+  a.total_rows = n * heads;
+
+  std::int64_t token_count = 0, merge_count = 0;
+  const std::int64_t* merge_rows = nullptr;
+  DeviceMeta positions, tables;  // a pure decode step's (the host plan keeps its own)
+  if (PureDecode(seqs, n)) {
+    std::int64_t position_width = 0, table_width = 0;
+    positions = UploadPerSequence(ctx, seqs, [](const SeqAttention& s) { return s.query_positions; }, &position_width);
+    tables = UploadPerSequence(ctx, seqs, [](const SeqAttention& s) { return s.block_table; }, &table_width);
+    FISSION_CHECK(position_width == 1 && table_width * sh.page_size < INT_MAX, "decode positions/tables");
+    a.positions = positions.ptr<const std::int32_t>();
+    a.tables = tables.ptr<const std::int32_t>();
+    a.table_width = static_cast<int>(table_width);
+    a.reach = static_cast<int>(table_width * sh.page_size);
+    a.splits = PickSplits(n * a.head_groups, std::max(1, (width + kMinKeysPerSplit - 1) / kMinKeysPerSplit),
+                          ctx.sm_count());
+    token_count = n;
+    merge_count = n * heads;  // every row: the merge's null row list
+  } else {
+    const SparseWork& w = ctx.StepMemo<SparseWork>(
+        {"dsa.sparse", seqs.data(), seqs.size(), heads, width, sh.page_size}, seqs[0].query_positions.data(),
+        [&] { return PlanSparse(ctx, seqs, sh, width, a.head_groups); });
+    a.tokens = w.tokens.ptr<const SparseToken>();
+    a.positions = w.positions.ptr<const std::int32_t>();
+    a.tables = w.tables.ptr<const std::int32_t>();
+    a.reach = INT_MAX;
+    a.splits = w.splits;
+    token_count = w.token_count;
+    merge_count = w.merge_count;
+    merge_rows = w.splits > 1 ? w.merge_rows.ptr<const std::int64_t>() : nullptr;
+  }
+  Buffer part_o, part_lse;
+  if (a.splits > 1) {
+    part_o = Buffer(DType::kF32, Shape{a.splits, n * heads, lora}, ctx.allocator());
+    part_lse = Buffer(DType::kF32, Shape{a.splits, n * heads}, ctx.allocator());
+    a.part_o = part_o.ptr<float>();
+    a.part_lse = part_lse.ptr<float>();
+  }
+  const std::int64_t blocks = token_count * a.splits * a.head_groups;
+  FISSION_CHECK(blocks < (std::int64_t{1} << 31), "SparseMla: too many blocks (", blocks, ")");
+  static std::atomic<std::uint64_t> configured{0};  // the attribute is per device
+  const std::uint64_t bit = std::uint64_t{1} << (ctx.device() & 63);
+  if ((configured.fetch_or(bit) & bit) == 0)
+    FISSION_CUDA(cudaFuncSetAttribute(SparseLatentKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
+  if (blocks > 0) {
+    SparseLatentKernel<<<static_cast<unsigned>(blocks), kThreads, kSmemBytes, ctx.stream()>>>(a);
+    FISSION_LAUNCHED();
+  }
+  if (a.splits > 1 && merge_count > 0) {
+    mla::MergeKernel<<<static_cast<unsigned>(merge_count), 256, 0, ctx.stream()>>>(
+        part_o.ptr<float>(), part_lse.ptr<float>(), a.splits, n * heads, static_cast<int>(lora), merge_rows,
+        o_lat.tensor().data, Elem::kBF16);
+    FISSION_LAUNCHED();
+  }
+  ProjectValues(ctx, wb, o_lat.ptr<__nv_bfloat16>(), out, runs, sh);
+}
+
+}  // namespace fission::kernels::cuda
