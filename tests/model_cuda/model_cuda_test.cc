@@ -117,14 +117,15 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, CudaGoldenParity,
                            return name;
                          });
 
-// DeepSeek Sparse Attention on CUDA (fp32 weights and cache, exact index keys). A position whose
-// query sees at most index_topk keys selects them all, so it meets the fp32 bound like a dense
-// model. Past it, the bf16 rounding of the MLA kernels moves later layers' indexer inputs by
-// ~1e-3, and on these random-weight fixtures near-tied index scores then select other keys (as fp8
-// keys do on the CPU: docs/architecture.md); those positions' errors are printed, not bounded.
+// DeepSeek Sparse Attention on CUDA (fp32 weights and cache, exact index keys) against
+// transformers at every position, prefill and the greedy continuation's positions alike. The
+// selection past index_topk is only as stable as the indexer's inputs: the fixtures' top-k
+// boundaries are at least 2e-6 apart relative to the scores (tools/golden/make_dsa_goldens.py),
+// and the fp32 CUDA path stays within ~1e-6 of the CPU (measured: worst 1.1e-6, 400 of 400 sparse
+// positions with transformers' argmax), so it selects what transformers selects.
 class CudaSparseParity : public ::testing::TestWithParam<std::string> {};
 
-TEST_P(CudaSparseParity, MatchesTransformersWhileEveryKeyIsSelected) {
+TEST_P(CudaSparseParity, MatchesTransformersAtEveryPosition) {
   ASSERT_GT(DeviceCount(), 0) << "no CUDA device";
   const std::string dir = FixtureModelDir(GetParam());
   LoadOptions options = OnCuda();
@@ -132,7 +133,7 @@ TEST_P(CudaSparseParity, MatchesTransformersWhileEveryKeyIsSelected) {
   auto model = LoadCausalLM(dir, options);
   const std::int64_t vocab = model->vocab_size(), topk = io::LoadModelConfig(dir).indexer->topk;
   io::SafetensorsFile golden(dir + "/golden.safetensors");
-  double worst_dense = 0.0, sparse_sum = 0.0;
+  double worst_dense = 0.0, worst_sparse = 0.0;
   int sparse_rows = 0, sparse_argmax = 0;
   for (int i = 0; golden.Find(StrCat("prompt", i, ".ids")) != nullptr; ++i) {
     const Tensor ids_t = golden.View(*golden.Find(StrCat("prompt", i, ".ids")));
@@ -143,20 +144,21 @@ TEST_P(CudaSparseParity, MatchesTransformersWhileEveryKeyIsSelected) {
     const auto rows = runner.Prefill(runner.AddSequence(), ids, true);
     for (std::size_t p = 0; p < ids.size(); ++p) {
       const double err = RelativeL2(rows[p], want + p * vocab, vocab);
+      EXPECT_LE(err, kVersusFp32Bound) << GetParam() << " prompt " << i << " position " << p;
       if (static_cast<std::int64_t>(p) < topk) {
         worst_dense = std::max(worst_dense, err);
-        EXPECT_LE(err, kVersusFp32Bound) << GetParam() << " prompt " << i << " position " << p;
-      } else {
-        sparse_sum += err;
-        ++sparse_rows;
-        const float* w = want + p * vocab;
-        sparse_argmax += Argmax(rows[p]) == static_cast<std::int32_t>(std::max_element(w, w + vocab) - w);
+        continue;
       }
+      worst_sparse = std::max(worst_sparse, err);
+      ++sparse_rows;
+      const float* w = want + p * vocab;
+      sparse_argmax += Argmax(rows[p]) == static_cast<std::int32_t>(std::max_element(w, w + vocab) - w);
     }
   }
-  std::printf("cuda %s vs transformers: every key selected, worst relative L2 %.3g; sparse positions mean %.3g, "
+  EXPECT_EQ(sparse_argmax, sparse_rows) << "a sparse position's argmax differs from transformers'";
+  std::printf("cuda %s vs transformers: every key selected, worst relative L2 %.3g; sparse positions worst %.3g, "
               "argmax kept %d/%d\n",
-              GetParam().c_str(), worst_dense, sparse_sum / std::max(sparse_rows, 1), sparse_argmax, sparse_rows);
+              GetParam().c_str(), worst_dense, worst_sparse, sparse_argmax, sparse_rows);
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, CudaSparseParity, ::testing::Values("tiny-deepseek-v32", "tiny-glm-dsa"),
@@ -166,6 +168,21 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, CudaSparseParity, ::testing::Values("tiny-dee
                              if (c == '-') c = '_';
                            return name;
                          });
+
+// A selection larger than the CUDA indexer makes is refused before loading, naming the field.
+TEST(CudaSparseModel, AnIndexTopkBeyondTheKernelIsRefused) {
+  ASSERT_GT(DeviceCount(), 0) << "no CUDA device";
+  LoadOptions options = OnCuda();
+  options.json_model_override_args = R"({"index_topk": 8192})";
+  try {
+    LoadCausalLM(FixtureModelDir("tiny-deepseek-v32"), options);
+    FAIL() << "index_topk 8192 loaded on cuda";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("index_topk 8192 is larger than the CUDA indexer selects (at most 4096)"),
+              std::string::npos)
+        << e.what();
+  }
+}
 
 // The real-size DSA configs load with dummy FP8 weights (3 layers: dense, MoE, MoE) and run a
 // prefill longer than index_topk and a few decode steps to finite logits.

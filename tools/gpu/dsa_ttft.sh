@@ -4,8 +4,8 @@
 # layers (1 dense + MoE), dummy FP8 weights drawn on the device, one GPU, chunked prefill of
 # CHUNK tokens; next to each the FLOP model's time (tools/gpu/dsa_flops.py at the FP8 and bf16
 # tensor-core ceilings) and the ratio. Each line also runs the dense-attention reference in the
-# same invocation at 60K: index_topk raised above the prompt, so MLA attends every key and the
-# indexer selects without scoring. Log: $OUT/dsa_ttft.log.
+# same invocation at 60K: DeepSeek-V3 (bench/configs/deepseek-v3), the same dimensions with dense
+# MLA and no indexer. Log: $OUT/dsa_ttft.log.
 #
 #   usage: bash tools/gpu/dsa_ttft.sh [BINDIR] [LAYERS] [CHUNK]
 set -uo pipefail
@@ -25,19 +25,19 @@ for cfg in deepseek-v3.2 glm-5; do
     model=$(python3 tools/gpu/dsa_flops.py bench/configs/$cfg --tokens $n --layers $LAYERS --override "{$base}")
     predicted=$(python3 -c "import json,sys; print(f\"{json.loads(sys.argv[1])['ms']['total']:.0f}\")" "$model")
     for variant in sparse dense; do
-      # The dense reference at the longest prompt only (it is the slow one).
-      [[ $variant == dense && $n != 61440 ]] && continue
-      override="{$base}"
-      [[ $variant == dense ]] && override="{$base, \"index_topk\": 131072}"
-      timeout "${BENCH_TIMEOUT:-300}" "$BIN/fission" generate --model-path bench/configs/$cfg --load-format dummy \
-        --json-model-override-args "$override" --device cuda --dtype bfloat16 --max-total-tokens 65536 \
+      # The dense reference, DeepSeek-V3, beside DeepSeek-V3.2 at the longest prompt.
+      [[ $variant == dense && ( $n != 61440 || $cfg != deepseek-v3.2 ) ]] && continue
+      dir=bench/configs/$cfg
+      [[ $variant == dense ]] && dir=bench/configs/deepseek-v3
+      timeout "${BENCH_TIMEOUT:-300}" "$BIN/fission" generate --model-path $dir --load-format dummy \
+        --json-model-override-args "{$base}" --device cuda --dtype bfloat16 --max-total-tokens 65536 \
         --chunked-prefill-size $CHUNK --max-prefill-tokens $CHUNK --disable-cuda-graph \
         --input /tmp/dsa_prompt.jsonl > /tmp/dsa.out 2> /tmp/dsa.err
       rc=$?
       line=$(grep '^prefill:' /tmp/dsa.err)
       ms=$(echo "$line" | python3 -c "import re,sys; m = re.search(r'in ([0-9.]+) s', sys.stdin.read()); print(f'{float(m.group(1))*1e3:.0f}' if m else 'nan')")
       ratio=$(python3 -c "print(f'{$ms / $predicted:.2f}' if '$ms' != 'nan' else 'nan')")
-      echo "$cfg | tokens $n | $variant | rc $rc | $line | measured ${ms} ms | FLOP model ${predicted} ms (sparse) | ratio $ratio" | tee -a "$LOG"
+      echo "$cfg | tokens $n | $variant | rc $rc | $line | measured ${ms} ms | FLOP model ${predicted} ms (DSA) | ratio $ratio" | tee -a "$LOG"
       [[ $rc -ne 0 ]] && tail -5 /tmp/dsa.err >> "$LOG"
     done
     echo "  model: $model" >> "$LOG"

@@ -13,6 +13,10 @@ class CudaContext;
 class CudaMlaOps;
 class CudaDsaOps;
 
+// The largest index_topk the CUDA indexer selects (one block per row keeps its candidates in
+// shared memory); the loader refuses larger configs before loading.
+inline constexpr int kCudaMaxIndexTopk = 4096;
+
 class CudaBackend final : public Backend {
  public:
   explicit CudaBackend(int device);

@@ -35,6 +35,7 @@
 #include <cstdlib>
 #include <vector>
 
+#include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/dsa_common.cuh"
@@ -547,6 +548,7 @@ void IndexerTopK(CudaContext& ctx, const Tensor& q, const Tensor& weights, const
   FISSION_CHECK(weights.numel() == n * heads, "IndexerTopK weights ", weights.shape.ToString(), " for ", n, " rows");
   FISSION_CHECK(topk.dtype == DType::kI32 && topk.rank() == 2 && topk.shape[0] == n && topk.shape[1] == k,
                 "IndexerTopK topk", topk.shape.ToString(), " for ", n, " rows of ", k);
+  static_assert(dsa::kMaxTopk == kCudaMaxIndexTopk, "the loader's limit is the kernel's");
   FISSION_CHECK(k >= 1 && k <= dsa::kMaxTopk && sh.page_size > 0, "IndexerTopK topk ", k, " page ", sh.page_size);
   FISSION_CHECK(cache.shape[0] < (std::int64_t{1} << 31), "index key cache too large for 32-bit slots");
   std::int64_t rows = 0;

@@ -212,6 +212,12 @@ std::unique_ptr<CausalLM> LoadCausalLM(const std::string& dir, const LoadOptions
   FactoryFor(config);  // an unsupported family is refused before anything is loaded
   ValidateLoadOptions(options);
   const DeviceSpec device = ResolveDevice(options.device);
+#ifdef FISSION_HAVE_CUDA
+  if (device.cuda && config.indexer && config.model_type != "deepseek_v4" &&
+      config.indexer->topk > kernels::cuda::kCudaMaxIndexTopk)
+    Fail(config.source, ": index_topk ", config.indexer->topk, " is larger than the CUDA indexer selects (at most ",
+         kernels::cuda::kCudaMaxIndexTopk, ")");
+#endif
   if (device.cuda && options.kv_cache_dtype == "fp8_e4m3")
     Fail("--kv-cache-dtype fp8_e4m3 on cuda: the CUDA backend's FP8 MLA kernels have not landed yet (it runs on "
          "--device cpu; use auto or bf16 on cuda)");
