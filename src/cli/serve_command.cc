@@ -60,6 +60,7 @@ Json ServerInfo(const server::ServerArgs& a, std::int64_t max_total_tokens) {
           {"disable_radix_cache", a.engine.disable_radix_cache},
           {"reasoning_parser", a.reasoning_parser},
           {"tool_call_parser", a.tool_call_parser},
+          {"grammar_backend", a.grammar_backend},
           {"device", a.device},
           {"graceful_shutdown_timeout", a.graceful_shutdown_timeout},
           {"ignored_flags", a.ignored_flags}};
@@ -143,6 +144,7 @@ int RunServe(const std::vector<std::string>& args) {
   if (!flags.chat_template.empty()) options.chat_template_file = flags.chat_template;
   options.reasoning_parser = flags.reasoning_parser;
   options.tool_call_parser = flags.tool_call_parser;
+  options.grammar_backend = flags.grammar_backend;
   options.default_chat_template_kwargs = environment.chat_template_kwargs;
   options.server_info = ServerInfo(flags, static_cast<std::int64_t>(engine.num_pages()) * engine_config.page_size);
   server::Service service(options, engine, *tokenizer);

@@ -56,7 +56,8 @@ struct SamplingParams {
 
   // Structured outputs: the tokens each step may produce (null: any). Logprobs are then those of
   // the constrained distribution.
-  std::shared_ptr<const TokenConstraint> constraint;
+  using ConstraintPtr = std::shared_ptr<const TokenConstraint>;
+  ConstraintPtr constraint;
 
   // Throws fission::Error naming the field and its allowed range. `vocab_size` bounds token ids.
   void Validate(std::int64_t vocab_size) const;
