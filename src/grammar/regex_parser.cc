@@ -148,21 +148,27 @@ class RegexParser {
   }
 
   Grammar::Node Group(int depth) {
+    const std::size_t open = pos_;
+    auto unsupported = [&](const char* what) {
+      pos_ = open;  // errors point at the group
+      Error(what);
+    };
     ++pos_;
     if (Eat('?')) {
       if (Eat(':')) {
+      } else if (s_.substr(pos_, 2) == "<=" || s_.substr(pos_, 2) == "<!") {
+        unsupported("lookbehind is not supported");
       } else if (Eat('<') || (s_.substr(pos_, 2) == "P<" && (pos_ += 2))) {
-        if (!AtEnd() && (Peek() == '=' || Peek() == '!')) Error("lookbehind is not supported");
         while (!AtEnd() && Peek() != '>') ++pos_;
-        if (!Eat('>')) Error("an unterminated group name");
+        if (!Eat('>')) unsupported("an unterminated group name");
       } else if (!AtEnd() && (Peek() == '=' || Peek() == '!')) {
-        Error("lookahead is not supported");
+        unsupported("lookahead is not supported");
       } else {
-        Error("group flags are not supported");
+        unsupported("group flags are not supported");
       }
     }
     const Grammar::Node inner = Alternation(depth + 1);
-    if (!Eat(')')) Error("an unterminated group");
+    if (!Eat(')')) unsupported("an unterminated group");
     return inner;
   }
 
