@@ -92,6 +92,19 @@ void EarleyChart::Close(std::int32_t k) {
 bool EarleyChart::Push(std::uint8_t byte) {
   const std::span<const EarleyItem> from = current();
   const std::size_t from_begin = from.data() - items_.data(), from_end = from_begin + from.size();
+  // One item inside a rule's automaton (a regex, a string, a number): the next set is one item
+  // too, and needs no closing unless it accepts or calls.
+  if (from.size() == 1 && a_->calls(from[0].state).empty()) {
+    const EarleyItem item = from[0];
+    const std::int32_t next = a_->Next(item.state, byte);
+    if (next < 0) return false;
+    if (!a_->accepting(next) && a_->calls(next).empty()) {
+      set_begin_.push_back(items_.size());
+      escaped_.push_back(0);
+      items_.push_back({next, item.origin});
+      return true;
+    }
+  }
   set_begin_.push_back(items_.size());
   escaped_.push_back(0);
   BeginSet();

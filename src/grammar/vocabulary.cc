@@ -15,6 +15,11 @@ Vocabulary::Vocabulary(std::vector<std::string> token_bytes) : bytes_(std::move(
     return bytes_[a] != bytes_[b] ? bytes_[a] < bytes_[b] : a < b;
   });
   const std::int32_t n = num_sorted();
+  sorted_offset_.assign(1, 0);
+  for (std::int32_t id : sorted_) {
+    sorted_data_ += bytes_[id];
+    sorted_offset_.push_back(static_cast<std::uint32_t>(sorted_data_.size()));
+  }
   lcp_.assign(n, 0);
   for (std::int32_t i = 1; i < n; ++i) {
     const std::string_view a = sorted_bytes(i - 1), b = sorted_bytes(i);

@@ -21,7 +21,9 @@ class Vocabulary {
   // Tokens with bytes, in byte order.
   std::int32_t num_sorted() const { return static_cast<std::int32_t>(sorted_.size()); }
   std::int32_t sorted_id(std::int32_t pos) const { return sorted_[pos]; }
-  std::string_view sorted_bytes(std::int32_t pos) const { return bytes_[sorted_[pos]]; }
+  std::string_view sorted_bytes(std::int32_t pos) const {
+    return std::string_view(sorted_data_).substr(sorted_offset_[pos], sorted_offset_[pos + 1] - sorted_offset_[pos]);
+  }
   // The common prefix length of sorted positions pos - 1 and pos (0 for pos 0).
   std::int32_t lcp(std::int32_t pos) const { return lcp_[pos]; }
   // The first position after `pos` whose token does not start with the first `len` bytes of
@@ -35,6 +37,9 @@ class Vocabulary {
 
   std::vector<std::string> bytes_;
   std::vector<std::int32_t> sorted_;
+  // The sorted tokens' bytes back to back, so that a walk reads memory in order.
+  std::string sorted_data_;
+  std::vector<std::uint32_t> sorted_offset_;
   std::vector<std::int32_t> lcp_;
   std::vector<std::int32_t> min_tree_;  // segment tree of lcp_ minima
   std::int32_t leaves_ = 1;
