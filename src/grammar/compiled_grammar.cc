@@ -45,6 +45,11 @@ std::int64_t CompiledGrammar::masks_computed() const {
   return computed_;
 }
 
+std::size_t CompiledGrammar::mask_bytes() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return cache_bytes_;
+}
+
 StateMasks CompiledGrammar::Compute(std::int32_t state) const {
   const Vocabulary& vocab = *vocabulary_;
   EarleyChart chart(&automaton_);

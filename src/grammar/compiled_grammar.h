@@ -43,8 +43,9 @@ class CompiledGrammar {
   const Vocabulary& vocabulary() const { return *vocabulary_; }
   // The masks of `state`, computed on first use (any thread).
   std::shared_ptr<const StateMasks> Masks(std::int32_t state) const;
-  // Masks computed so far (statistics).
+  // Masks computed so far (statistics), and the bytes the cached ones hold.
   std::int64_t masks_computed() const;
+  std::size_t mask_bytes() const;
 
  private:
   StateMasks Compute(std::int32_t state) const;

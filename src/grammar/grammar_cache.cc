@@ -1,9 +1,21 @@
 #include "grammar/grammar_cache.h"
 
+#include <algorithm>
+
 namespace fission::grammar {
 
-GrammarCache::GrammarCache(std::shared_ptr<const Vocabulary> vocabulary, std::size_t capacity)
-    : vocabulary_(std::move(vocabulary)), capacity_(std::max<std::size_t>(capacity, 1)) {}
+GrammarCache::GrammarCache(std::shared_ptr<const Vocabulary> vocabulary, std::size_t capacity, std::size_t mask_bytes)
+    : vocabulary_(std::move(vocabulary)), capacity_(std::max<std::size_t>(capacity, 1)), mask_bytes_(mask_bytes) {}
+
+void GrammarCache::EvictLocked() {
+  std::size_t bytes = 0;
+  for (const Entry& e : lru_) bytes += e.second->mask_bytes();
+  while (lru_.size() > 1 && (lru_.size() > capacity_ || bytes > mask_bytes_)) {
+    bytes -= lru_.back().second->mask_bytes();
+    index_.erase(lru_.back().first);
+    lru_.pop_back();
+  }
+}
 
 std::shared_ptr<const CompiledGrammar> GrammarCache::Get(const std::string& kind, const std::string& text,
                                                          const std::function<Grammar()>& build) {
@@ -15,7 +27,8 @@ std::shared_ptr<const CompiledGrammar> GrammarCache::Get(const std::string& kind
     if (it != index_.end()) {
       lru_.splice(lru_.begin(), lru_, it->second);
       ++hits_;
-      return it->second->second;
+      EvictLocked();
+      return lru_.front().second;
     }
     ++misses_;
   }
@@ -25,10 +38,7 @@ std::shared_ptr<const CompiledGrammar> GrammarCache::Get(const std::string& kind
   if (it != index_.end()) return it->second->second;  // another thread was first
   lru_.emplace_front(key, compiled);
   index_[key] = lru_.begin();
-  while (lru_.size() > capacity_) {
-    index_.erase(lru_.back().first);
-    lru_.pop_back();
-  }
+  EvictLocked();
   return compiled;
 }
 

@@ -6,7 +6,9 @@
 
 #include <random>
 
+#include "base/error.h"
 #include "grammar/ebnf_parser.h"
+#include "grammar/grammar_cache.h"
 #include "grammar/grammar_testlib.h"
 #include "grammar/json_schema.h"
 #include "grammar/json_text.h"
@@ -122,6 +124,41 @@ TEST(TokenMask, StateMasksAreCachedAcrossMatchers) {
   ASSERT_TRUE(again.AcceptBytes("{\"a\": [1, {\"b\": "));
   ComputedAllowed(again);
   EXPECT_EQ(g->masks_computed(), computed) << "a state seen before needs no new walk";
+}
+
+}  // namespace
+}  // namespace fission::grammar
+
+namespace fission::grammar {
+namespace {
+
+TEST(GrammarCache, KeepsCompiledGrammarsWithinItsBounds) {
+  auto vocab = testing::ByteVocabulary();
+  GrammarCache cache(vocab, 2);
+  int builds = 0;
+  auto get = [&](const std::string& regex) {
+    return cache.Get("regex", regex, [&] {
+      ++builds;
+      return RegexGrammar(regex);
+    });
+  };
+  const auto a = get("a+");
+  EXPECT_EQ(get("a+"), a) << "a hit";
+  get("b+");
+  get("c+");  // over two entries: "a+" was least recently used
+  EXPECT_EQ(cache.size(), 2u);
+  get("a+");
+  EXPECT_EQ(builds, 4);
+  EXPECT_THROW(get("(unclosed"), Error);
+  EXPECT_EQ(cache.size(), 2u) << "a failed build keeps nothing";
+  // Beyond the mask budget entries go too, the one just used excepted.
+  GrammarCache small(vocab, 8, 1);
+  auto x = small.Get("regex", "[a-z]+", [] { return RegexGrammar("[a-z]+"); });
+  GrammarMatcher m(x);
+  std::vector<std::uint32_t> mask(MaskWords(vocab->size()));
+  m.FillNextTokenMask(mask);
+  small.Get("regex", "[0-9]+", [] { return RegexGrammar("[0-9]+"); });
+  EXPECT_EQ(small.size(), 1u);
 }
 
 }  // namespace
