@@ -28,8 +28,17 @@ class InlinePlan {
   }
 
   bool Inlined(std::int32_t rule) { return !recursive_[rule] && RuleSize(rule) <= budget_; }
+  // A counted repetition whose copies together would be large calls its item as a rule instead of
+  // copying it (an array of a hundred long strings would otherwise be a hundred string automata).
+  bool Hoisted(const Grammar::Expr& repeat) {
+    const std::int64_t copies = repeat.max == Grammar::kUnbounded ? repeat.min + 1 : std::max(repeat.max, 1);
+    const std::int64_t item = NodeSize(repeat.children[0]);
+    return item >= kHoistItem && item * copies > kHoistTotal;
+  }
 
  private:
+  static constexpr std::int64_t kHoistItem = 64, kHoistTotal = 20000;
+
   void CollectRefs(Grammar::Node node, std::vector<char>* seen, std::vector<std::int32_t>* out) {
     if ((*seen)[node]) return;
     (*seen)[node] = 1;
@@ -113,6 +122,7 @@ class InlinePlan {
       }
       case Kind::kRepeat: {
         const std::int64_t copies = e.max == Grammar::kUnbounded ? e.min + 1 : std::max(e.max, 1);
+        if (Hoisted(e)) return Cap(4 * copies + 2);
         return Cap(Cap(NodeSize(e.children[0]) * copies) + 2 * copies + 2);
       }
     }
@@ -146,10 +156,8 @@ class AutomatonBuilder {
     if (g_.root() < 0 || g_.root() >= g_.num_rules()) Fail("the grammar has no root rule");
     RuleIndex(g_.root());
     for (std::size_t r = 0; r < kept_.size(); ++r) {  // kept_ grows as bodies refer to more rules
-      const Grammar::Rule& rule = g_.rule(kept_[r]);
-      if (rule.body < 0) Fail("rule '", rule.name, "' is used but not defined");
       const std::int32_t start = NewState(), end = NewState();
-      const auto [s, e] = BuildNode(rule.body, 0);
+      const auto [s, e] = BuildNode(kept_[r], 0);
       nfa_[start].eps.push_back(s);
       nfa_[e].eps.push_back(end);
       nfa_start_.push_back(start);
@@ -169,8 +177,15 @@ class AutomatonBuilder {
   using Fragment = std::pair<std::int32_t, std::int32_t>;
 
   std::int32_t RuleIndex(std::int32_t grammar_rule) {
-    auto [it, fresh] = rule_index_.emplace(grammar_rule, static_cast<std::int32_t>(kept_.size()));
-    if (fresh) kept_.push_back(grammar_rule);
+    const Grammar::Rule& rule = g_.rule(grammar_rule);
+    if (rule.body < 0) Fail("rule '", rule.name, "' is used but not defined");
+    return BodyIndex(rule.body);
+  }
+
+  // The automaton rule whose body is `node` (a grammar rule's, or a hoisted repetition item).
+  std::int32_t BodyIndex(Grammar::Node node) {
+    auto [it, fresh] = rule_index_.emplace(node, static_cast<std::int32_t>(kept_.size()));
+    if (fresh) kept_.push_back(node);
     return it->second;
   }
 
@@ -221,10 +236,8 @@ class AutomatonBuilder {
       case Kind::kRepeat:
         return BuildRepeat(e, depth);
       case Kind::kRef: {
-        if (plan_.Inlined(e.rule)) {
-          if (g_.rule(e.rule).body < 0) Fail("rule '", g_.rule(e.rule).name, "' is used but not defined");
-          return BuildNode(g_.rule(e.rule).body, depth + 1);
-        }
+        if (g_.rule(e.rule).body < 0) Fail("rule '", g_.rule(e.rule).name, "' is used but not defined");
+        if (plan_.Inlined(e.rule)) return BuildNode(g_.rule(e.rule).body, depth + 1);
         const std::int32_t s = NewState(), t = NewState();
         nfa_[s].calls.push_back({RuleIndex(e.rule), t});
         return {s, t};
@@ -235,18 +248,27 @@ class AutomatonBuilder {
     FISSION_CHECK(false);
   }
 
+  // One copy of a repetition's item: its automaton, or a call when the item is hoisted.
+  Fragment BuildItem(const Grammar::Expr& e, bool hoisted, int depth) {
+    if (!hoisted) return BuildNode(e.children[0], depth + 1);
+    const std::int32_t s = NewState(), t = NewState();
+    nfa_[s].calls.push_back({BodyIndex(e.children[0]), t});
+    return {s, t};
+  }
+
   Fragment BuildRepeat(const Grammar::Expr& e, int depth) {
+    const bool hoisted = plan_.Hoisted(e);
     const std::int32_t s = NewState();
     std::int32_t end = s;
     for (std::int32_t i = 0; i < e.min; ++i) {
-      const Fragment f = BuildNode(e.children[0], depth + 1);
+      const Fragment f = BuildItem(e, hoisted, depth);
       nfa_[end].eps.push_back(f.first);
       end = f.second;
     }
     if (e.max == Grammar::kUnbounded) {
       const std::int32_t loop = NewState();
       nfa_[end].eps.push_back(loop);
-      const Fragment f = BuildNode(e.children[0], depth + 1);
+      const Fragment f = BuildItem(e, hoisted, depth);
       nfa_[loop].eps.push_back(f.first);
       nfa_[f.second].eps.push_back(loop);
       return {s, loop};
@@ -254,7 +276,7 @@ class AutomatonBuilder {
     const std::int32_t t = NewState();
     nfa_[end].eps.push_back(t);
     for (std::int32_t i = e.min; i < e.max; ++i) {  // each further copy is optional
-      const Fragment f = BuildNode(e.children[0], depth + 1);
+      const Fragment f = BuildItem(e, hoisted, depth);
       nfa_[end].eps.push_back(f.first);
       nfa_[f.second].eps.push_back(t);
       end = f.second;
@@ -549,7 +571,7 @@ class AutomatonBuilder {
   std::vector<ByteSet> sets_;
   std::unordered_map<ByteSet, std::int32_t, ByteSetHash> set_ids_;
   std::vector<std::vector<std::int32_t>> set_classes_;
-  std::vector<std::int32_t> kept_;  // automaton rule -> grammar rule
+  std::vector<Grammar::Node> kept_;  // automaton rule -> its body
   std::map<std::int32_t, std::int32_t> rule_index_;
   std::vector<std::int32_t> nfa_start_, nfa_end_;
   std::vector<std::vector<Automaton::Call>> state_calls_;

@@ -70,6 +70,16 @@ TEST(TokenMask, NestedSchemaMatchesBruteForce) {
   CheckWalks(JsonSchemaGrammar(schema), 12, 40, 1);
 }
 
+TEST(TokenMask, LongCountedRepetitionsCallTheirItemAndMatchBruteForce) {
+  // Three hundred items of a few dozen automaton states each: the item is called, not copied.
+  const OrderedJson schema = OrderedJson::parse(R"({"type": "array", "maxItems": 300, "items": {"type": "object",
+      "properties": {"kind": {"enum": ["red", "green", "blue"]}, "tags": {"type": "array", "items": {"type": "string",
+      "maxLength": 3}, "maxItems": 2}}, "required": ["kind"]}})");
+  const Grammar g = JsonSchemaGrammar(schema);
+  EXPECT_LT(Automaton::Compile(g).num_states(), 3000);
+  CheckWalks(g, 8, 40, 7);
+}
+
 TEST(TokenMask, RecursiveJsonMatchesBruteForce) { CheckWalks(JsonObjectGrammar(), 12, 40, 2); }
 
 TEST(TokenMask, RecursiveEbnfMatchesBruteForce) {
