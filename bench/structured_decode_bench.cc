@@ -96,7 +96,7 @@ int main(int argc, char** argv) {
 
   std::vector<std::vector<std::int32_t>> prompts;
   for (int i = 0; i < requests; ++i)
-    prompts.push_back(tokenizer->Encode("Describe person " + std::to_string(i) + " as JSON:\n", true));
+    prompts.push_back(tokenizer->Encode(StrCat("Describe person ", i, " as JSON:\n"), true));
   std::printf("demo-tools on the CPU, %d requests decoding together, %d repeats\n", requests, repeat);
   std::printf("%-7s %-14s %-14s %-14s %-16s %-12s\n", "repeat", "constrained", "plain", "difference", "mask per step",
               "mask per token");

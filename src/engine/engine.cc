@@ -242,7 +242,6 @@ void Engine::ProcessStep(const StepPlan& plan, const std::vector<ItemSamples>& w
   for (std::size_t k = 0; k < plan.items.size(); ++k) {
     const ScheduledSequence& item = plan.items[k];
     Sequence* seq = item.seq;
-    const SamplingParams& p = *seq->params;
     for (std::int32_t pos = item.prompt_logprob_begin; pos < item.prompt_logprob_end; ++pos) {
       FISSION_CHECK_EQ(static_cast<std::int32_t>(seq->prompt_logprobs.size()), pos);
       const kernels::SampledToken& r = results[where[k].prompt_logprobs_begin + (pos - item.prompt_logprob_begin)];
@@ -253,25 +252,7 @@ void Engine::ProcessStep(const StepPlan& plan, const std::vector<ItemSamples>& w
     if (where[k].sample < 0) {
       OutputProcessor::SetFinished(seq, FinishReason::kLength);
     } else {
-      const kernels::SampledToken& r = results[where[k].sample];
-      const TokenLogprob logprob = p.logprobs ? Sampler::ToTokenLogprob(r) : TokenLogprob{};
-      if (!AdvanceMatcher(seq, r.token)) {
-        OutputProcessor::SetFinished(seq, FinishReason::kAbort,
-                                     StrCat("the constrained output (", p.constraint->Describe(),
-                                            ") cannot continue: no token of the vocabulary is allowed after ",
-                                            seq->num_output(), " tokens"));
-      } else {
-        try {
-          // Decoding text goes through the detokenizer, which is not ours: contain its failures.
-          outputs_.Append(seq, r.token, p.logprobs ? &logprob : nullptr);
-        } catch (const std::exception& e) {
-          OutputProcessor::SetFinished(seq, FinishReason::kAbort, StrCat("detokenizing failed: ", e.what()));
-        }
-        // The constraint is satisfied and admits nothing more.
-        if (seq->matcher != nullptr && seq->finish_reason == FinishReason::kNone && seq->matcher->IsTerminated())
-          OutputProcessor::SetFinished(seq, FinishReason::kStop);
-        ++sampled;
-      }
+      sampled += AppendSampled(seq, results[where[k].sample]);
     }
     if (seq->index == 0 && seq->num_output() == 1) ReleaseHeld(seq);
     touched_.push_back(seq);
@@ -279,6 +260,28 @@ void Engine::ProcessStep(const StepPlan& plan, const std::vector<ItemSamples>& w
   }
   local_stats_.generated_tokens += sampled;
   if (plan.num_prefill_tokens == 0) local_stats_.decode_only_tokens += sampled;
+}
+
+bool Engine::AppendSampled(Sequence* seq, const kernels::SampledToken& r) {
+  const SamplingParams& p = *seq->params;
+  if (!AdvanceMatcher(seq, r.token)) {
+    OutputProcessor::SetFinished(seq, FinishReason::kAbort,
+                                 StrCat("the constrained output (", p.constraint->Describe(),
+                                        ") cannot continue: no token of the vocabulary is allowed after ",
+                                        seq->num_output(), " tokens"));
+    return false;
+  }
+  const TokenLogprob logprob = p.logprobs ? Sampler::ToTokenLogprob(r) : TokenLogprob{};
+  try {
+    // Decoding text goes through the detokenizer, which is not ours: contain its failures.
+    outputs_.Append(seq, r.token, p.logprobs ? &logprob : nullptr);
+  } catch (const std::exception& e) {
+    OutputProcessor::SetFinished(seq, FinishReason::kAbort, StrCat("detokenizing failed: ", e.what()));
+  }
+  // The constraint is satisfied and admits nothing more.
+  if (seq->matcher != nullptr && seq->finish_reason == FinishReason::kNone && seq->matcher->IsTerminated())
+    OutputProcessor::SetFinished(seq, FinishReason::kStop);
+  return true;
 }
 
 bool Engine::AdvanceMatcher(Sequence* seq, std::int32_t token) {

@@ -118,6 +118,9 @@ class Engine {
   void ProcessStep(const StepPlan& plan, const std::vector<ItemSamples>& where,
                    const std::vector<kernels::SampledToken>& results);
   void FinishSequence(Sequence* seq, FinishReason reason, const std::string& error);
+  // Appends a sampled token (advancing the sequence's constraint, finishing it when the
+  // constraint is done or refuses the token); whether the token was kept.
+  bool AppendSampled(Sequence* seq, const kernels::SampledToken& r);
   // Tells a constrained sequence's matcher the token sampled; false when it does not continue the
   // output (only when the constraint allowed no token at all).
   bool AdvanceMatcher(Sequence* seq, std::int32_t token);

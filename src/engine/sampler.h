@@ -1,7 +1,8 @@
 // Turns logits rows into the next tokens of sequences (and prompt logprobs).
 //
 // The arithmetic is kernels::SampleOnHost's (kernels/sampling.h): penalties, min_new_tokens masks,
-// temperature, greedy or top_k/top_p/min_p sampling, logprobs. This class maps a Sequence to a
+// a constrained sequence's allowed tokens (its TokenMatcher's mask), temperature, greedy or
+// top_k/top_p/min_p sampling, logprobs. This class maps a Sequence to a
 // kernels::SamplingRow and runs a step's rows where its logits are: on the host through the
 // reference, or on the device through the backend's Sample. A sampled draw depends only on the
 // sequence's seed and the index of the token it produces, so a sequence's output does not depend on

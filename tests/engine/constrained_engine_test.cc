@@ -127,10 +127,12 @@ TEST(ConstrainedEngine, GreedyOutputFollowsTheMaskAndEndsWhereTheConstraintDoes)
     ExpectObeys(r.tokens, rule);
     EXPECT_EQ(r.finish_reason, FinishReason::kStop) << "EOS or the constraint's end";
     ended_by_eos += !r.tokens.empty() && r.tokens.back() == kEos;
-    if (r.tokens.back() != kEos) EXPECT_EQ(static_cast<int>(r.tokens.size()), rule.end_at);
+    if (r.tokens.back() != kEos) {
+      EXPECT_EQ(static_cast<int>(r.tokens.size()), rule.end_at) << "the constraint's end";
+    }
   }
+  EXPECT_GT(ended_by_eos, 0) << "some request samples EOS once its output is complete";
   EXPECT_GT(engine.stats().masks, 0);
-  (void)ended_by_eos;
 }
 
 TEST(ConstrainedEngine, PreemptionAndRecomputeKeepTheMatcher) {
