@@ -195,6 +195,25 @@ TEST(ConstrainedEngine, MaxNewTokensCutsAnIncompleteOutput) {
   EXPECT_EQ(r.finish_reason, FinishReason::kLength);
 }
 
+TEST(ConstrainedEngine, StopStringsEndAConstrainedOutputEarly) {
+  FakeCausalLM model(kVocab);
+  testing::FakeDetokenizer detok;
+  Engine engine(&model, Config(), &detok);
+  Collector collector;
+  const Rule rule;
+  const std::vector<std::int32_t> prompt = MakePrompt(5, 6, kVocab);
+  const std::vector<std::int32_t> expected = Reference(model, prompt, rule, 40);
+  SamplingParams p = Constrained(rule);
+  p.stop = {testing::FakeDetokenizer::Piece(expected[2])};
+  const auto id = collector.Submit(engine, prompt, p);
+  engine.RunUntilIdle();
+  const Collected& r = collector.results(id)[0];
+  EXPECT_EQ(r.finish_reason, FinishReason::kStop);
+  EXPECT_EQ(r.matched_stop_string, p.stop[0]);
+  ASSERT_LE(r.tokens.size(), 3u);
+  EXPECT_EQ(r.tokens, std::vector<std::int32_t>(expected.begin(), expected.begin() + r.tokens.size()));
+}
+
 TEST(ConstrainedEngine, MinNewTokensHoldsEosBackButNotTheConstraintsEnd) {
   FakeCausalLM model(kVocab);
   Engine engine(&model, Config());
