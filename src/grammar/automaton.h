@@ -18,7 +18,7 @@
 namespace fission::grammar {
 
 struct AutomatonLimits {
-  std::int32_t max_nfa_states = 4'000'000;
+  std::int32_t max_nfa_states = 1'000'000;
   std::int32_t max_dfa_states = 200'000;
   // A non-recursive rule whose expansion has more NFA states than this stays a call.
   std::int32_t inline_budget = 200'000;
