@@ -142,7 +142,9 @@ void ExpectValidCalls(const Json& choice, const Json& tools, const std::string& 
   ASSERT_FALSE(choice["message"]["tool_calls"].empty());
   for (const Json& call : choice["message"]["tool_calls"]) {
     const std::string name = call["function"]["name"].get<std::string>();
-    if (!only.empty()) EXPECT_EQ(name, only);
+    if (!only.empty()) {
+      EXPECT_EQ(name, only);
+    }
     Json schema;
     for (const Json& t : tools)
       if (t["function"]["name"] == name) schema = t["function"]["parameters"];

@@ -70,16 +70,22 @@ void CheckParser(const std::string& parser, bool parallel, const Json& name) {
     const ToolCallResult r = p->Parse(text, specs, 1);
     EXPECT_EQ(r.content, "") << parser << ": " << text;
     ASSERT_FALSE(r.tool_calls.empty()) << parser << ": " << text;
-    if (!parallel) EXPECT_EQ(r.tool_calls.size(), 1u) << text;
+    if (!parallel) {
+      EXPECT_EQ(r.tool_calls.size(), 1u) << text;
+    }
     several += r.tool_calls.size() > 1;
     for (const ToolCall& call : r.tool_calls) {
       EXPECT_TRUE(call.complete && call.valid) << parser << ": " << text;
-      if (!name.is_null()) EXPECT_EQ(call.name, name.get<std::string>());
+      if (!name.is_null()) {
+        EXPECT_EQ(call.name, name.get<std::string>());
+      }
       const Json& schema = schemas[call.name == "add" ? 0 : 1]["parameters"];
       EXPECT_EQ(testing::SchemaViolation(Json::parse(call.arguments), schema), "") << parser << ": " << text;
     }
   }
-  if (parallel) EXPECT_GT(several, 0u) << "some walks make several calls";
+  if (parallel) {
+    EXPECT_GT(several, 0u) << "some walks make several calls";
+  }
 }
 
 TEST(ToolCallGrammar, QwenOutputsParseIntoValidCalls) {
