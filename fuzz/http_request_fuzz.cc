@@ -25,6 +25,7 @@ using namespace fission::server;
 struct Setup {
   std::unique_ptr<tokenizer::Tokenizer> tokenizer;
   std::unique_ptr<tokenizer::ChatTemplate> chat_template;
+  std::unique_ptr<StructuredOutputs> structured_outputs;
   RouteContext context;
 };
 
@@ -41,6 +42,10 @@ const Setup& TheSetup() {
     c.served_model_name = "demo";
     c.model_path = dir;
     c.parses_tool_calls = true;
+    c.tool_call_parser = "qwen";
+    // Constraints compile too, so the grammar compilers see what clients send.
+    s->structured_outputs = std::make_unique<StructuredOutputs>(*s->tokenizer, s->tokenizer->vocab_size());
+    c.structured_outputs = s->structured_outputs.get();
     c.context_length = 2048;
     c.vocab_size = s->tokenizer->vocab_size();
     c.kv_capacity_tokens = 16384;

@@ -60,6 +60,7 @@ Json ServerInfo(const server::ServerArgs& a, std::int64_t max_total_tokens) {
           {"disable_radix_cache", a.engine.disable_radix_cache},
           {"reasoning_parser", a.reasoning_parser},
           {"tool_call_parser", a.tool_call_parser},
+          {"grammar_backend", a.grammar_backend},
           {"device", a.device},
           {"graceful_shutdown_timeout", a.graceful_shutdown_timeout},
           {"ignored_flags", a.ignored_flags}};
@@ -145,6 +146,7 @@ int RunServe(const std::vector<std::string>& args) {
   options.model_type = io::LoadModelConfig(flags.model_path, flags.load.json_model_override_args).model_type;
   options.reasoning_parser = flags.reasoning_parser;
   options.tool_call_parser = flags.tool_call_parser;
+  options.grammar_backend = flags.grammar_backend;
   options.default_chat_template_kwargs = environment.chat_template_kwargs;
   options.server_info = ServerInfo(flags, static_cast<std::int64_t>(engine.num_pages()) * engine_config.page_size);
   server::Service service(options, engine, *tokenizer);

@@ -155,8 +155,11 @@ void Engine::DrainIncoming() {
       Sequence* raw = seq.get();
       state.sequences.push_back(std::move(seq));
       ++state.unfinished;
-      if (params->max_new_tokens == 0 && !params->prompt_logprobs) {
-        OutputProcessor::SetFinished(raw, FinishReason::kLength);
+      if (params->constraint) raw->matcher = params->constraint->NewMatcher();
+      // A constraint that admits only the empty output ends the sequence at once.
+      const bool constraint_done = raw->matcher != nullptr && raw->matcher->IsTerminated();
+      if ((params->max_new_tokens == 0 || constraint_done) && !params->prompt_logprobs) {
+        OutputProcessor::SetFinished(raw, constraint_done ? FinishReason::kStop : FinishReason::kLength);
         raw->status = SequenceStatus::kFinished;
         touched_.push_back(raw);
       } else if (i > 0 && prefix_cache_ != nullptr) {
@@ -239,7 +242,6 @@ void Engine::ProcessStep(const StepPlan& plan, const std::vector<ItemSamples>& w
   for (std::size_t k = 0; k < plan.items.size(); ++k) {
     const ScheduledSequence& item = plan.items[k];
     Sequence* seq = item.seq;
-    const SamplingParams& p = *seq->params;
     for (std::int32_t pos = item.prompt_logprob_begin; pos < item.prompt_logprob_end; ++pos) {
       FISSION_CHECK_EQ(static_cast<std::int32_t>(seq->prompt_logprobs.size()), pos);
       const kernels::SampledToken& r = results[where[k].prompt_logprobs_begin + (pos - item.prompt_logprob_begin)];
@@ -250,15 +252,7 @@ void Engine::ProcessStep(const StepPlan& plan, const std::vector<ItemSamples>& w
     if (where[k].sample < 0) {
       OutputProcessor::SetFinished(seq, FinishReason::kLength);
     } else {
-      const kernels::SampledToken& r = results[where[k].sample];
-      const TokenLogprob logprob = p.logprobs ? Sampler::ToTokenLogprob(r) : TokenLogprob{};
-      try {
-        // Decoding text goes through the detokenizer, which is not ours: contain its failures.
-        outputs_.Append(seq, r.token, p.logprobs ? &logprob : nullptr);
-      } catch (const std::exception& e) {
-        OutputProcessor::SetFinished(seq, FinishReason::kAbort, StrCat("detokenizing failed: ", e.what()));
-      }
-      ++sampled;
+      sampled += AppendSampled(seq, results[where[k].sample]);
     }
     if (seq->index == 0 && seq->num_output() == 1) ReleaseHeld(seq);
     touched_.push_back(seq);
@@ -266,6 +260,36 @@ void Engine::ProcessStep(const StepPlan& plan, const std::vector<ItemSamples>& w
   }
   local_stats_.generated_tokens += sampled;
   if (plan.num_prefill_tokens == 0) local_stats_.decode_only_tokens += sampled;
+}
+
+bool Engine::AppendSampled(Sequence* seq, const kernels::SampledToken& r) {
+  const SamplingParams& p = *seq->params;
+  if (!AdvanceMatcher(seq, r.token)) {
+    OutputProcessor::SetFinished(seq, FinishReason::kAbort,
+                                 StrCat("the constrained output (", p.constraint->Describe(),
+                                        ") cannot continue: no token of the vocabulary is allowed after ",
+                                        seq->num_output(), " tokens"));
+    return false;
+  }
+  const TokenLogprob logprob = p.logprobs ? Sampler::ToTokenLogprob(r) : TokenLogprob{};
+  try {
+    // Decoding text goes through the detokenizer, which is not ours: contain its failures.
+    outputs_.Append(seq, r.token, p.logprobs ? &logprob : nullptr);
+  } catch (const std::exception& e) {
+    OutputProcessor::SetFinished(seq, FinishReason::kAbort, StrCat("detokenizing failed: ", e.what()));
+  }
+  // The constraint is satisfied and admits nothing more.
+  if (seq->matcher != nullptr && seq->finish_reason == FinishReason::kNone && seq->matcher->IsTerminated())
+    OutputProcessor::SetFinished(seq, FinishReason::kStop);
+  return true;
+}
+
+bool Engine::AdvanceMatcher(Sequence* seq, std::int32_t token) {
+  if (seq->matcher == nullptr) return true;
+  // A token that ends a complete output is the engine's, not the grammar's.
+  if (seq->matcher->IsComplete() && sampler_.IsEndToken(*seq, token) && seq->num_output() + 1 >= seq->params->min_new_tokens)
+    return true;
+  return seq->matcher->Accept(token);
 }
 
 void Engine::Report() {
@@ -304,6 +328,8 @@ void Engine::Report() {
   local_stats_.free_pages = pool_->num_free();
   local_stats_.cached_pages = prefix_cache_ ? prefix_cache_->num_pages() : 0;
   local_stats_.free_state_slots = states_ ? states_->num_free() : 0;
+  local_stats_.mask_seconds = sampler_.mask_seconds();
+  local_stats_.masks = sampler_.masks();
   std::lock_guard<std::mutex> lock(mutex_);
   live_requests_ -= finished_requests;
   published_stats_ = local_stats_;

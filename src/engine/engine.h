@@ -47,6 +47,8 @@ struct EngineStats {
   std::int32_t free_pages = 0;
   std::int32_t cached_pages = 0;
   std::int32_t free_state_slots = 0;  // a model with per-request memory
+  double mask_seconds = 0.0;  // computing constrained sequences' token masks (structured outputs)
+  std::int64_t masks = 0;     // masks computed
 };
 
 class Engine {
@@ -116,6 +118,12 @@ class Engine {
   void ProcessStep(const StepPlan& plan, const std::vector<ItemSamples>& where,
                    const std::vector<kernels::SampledToken>& results);
   void FinishSequence(Sequence* seq, FinishReason reason, const std::string& error);
+  // Appends a sampled token (advancing the sequence's constraint, finishing it when the
+  // constraint is done or refuses the token); whether the token was kept.
+  bool AppendSampled(Sequence* seq, const kernels::SampledToken& r);
+  // Tells a constrained sequence's matcher the token sampled; false when it does not continue the
+  // output (only when the constraint allowed no token at all).
+  bool AdvanceMatcher(Sequence* seq, std::int32_t token);
   // Queues the completions held back behind `seq` (completion 0 of its request).
   void ReleaseHeld(const Sequence* seq);
   void Report();

@@ -103,6 +103,7 @@ struct Sequence {
   std::unordered_set<std::int32_t> seen_tokens;                   // prompt and output, for repetition
   std::vector<TokenLogprob> logprobs;         // of generated tokens
   std::vector<TokenLogprob> prompt_logprobs;  // of prompt tokens 1..prompt_len-1, as computed
+  std::unique_ptr<TokenMatcher> matcher;      // with a constraint: where the output stands in it
 
   // Reporting state.
   std::size_t reported_tokens = 0;

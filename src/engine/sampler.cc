@@ -1,12 +1,20 @@
 #include "engine/sampler.h"
 
+#include <algorithm>
+#include <chrono>
+
 #include "base/error.h"
 #include "kernels/backend.h"
 
 namespace fission::engine {
 
-kernels::SamplingRow Sampler::MakeRow(const Sequence& seq, std::int64_t row, std::int64_t vocab_size,
-                                      RowIds* ids) const {
+bool Sampler::IsEndToken(const Sequence& seq, std::int32_t token) const {
+  const SamplingParams& p = *seq.params;
+  return std::find(p.stop_token_ids.begin(), p.stop_token_ids.end(), token) != p.stop_token_ids.end() ||
+         (!p.ignore_eos && std::find(eos_token_ids_.begin(), eos_token_ids_.end(), token) != eos_token_ids_.end());
+}
+
+kernels::SamplingRow Sampler::MakeRow(const Sequence& seq, std::int64_t row, std::int64_t vocab_size, RowIds* ids) {
   const SamplingParams& p = *seq.params;
   kernels::SamplingRow r;
   r.row = row;
@@ -42,6 +50,23 @@ kernels::SamplingRow Sampler::MakeRow(const Sequence& seq, std::int64_t row, std
   r.output_ids = ids->output_ids;
   r.output_counts = ids->output_counts;
   r.masked_ids = ids->masked;
+  ids->allowed.clear();
+  if (seq.matcher != nullptr) {
+    const auto start = std::chrono::steady_clock::now();
+    ids->allowed.assign(kernels::AllowedWords(vocab_size), 0u);
+    seq.matcher->FillNextTokenMask(ids->allowed);
+    if (seq.matcher->IsComplete()) {
+      // The output may end: the tokens that end it are allowed (min_new_tokens still masks them).
+      for (std::int32_t t : p.stop_token_ids)
+        if (t >= 0 && t < vocab_size) ids->allowed[t >> 5] |= 1u << (t & 31);
+      if (!p.ignore_eos)
+        for (std::int32_t t : eos_token_ids_)
+          if (t >= 0 && t < vocab_size) ids->allowed[t >> 5] |= 1u << (t & 31);
+    }
+    r.allowed_tokens = ids->allowed;
+    mask_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    ++masks_;
+  }
   return r;
 }
 

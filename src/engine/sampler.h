@@ -1,7 +1,8 @@
 // Turns logits rows into the next tokens of sequences (and prompt logprobs).
 //
 // The arithmetic is kernels::SampleOnHost's (kernels/sampling.h): penalties, min_new_tokens masks,
-// temperature, greedy or top_k/top_p/min_p sampling, logprobs. This class maps a Sequence to a
+// a constrained sequence's allowed tokens (its TokenMatcher's mask), temperature, greedy or
+// top_k/top_p/min_p sampling, logprobs. This class maps a Sequence to a
 // kernels::SamplingRow and runs a step's rows where its logits are: on the host through the
 // reference, or on the device through the backend's Sample. A sampled draw depends only on the
 // sequence's seed and the index of the token it produces, so a sequence's output does not depend on
@@ -48,17 +49,27 @@ class Sampler {
   // The row that samples `seq`'s next token from logits row `row`; its id lists live in `ids`.
   struct RowIds {
     std::vector<std::int32_t> seen, output_ids, output_counts, masked;
+    std::vector<std::uint32_t> allowed;  // a constrained sequence's allowed tokens
   };
-  kernels::SamplingRow MakeRow(const Sequence& seq, std::int64_t row, std::int64_t vocab_size, RowIds* ids) const;
+  // A constrained sequence's row carries its matcher's mask (plus EOS and stop tokens where the
+  // output may end), which is why this is not const.
+  kernels::SamplingRow MakeRow(const Sequence& seq, std::int64_t row, std::int64_t vocab_size, RowIds* ids);
   static TokenLogprob ToTokenLogprob(const kernels::SampledToken& s);
 
   const std::vector<std::int32_t>& eos_token_ids() const { return eos_token_ids_; }
+  // Whether `token` ends `seq` (a stop token, or EOS unless ignore_eos) once it may stop.
+  bool IsEndToken(const Sequence& seq, std::int32_t token) const;
+  // Time spent computing constrained sequences' masks, and how many.
+  double mask_seconds() const { return mask_seconds_; }
+  std::int64_t masks() const { return masks_; }
 
  private:
   std::vector<std::int32_t> eos_token_ids_;
   kernels::HostSamplingScratch scratch_;
   std::deque<RowIds> step_ids_;  // a deque: rows point into its elements while more are added
   std::vector<kernels::SamplingRow> step_rows_;
+  double mask_seconds_ = 0.0;
+  std::int64_t masks_ = 0;
 };
 
 }  // namespace fission::engine

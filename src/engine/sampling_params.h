@@ -5,9 +5,12 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
+
+#include "engine/token_constraint.h"
 
 namespace fission::engine {
 
@@ -50,6 +53,11 @@ struct SamplingParams {
   std::int32_t top_logprobs = 0;
   // Return the log-probability of every prompt token after the first (for `echo`).
   bool prompt_logprobs = false;
+
+  // Structured outputs: the tokens each step may produce (null: any). Logprobs are then those of
+  // the constrained distribution.
+  using ConstraintPtr = std::shared_ptr<const TokenConstraint>;
+  ConstraintPtr constraint;
 
   // Throws fission::Error naming the field and its allowed range. `vocab_size` bounds token ids.
   void Validate(std::int64_t vocab_size) const;

@@ -3,7 +3,7 @@
 //
 // Per row, in order (docs/engine.md, "Sampling"): repetition penalty over `seen_tokens` (positive
 // logits divided, negative multiplied), frequency and presence penalties over `output_ids`, the
-// `masked_ids` set to −∞, then the temperature. Greedy rows (temperature 0) take the argmax, ties to
+// `masked_ids` and the tokens outside `allowed_tokens` set to −∞, then the temperature. Greedy rows (temperature 0) take the argmax, ties to
 // the lower id. Sampled rows take the softmax (fp64), keep `top_k`, then the smallest most-likely
 // prefix reaching `top_p`, then those with probability ≥ `min_p` × the best, and make one
 // inverse-CDF draw with UniformFromSeed(seed, counter). Logprobs are the log-softmax of the row after
@@ -44,6 +44,9 @@ struct SamplingRow {
   std::span<const std::int32_t> output_ids;     // distinct output ids ...
   std::span<const std::int32_t> output_counts;  // ... and how often each occurs
   std::span<const std::int32_t> masked_ids;     // set to −∞ (EOS and stop ids under min_new_tokens)
+  // Structured outputs: a bitmask over the vocabulary (bit t % 32 of word t / 32, AllowedWords(vocab)
+  // words); every token whose bit is clear is set to −∞. Empty: no such mask.
+  std::span<const std::uint32_t> allowed_tokens;
 
   bool greedy() const { return temperature == 0.0; }
 };
@@ -60,6 +63,13 @@ FISSION_HOST_DEVICE inline std::uint64_t SplitMix64(std::uint64_t x) {
   x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
   x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
   return x ^ (x >> 31);
+}
+
+// Words of an allowed-token bitmask over `vocab` ids.
+FISSION_HOST_DEVICE inline std::int64_t AllowedWords(std::int64_t vocab) { return (vocab + 31) / 32; }
+
+FISSION_HOST_DEVICE inline bool TokenAllowed(const std::uint32_t* mask, std::int64_t token) {
+  return (mask[token >> 5] >> (token & 31)) & 1u;
 }
 
 // Mixes two 64-bit values into a seed.

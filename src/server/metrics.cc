@@ -130,6 +130,10 @@ std::string Metrics::Render(const engine::Engine& engine, std::int64_t in_flight
   Help(&out, "fission:preemptions_total", "counter",
        "Sequences preempted because the KV cache ran out (their KV is dropped and recomputed later).");
   Line(&out, "fission:preemptions_total", l, static_cast<double>(s.preemptions));
+  Help(&out, "fission:grammar_masks_total", "counter", "Token masks computed for constrained sequences (structured outputs).");
+  Line(&out, "fission:grammar_masks_total", l, static_cast<double>(s.masks));
+  Help(&out, "fission:grammar_mask_seconds_total", "counter", "Time the engine spent computing those masks.");
+  Line(&out, "fission:grammar_mask_seconds_total", l, s.mask_seconds);
   Help(&out, "sglang:time_to_first_token_seconds", "histogram", "Time to first token.");
   ttft_.Render("sglang:time_to_first_token_seconds", l, &out);
   Help(&out, "sglang:inter_token_latency_seconds", "histogram", "Time between streamed tokens.");

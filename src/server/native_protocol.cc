@@ -43,7 +43,7 @@ GenerateRequest Read(const Json& body) {
   if (!body.is_object()) BadRequest("request body must be a JSON object");
   GenerateRequest r;
   if (const Json* params = Field(body, "sampling_params"))
-    r.params = ParseSamplingParamsJson(*params, "'sampling_params'", engine::SamplingParams{});
+    r.params = ParseSamplingParamsJson(*params, "'sampling_params'", engine::SamplingParams{}, &r.constraint);
   if (const Json* ids = Field(body, "input_ids")) {
     ReadInputIds(*ids, &r);
   } else if (const Json* text = Field(body, "text")) {

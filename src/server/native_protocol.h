@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "engine/sampling_params.h"
+#include "server/constraint_spec.h"
 
 namespace fission::server {
 
@@ -20,6 +21,7 @@ struct GenerateRequest {
   bool return_logprob = false;
   bool stream = false;
   std::string rid;  // "" when none; /abort_request names requests by it
+  std::optional<ConstraintSpec> constraint;  // sampling_params' regex, ebnf or json_schema
   std::size_t num_prompts() const { return is_text ? texts.size() : input_ids.size(); }
 };
 

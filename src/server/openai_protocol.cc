@@ -122,8 +122,7 @@ StreamOptions Streaming(const OrderedJson& body) {
 }
 
 void RejectUnsupported(const OrderedJson& body) {
-  for (const char* key : {"regex", "json_schema", "ebnf", "lora_path", "structural_tag"})
-    if (Field(body, key)) throw ApiError(400, StrCat("'", key, "' (constrained decoding or adapters) is not supported"), key);
+  if (Field(body, "lora_path")) throw ApiError(400, "'lora_path' (adapters) is not supported", "lora_path");
   if (const OrderedJson* b = Field(body, "logit_bias"); b && !(b->is_object() && b->empty()))
     throw ApiError(400, "'logit_bias' is not supported", "logit_bias");
   if (const OrderedJson* s = Field(body, "suffix"); s && !(s->is_string() && s->get<std::string>().empty()))
@@ -166,23 +165,15 @@ std::vector<std::string> Rids(const OrderedJson& body) {
   return *rids;
 }
 
-// Constraints on the output that decoding does not enforce yet are refused rather than answered
-// with unconstrained text.
-void RejectUnenforcedConstraints(const ChatRequest& r) {
-  if (r.response_format.is_object()) {
-    const std::string type = r.response_format.contains("type") && r.response_format["type"].is_string()
-                                 ? r.response_format["type"].get<std::string>()
-                                 : "";
-    if (type != "text")
-      throw ApiError(400, StrCat("'response_format' of type '", Abbreviate(type),
-                                 "' is not enforced by this server yet (structured outputs have not landed); "
-                                 "only {\"type\": \"text\"} is accepted"),
-                     "response_format");
+// The output's constraint (structured outputs): SGLang's extra fields and response_format.
+std::optional<ConstraintSpec> Constraint(const OrderedJson& body) {
+  try {
+    return ReadConstraintFields(body, "", true);
+  } catch (const ApiError&) {
+    throw;
+  } catch (const Error& e) {
+    throw ApiError(400, e.what());
   }
-  const bool forced = r.tool_choice.is_object() || (r.tool_choice.is_string() && r.tool_choice == "required");
-  if (forced && r.tools.is_array())
-    throw ApiError(400, "'tool_choice' required or a named function is not enforced by this server yet "
-                        "(constrained decoding has not landed); use auto or none", "tool_choice");
 }
 
 // A content given as parts (what the OpenAI SDKs send: [{"type": "text", "text": ...}]) becomes the
@@ -234,6 +225,7 @@ CompletionRequest ParseCompletionRequest(const std::string& body_text) {
   r.params.prompt_logprobs = r.echo && r.logprobs >= 0;
   r.skip_special_tokens = Boolean(body, "skip_special_tokens", true);
   r.stream = Streaming(body);
+  r.constraint = Constraint(body);
   return r;
 }
 
@@ -279,6 +271,7 @@ ChatRequest ParseChatRequest(const std::string& body_text) {
                      "tool_choice");
     r.tool_choice = *choice;
   }
+  r.parallel_tool_calls = Boolean(body, "parallel_tool_calls", true);
   if (const OrderedJson* format = Field(body, "response_format")) {
     if (!format->is_object()) throw ApiError(400, "'response_format' must be an object", "response_format");
     r.response_format = *format;
@@ -304,7 +297,7 @@ ChatRequest ParseChatRequest(const std::string& body_text) {
   r.stream_reasoning = Boolean(body, "stream_reasoning", true);
   r.continue_final_message = Boolean(body, "continue_final_message", false);
   r.stream = Streaming(body);
-  RejectUnenforcedConstraints(r);
+  r.constraint = Constraint(body);
   return r;
 }
 

@@ -10,6 +10,7 @@
 
 #include "base/json.h"  // OrderedJson: messages and tools keep the client's key order
 #include "engine/sampling_params.h"
+#include "server/constraint_spec.h"
 
 namespace fission::server {
 
@@ -34,6 +35,7 @@ struct CompletionRequest {
   int logprobs = -1;  // -1: none; otherwise the number of alternatives per token (0..20)
   bool skip_special_tokens = true;
   StreamOptions stream;
+  std::optional<ConstraintSpec> constraint;  // regex, ebnf, json_schema or response_format
 };
 
 struct ChatRequest {
@@ -42,7 +44,9 @@ struct ChatRequest {
   OrderedJson messages;                                  // array of message objects
   OrderedJson tools = nullptr;                           // array or null
   OrderedJson tool_choice = "auto";                      // "none" | "auto" | "required" | {function}
+  bool parallel_tool_calls = true;                       // a forced choice may make several calls
   OrderedJson response_format = nullptr;                 // passed to the chat template
+  std::optional<ConstraintSpec> constraint;              // regex, ebnf, json_schema or response_format
   OrderedJson chat_template_kwargs = OrderedJson::object();
   engine::SamplingParams params;
   bool max_tokens_given = false;  // otherwise the engine runs to the context length

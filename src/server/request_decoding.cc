@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "server/api_error.h"
+#include "server/tool_call_grammar.h"
 
 namespace fission::server {
 namespace {
@@ -91,6 +92,67 @@ std::vector<ToolSpec> ChatTools(const ChatRequest& request, const RouteContext& 
   }
 }
 
+bool ForcesToolCalls(const ChatRequest& r) {
+  return r.tool_choice.is_object() || (r.tool_choice.is_string() && r.tool_choice == "required");
+}
+
+// The forced tool calls as a constraint: the parser's markup around the offered tools' calls.
+ConstraintSpec ToolCallsSpec(const ChatRequest& r, const RouteContext& c) {
+  if (!r.tools.is_array() || r.tools.empty())
+    throw ApiError(400, "'tool_choice' required or a named function needs 'tools'", "tool_choice");
+  if (!c.parses_tool_calls)
+    throw ApiError(400, "'tool_choice' required or a named function needs --tool-call-parser (the server parses the "
+                        "calls it forces)", "tool_choice");
+  if (!ToolCallGrammarSupports(c.tool_call_parser))
+    throw ApiError(400, StrCat("'tool_choice' required or a named function is enforced for the qwen, deepseekv3 and "
+                               "deepseekv31 tool-call parsers; --tool-call-parser ", c.tool_call_parser,
+                               " writes arguments as tagged values, which are not constrained yet"),
+                   "tool_choice");
+  OrderedJson name = nullptr;
+  if (r.tool_choice.is_object()) {
+    const OrderedJson& n = r.tool_choice["function"]["name"];
+    if (!n.is_string()) throw ApiError(400, "'tool_choice.function.name' must be a string", "tool_choice");
+    name = n;
+  }
+  OrderedJson tools = OrderedJson::array();
+  bool offered = name.is_null();
+  for (const OrderedJson& t : r.tools) {
+    const OrderedJson& f = t["function"];
+    tools.push_back({{"name", f["name"]}, {"parameters", f.contains("parameters") ? f["parameters"] : OrderedJson()}});
+    offered |= f["name"] == name;
+  }
+  if (!offered)
+    throw ApiError(400, StrCat("'tool_choice' names the function '", Abbreviate(name.get<std::string>()),
+                               "', which 'tools' does not offer"), "tool_choice");
+  const OrderedJson description = {
+      {"parser", c.tool_call_parser}, {"tools", tools}, {"name", name}, {"parallel", r.parallel_tool_calls}};
+  return {"tool_calls", description.dump(), "tool_choice", ""};
+}
+
+engine::SamplingParams::ConstraintPtr Compile(const ConstraintSpec& spec, const RouteContext& c) {
+  if (c.structured_outputs == nullptr)
+    throw ApiError(400, StrCat("'", spec.field, "' asks for structured outputs, which this server has turned off "
+                               "(--grammar-backend none)"), spec.field);
+  return c.structured_outputs->Constraint(spec);
+}
+
+// The chat output's constraint: its own fields or the forced tool calls, after the reasoning
+// block when the chat template opened one.
+void ChatConstraint(DecodedChat* d, const RouteContext& c) {
+  ChatRequest& r = d->request;
+  std::optional<ConstraintSpec> spec = r.constraint;
+  if (ForcesToolCalls(r)) {
+    if (spec)
+      throw ApiError(400, StrCat("'tool_choice' and '", spec->field, "' cannot both constrain the output"), "tool_choice");
+    spec = ToolCallsSpec(r, c);
+  }
+  if (!spec) return;
+  if (c.reasoning_parser != nullptr && r.separate_reasoning &&
+      c.reasoning_parser->StartsInReasoning(Json::parse(r.chat_template_kwargs.dump())))
+    spec->reasoning_end = c.reasoning_parser->think_end();
+  r.params.constraint = Compile(*spec, c);
+}
+
 }  // namespace
 
 std::size_t MaxPromptBytes(const tokenizer::Tokenizer& tokenizer, std::int64_t context_length) {
@@ -111,6 +173,7 @@ DecodedCompletion DecodeCompletion(const std::string& body, const RouteContext& 
     CheckContext(d.prompts.back().size(), d.request.params.max_new_tokens, c);
     d.texts.push_back(p.is_text ? p.text : c.tokenizer->Decode(p.ids, false));
   }
+  if (d.request.constraint) d.request.params.constraint = Compile(*d.request.constraint, c);
   return d;
 }
 
@@ -130,6 +193,7 @@ DecodedChat DecodeChat(const std::string& body, const RouteContext& c) {
     d.request.params.max_new_tokens = static_cast<std::int32_t>(std::max<std::int64_t>(0, room));
   }
   CheckContext(d.prompt.size(), d.request.params.max_new_tokens, c);
+  ChatConstraint(&d, c);
   return d;
 }
 
@@ -146,6 +210,7 @@ DecodedGenerate DecodeGenerate(const std::string& body, const RouteContext& c) {
     CheckTokenIds(p, c, "input_ids");
     CheckContext(p.size(), d.request.params.max_new_tokens, c);
   }
+  if (d.request.constraint) d.request.params.constraint = Compile(*d.request.constraint, c);
   return d;
 }
 

@@ -12,6 +12,8 @@
 
 #include "server/native_protocol.h"
 #include "server/openai_protocol.h"
+#include "server/reasoning_parser.h"
+#include "server/structured_output.h"
 #include "server/tool_call_parser.h"
 #include "tokenizer/chat_renderer.h"
 #include "tokenizer/tokenizer.h"
@@ -32,6 +34,11 @@ struct RouteContext {
   std::string served_model_name;  // what answers are named when a request names no model
   std::string model_path;
   bool parses_tool_calls = false;  // a --tool-call-parser is set: the request's tool schemas are read
+  std::string tool_call_parser;    // its name
+  const ReasoningParser* reasoning_parser = nullptr;
+  // Compiles constraints (structured outputs); null: they are off and a request asking for one
+  // gets a 400.
+  StructuredOutputs* structured_outputs = nullptr;
   std::int64_t context_length = 0;
   std::int64_t vocab_size = 0;
   std::int64_t kv_capacity_tokens = 0;

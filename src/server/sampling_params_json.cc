@@ -24,15 +24,21 @@ std::vector<std::int32_t> ParseTokenIds(const Json& v, const std::string& where)
   return ids;
 }
 
-SamplingParams ParseSamplingParamsJson(const Json& object, const std::string& where, SamplingParams p) {
+SamplingParams ParseSamplingParamsJson(const Json& object, const std::string& where, SamplingParams p,
+                                       std::optional<ConstraintSpec>* constraint) {
   if (!object.is_object()) Fail(where, " must be a JSON object");
   static const std::set<std::string> kKnown = {
       "temperature",       "top_p",          "top_k",          "min_p",           "seed",
       "sampling_seed",     "max_new_tokens", "min_new_tokens", "stop",            "stop_token_ids",
       "ignore_eos",        "n",              "repetition_penalty", "frequency_penalty", "presence_penalty",
-      "logprobs",          "top_logprobs",   "prompt_logprobs"};
+      "logprobs",          "top_logprobs",   "prompt_logprobs", "regex",          "ebnf",
+      "json_schema",       "structural_tag"};
   for (const auto& [key, value] : object.items())
     if (!kKnown.contains(key)) Fail(where, ": unknown field '", Abbreviate(key), "'");
+  std::optional<ConstraintSpec> spec = ReadConstraintFields(object, "sampling_params.", false);
+  if (spec && constraint == nullptr)
+    Fail(where, ": '", spec->field, "' (structured outputs) is served by `fission serve`, not here");
+  if (constraint != nullptr) *constraint = std::move(spec);
   auto int32 = [&](const char* key, std::int32_t fallback) {
     const std::int64_t v = GetInt(object, key, where, fallback);
     if (v < std::numeric_limits<std::int32_t>::min() || v > std::numeric_limits<std::int32_t>::max())

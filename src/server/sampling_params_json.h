@@ -8,6 +8,7 @@
 
 #include "base/json.h"
 #include "engine/sampling_params.h"
+#include "server/constraint_spec.h"
 
 namespace fission::server {
 
@@ -20,8 +21,11 @@ std::vector<std::int32_t> ParseTokenIds(const Json& v, const std::string& where)
 // (temperature, top_p, top_k, min_p, max_new_tokens, min_new_tokens, stop, stop_token_ids,
 // ignore_eos, n, repetition_penalty, frequency_penalty, presence_penalty), plus seed (or
 // sampling_seed), logprobs, top_logprobs and prompt_logprobs. An unknown field or a wrong type is an
-// Error naming `where` and the field.
+// Error naming `where` and the field. SGLang's constraint fields (regex, ebnf, json_schema) land in
+// `*constraint`; without one to take them they are an Error (fission generate does not
+// constrain).
 engine::SamplingParams ParseSamplingParamsJson(const Json& object, const std::string& where,
-                                               engine::SamplingParams defaults);
+                                               engine::SamplingParams defaults,
+                                               std::optional<ConstraintSpec>* constraint = nullptr);
 
 }  // namespace fission::server

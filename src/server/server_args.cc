@@ -54,6 +54,8 @@ const std::vector<FlagInfo>& ServerFlags() {
       {"--tool-call-parser", {}, T::kString, K::kApplied, P::kServer, "NAME", "none",
        "deepseekv3 | deepseekv31 | deepseekv32 | deepseekv4 | glm45 | glm47 | qwen: tool-call markup becomes "
        "tool_calls"},
+      {"--grammar-backend", {}, T::kString, K::kApplied, P::kServer, "B", "xgrammar",
+       "xgrammar | outlines | llguidance: structured outputs by Fission's own grammar engine; none: off"},
       {"--log-level", {}, T::kString, K::kApplied, P::kServer, "L", "info", "debug | info | warning | error | critical"},
       {"--graceful-shutdown-timeout", {}, T::kFloat, K::kApplied, P::kServer, "S", "30",
        "on SIGTERM, seconds requests in flight may take to finish before they are cancelled"},
@@ -265,6 +267,10 @@ void Apply(const FlagInfo& f, const std::vector<std::string>& values, ServerArgs
   if (n == "--quantization") out->quantization = v;
   if (n == "--reasoning-parser") out->reasoning_parser = ReasoningParser::Create(v)->name();
   if (n == "--tool-call-parser") out->tool_call_parser = ToolCallParser::Create(v)->name();
+  if (n == "--grammar-backend") {
+    RequireChoice(n, v, {"xgrammar", "outlines", "llguidance", "none"});
+    out->grammar_backend = v;
+  }
   if (n == "--log-level") {
     RequireChoice(n, v, {"debug", "info", "warning", "error", "critical"});
     out->log_level = v;

@@ -59,6 +59,7 @@ struct ServerArgs {
   std::string chat_template;
   std::string reasoning_parser;
   std::string tool_call_parser;
+  std::string grammar_backend = "xgrammar";  // every name but none means this server's own engine
   std::string api_key;
   std::string log_level = "info";
   double graceful_shutdown_timeout = 30;  // seconds

@@ -69,6 +69,12 @@ Service::Service(ServiceOptions options, engine::Engine& engine, const tokenizer
   c.served_model_name = options_.served_model_name;
   c.model_path = options_.model_path;
   c.parses_tool_calls = tool_call_parser_ != nullptr;
+  c.tool_call_parser = options_.tool_call_parser;
+  c.reasoning_parser = reasoning_parser_.get();
+  if (options_.grammar_backend != "none") {
+    structured_outputs_ = std::make_unique<StructuredOutputs>(tokenizer_, engine_.vocab_size());
+    c.structured_outputs = structured_outputs_.get();
+  }
   c.context_length = engine_.context_length();
   c.vocab_size = engine_.vocab_size();
   c.kv_capacity_tokens = engine_.kv_capacity_tokens();

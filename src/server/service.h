@@ -24,6 +24,7 @@
 #include "server/reasoning_parser.h"
 #include "server/request_decoding.h"
 #include "server/request_tracker.h"
+#include "server/structured_output.h"
 #include "server/tool_call_parser.h"
 #include "server/work_pool.h"
 #include "tokenizer/chat_renderer.h"
@@ -42,6 +43,8 @@ struct ServiceOptions {
   // --reasoning-parser and --tool-call-parser names; empty: none.
   std::string reasoning_parser;
   std::string tool_call_parser;
+  // --grammar-backend: "none" turns structured outputs off; any other name is this server's own.
+  std::string grammar_backend = "xgrammar";
   // Requests accepted but not answered beyond which new ones get 503.
   std::int64_t max_pending_requests = 4096;
   // Threads that decode requests (0: a quarter of the cores, between 2 and 8).
@@ -114,6 +117,7 @@ class Service {
   std::unique_ptr<tokenizer::ChatRenderer> chat_template_;
   std::unique_ptr<ReasoningParser> reasoning_parser_;
   std::unique_ptr<ToolCallParser> tool_call_parser_;
+  std::unique_ptr<StructuredOutputs> structured_outputs_;  // null with --grammar-backend none
   RouteContext route_context_;
   Metrics metrics_;
   RequestTracker tracker_;

@@ -34,6 +34,18 @@ class ByteLevelDecoder : public Decoder {
     }
     tokens->assign(1, Utf8Lossy(bytes));
   }
+  void DecodeBytes(std::vector<std::string>* tokens) const override {
+    for (std::string& token : *tokens) {
+      std::string bytes;
+      bool mapped = true;
+      for (std::size_t i = 0; i < token.size() && mapped;) {
+        const int b = ByteLevelByte(NextCodePoint(token, &i));
+        if (b < 0) mapped = false;
+        bytes.push_back(static_cast<char>(b));
+      }
+      if (mapped) token = std::move(bytes);
+    }
+  }
 };
 
 class ReplaceDecoder : public Decoder {
@@ -99,6 +111,10 @@ class ByteFallbackDecoder : public Decoder {
     flush();
     *tokens = std::move(out);
   }
+  void DecodeBytes(std::vector<std::string>* tokens) const override {
+    for (std::string& token : *tokens)
+      if (const int byte = ParseByte(token); byte >= 0) token = std::string(1, static_cast<char>(byte));
+  }
 
  private:
   static int Hex(char c) {
@@ -121,6 +137,7 @@ class FuseDecoder : public Decoder {
     for (const std::string& t : *tokens) all += t;
     tokens->assign(1, std::move(all));
   }
+  void DecodeBytes(std::vector<std::string>*) const override {}  // tokens stay apart
 };
 
 // Removes up to `start` leading and `stop` trailing copies of one character from each token.
@@ -147,6 +164,7 @@ class StripDecoder : public Decoder {
       token = token.substr(bounds[begin], bounds[end] - bounds[begin]);
     }
   }
+  void DecodeBytes(std::vector<std::string>*) const override {}  // it strips the text's ends only
 
  private:
   char32_t content_;
@@ -175,6 +193,9 @@ class MetaspaceDecoder : public Decoder {
       token = std::move(out);
     }
   }
+  void DecodeBytes(std::vector<std::string>* tokens) const override {
+    MetaspaceDecoder(replacement_, false).DecodeChain(tokens);  // never the first token
+  }
 
  private:
   char32_t replacement_;
@@ -186,6 +207,9 @@ class SequenceDecoder : public Decoder {
   explicit SequenceDecoder(std::vector<std::unique_ptr<Decoder>> parts) : parts_(std::move(parts)) {}
   void DecodeChain(std::vector<std::string>* tokens) const override {
     for (const auto& p : parts_) p->DecodeChain(tokens);
+  }
+  void DecodeBytes(std::vector<std::string>* tokens) const override {
+    for (const auto& p : parts_) p->DecodeBytes(tokens);
   }
 
  private:

@@ -90,6 +90,22 @@ std::vector<std::int32_t> HfTokenizer::Encode(std::string_view text, bool add_sp
   return ids;
 }
 
+std::string HfTokenizer::TokenBytes(std::int32_t id) const {
+  std::vector<std::string> tokens;
+  if (const AddedToken* added = added_->FindById(id)) {
+    if (added->special) return "";
+    tokens.push_back(added->content);
+  } else if (const std::string* token = model_->IdToToken(id)) {
+    tokens.push_back(*token);
+  } else {
+    return "";
+  }
+  if (decoder_) decoder_->DecodeBytes(&tokens);
+  std::string bytes;
+  for (const std::string& t : tokens) bytes += t;
+  return bytes;
+}
+
 std::string HfTokenizer::Decode(const std::vector<std::int32_t>& ids, bool skip_special_tokens) const {
   std::vector<std::string> tokens;
   tokens.reserve(ids.size());

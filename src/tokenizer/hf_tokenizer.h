@@ -29,6 +29,7 @@ class HfTokenizer : public Tokenizer {
   std::optional<std::int32_t> TokenToId(std::string_view token) const override;
   std::optional<std::string> IdToToken(std::int32_t id) const override;
   bool IsSpecial(std::int32_t id) const override;
+  std::string TokenBytes(std::int32_t id) const override;
   std::optional<std::int32_t> bos_token_id() const override { return bos_id_; }
   std::optional<std::int32_t> eos_token_id() const override { return eos_id_; }
   const TokenizerConfig& config() const override { return config_; }

@@ -37,6 +37,10 @@ class Tokenizer {
   virtual std::optional<std::string> IdToToken(std::int32_t id) const = 0;
   // Whether `id` is a special added token (dropped by skip_special_tokens).
   virtual bool IsSpecial(std::int32_t id) const = 0;
+  // The raw bytes token `id` adds to a decoded text when it follows other tokens (no UTF-8 repair,
+  // so a token holding part of a character gives those bytes); empty for special tokens and
+  // unknown ids. Constrained decoding matches grammars against these.
+  virtual std::string TokenBytes(std::int32_t id) const { return IsSpecial(id) ? "" : IdToToken(id).value_or(""); }
   // tokenizer_config.json's settings: special-token strings, chat template, ...
   virtual const TokenizerConfig& config() const = 0;
 };

@@ -253,3 +253,42 @@ TEST(SamplerTest, TopPOnALargeVocabularyKeepsExactlyTheNucleus) {
 
 }  // namespace
 }  // namespace fission::engine
+
+namespace fission::engine {
+namespace {
+
+// Structured outputs: tokens outside the allowed bitmask get no probability, greedy or sampled,
+// and logprobs are those of the constrained distribution.
+TEST(SamplerTest, AllowedTokenMaskKeepsOnlyTheAllowedTokens) {
+  const std::vector<float> logits = {3.0f, 1.0f, 2.5f, 0.5f, 2.0f, 4.0f, 0.0f, 1.5f, 0.2f, 0.1f,
+                                     0.3f, 0.4f, 0.6f, 0.7f, 0.8f, 0.9f, 1.1f, 1.2f, 1.3f, 1.4f,
+                                     1.6f, 1.7f, 1.8f, 1.9f, 2.1f, 2.2f, 2.3f, 2.4f, 2.6f, 2.7f,
+                                     2.8f, 2.9f, 3.1f, 3.2f};  // 34 tokens: the mask has 2 words
+  const std::int64_t vocab = static_cast<std::int64_t>(logits.size());
+  std::vector<std::uint32_t> mask(kernels::AllowedWords(vocab), 0u);
+  for (std::int32_t t : {1, 2, 4, 33}) mask[t >> 5] |= 1u << (t & 31);
+  kernels::HostSamplingScratch scratch;
+  kernels::SamplingRow row;
+  row.temperature = 0.0;
+  row.allowed_tokens = mask;
+  row.want_logprob = true;
+  row.top_logprobs = 3;
+  const kernels::SampledToken greedy = kernels::SampleOnHost(logits.data(), vocab, row, scratch);
+  EXPECT_EQ(greedy.token, 33) << "the best allowed token, not the best token (5)";
+  const double z = std::exp(3.2) + std::exp(2.5) + std::exp(2.0) + std::exp(1.0);
+  EXPECT_NEAR(greedy.logprob, 3.2 - std::log(z), 1e-5);
+  EXPECT_EQ(greedy.top_ids, (std::vector<std::int32_t>{33, 2, 4}));
+  row.temperature = 1.0;
+  row.want_logprob = false;
+  row.top_logprobs = 0;
+  std::map<std::int32_t, int> counts;
+  for (std::uint64_t s = 0; s < 3000; ++s) {
+    row.seed = s;
+    ++counts[kernels::SampleOnHost(logits.data(), vocab, row, scratch).token];
+  }
+  for (const auto& [t, c] : counts) EXPECT_TRUE(t == 1 || t == 2 || t == 4 || t == 33) << t;
+  EXPECT_NEAR(counts[2] / 3000.0, std::exp(2.5) / z, 0.03);
+}
+
+}  // namespace
+}  // namespace fission::engine

@@ -2,9 +2,10 @@
 // the same tokens for the same seeded draws, logprobs within 1e-5 relative, the same alternatives.
 // Rows mix greedy, sampled and forced (prompt logprob) requests and every parameter; vocabularies
 // are DeepSeek-V3's 129280 and small odd ones, so both the gathered and the whole-row paths of the
-// kernel run.
+// kernel run. Rows with an allowed-token bitmask (structured outputs) must agree the same way.
 #include <algorithm>
 #include <cmath>
+#include <deque>
 #include <limits>
 #include <set>
 #include <string>
@@ -59,6 +60,11 @@ std::vector<Case> Cases() {
   });
   add("masked", 3.0f, [](SamplingRow& r) { r.temperature = 0.0; r.want_logprob = true; r.top_logprobs = 2; });
   add("forced", 3.0f, [](SamplingRow& r) { r.temperature = 0.0; r.want_logprob = true; r.top_logprobs = 20; });
+  // Structured outputs: an allowed-token bitmask (filled per vocabulary).
+  add("allowed_greedy", 3.0f, [](SamplingRow& r) { r.temperature = 0.0; r.want_logprob = true; r.top_logprobs = 3; });
+  add("allowed_sparse", 1.0f, [](SamplingRow&) {});
+  add("allowed_dense_top_p", 3.0f, [](SamplingRow& r) { r.top_p = 0.9; r.want_logprob = true; r.top_logprobs = 2; });
+  add("allowed_top_k_penalties", 3.0f, [](SamplingRow& r) { r.top_k = 40; r.repetition_penalty = 1.3; });
   return c;
 }
 
@@ -79,6 +85,7 @@ void RunVocabulary(std::int64_t vocab, std::uint32_t seed) {
   }
   // Id lists (the spans point into these).
   std::vector<std::int32_t> seen, out_ids, out_counts, masked;
+  std::deque<std::vector<std::uint32_t>> allowed;  // a deque: rows point into its elements
   for (int i = 0; i < 16; ++i) seen.push_back(static_cast<std::int32_t>((i * 7919) % vocab));
   std::sort(seen.begin(), seen.end());
   seen.erase(std::unique(seen.begin(), seen.end()), seen.end());
@@ -103,6 +110,17 @@ void RunVocabulary(std::int64_t vocab, std::uint32_t seed) {
       base.masked_ids = masked;
     }
     if (cases[r].name == "forced") base.forced_token = static_cast<std::int32_t>(vocab / 3);
+    if (cases[r].name.starts_with("allowed")) {
+      // Sparse: every 37th token and the last; otherwise most tokens, never the argmax.
+      const bool sparse = cases[r].name == "allowed_sparse";
+      std::vector<std::uint32_t>& mask = allowed.emplace_back(AllowedWords(vocab), 0u);
+      for (std::int64_t t = 0; t < vocab; ++t) {
+        const bool on = sparse ? (t % 37 == 5 || t == vocab - 1) : (t % 5 != 0 && t != argmax);
+        if (on) mask[t >> 5] |= 1u << (t & 31);
+      }
+      base.allowed_tokens = mask;
+      if (cases[r].name == "allowed_top_k_penalties") base.seen_tokens = seen;
+    }
     base.top_logprobs = std::min<std::int32_t>(base.top_logprobs, static_cast<std::int32_t>(vocab));
     for (int d = 0; d < kDraws; ++d) {
       SamplingRow row = base;

@@ -72,6 +72,10 @@ TEST(GenerateIoTest, MalformedLinesNameTheLineAndField) {
   EXPECT_NE(parse("{\"input_ids\": [1], \"sampling_params\": {\"stop\": 3}}").find("'stop'"), std::string::npos);
   EXPECT_NE(parse("{\"input_ids\": [1], \"sampling_params\": {\"seed\": -1}}").find("'seed' must be >= 0"),
             std::string::npos);
+  // Structured outputs are the server's: fission generate names the field instead of ignoring it.
+  EXPECT_NE(parse("{\"input_ids\": [1], \"sampling_params\": {\"regex\": \"a+\"}}")
+                .find("'sampling_params.regex' (structured outputs) is served by `fission serve`"),
+            std::string::npos);
 }
 
 TEST(GenerateIoTest, IdLists) {

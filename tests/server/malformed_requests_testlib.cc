@@ -51,13 +51,13 @@ std::string Wrong(const Route& route, std::mt19937_64& rng) {
       {"top_p", 2},          {"top_k", "k"},         {"n", 0},                     {"n", 1000},
       {"stop", 7},           {"stop", {1, 2}},       {"seed", "s"},                {"presence_penalty", 9},
       {"frequency_penalty", -9}, {"stream", 1},      {"stream_options", 3},        {"model", 42},
-      {"rid", 7},            {"regex", ".*"},        {"logit_bias", {{"1", 100}}}, {"min_p", 5},
+      {"rid", 7},            {"regex", "(unclosed"},        {"logit_bias", {{"1", 100}}}, {"min_p", 5},
       {"stop_token_ids", "x"}, {"repetition_penalty", 0}, {"logprobs", 99}};
   static const Fields kCompletion = {{"prompt", 5}, {"prompt", Json::object()}, {"echo", "yes"}, {"suffix", "x"}};
   static const Fields kChat = {{"messages", "hi"}, {"messages", {{{"content", "x"}}}}, {"top_logprobs", 50},
                                {"tools", 3}, {"tool_choice", "maybe"},
                                {"messages", {{{"role", "user"}, {"content", {{{"type", "image_url"}}}}}}},
-                               {"response_format", {{"type", "json_object"}}}};
+                               {"response_format", {{"type", "json_schema"}}}};
   static const Fields kSampling = {{"max_new_tokens", -5}, {"temperature", "hot"}, {"top_p", 2}, {"n", 0},
                                    {"stop", 7}, {"stream_options", 3}, {"min_new_tokens", 99}};
   static const Fields kNative = {{"input_ids", {1, -4}}, {"input_ids", {1, "x"}}, {"top_logprobs_num", -1},

@@ -146,7 +146,7 @@ TEST_F(RequestDecodingTest, BadBodiesAre4xxNamingTheProblem) {
        "'messages[0].content[0]' is a part of type 'image_url'"},
       {"chat", R"({"messages": [{"role": "user", "content": [{"type": "text"}]}]})", 400, "content[0].text' must be"},
       {"chat", R"({"messages": [{"role": "user", "content": "a"}], "response_format": {"type": "json_schema"}})", 400,
-       "is not enforced by this server yet"},
+       "must be an object with a 'schema'"},
       {"completions", R"({"prompt": [4294967297]})", 400, "prompt[0]"},
       {"completions", R"({"prompt": [1], "max_tokens": 4000})", 400, "maximum context length is 2048"},
       {"completions", R"({"prompt": [[1], [2], [3], [4], [5], [6], [7], [8], [9], [10], [11]], "n": 100})", 400, "completions per request"},
@@ -173,6 +173,156 @@ TEST_F(RequestDecodingTest, PromptTextBeyondTheLimitIsRefusedUntokenized) {
   const auto [status, message] = Decode("completions", body);
   EXPECT_EQ(status, 400);
   EXPECT_NE(message.find(StrCat("at most ", c.max_prompt_bytes, " bytes")), std::string::npos) << message;
+}
+
+}  // namespace
+}  // namespace fission::server
+
+namespace fission::server {
+namespace {
+
+class ConstraintDecodingTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    tokenizer_ = tokenizer::Tokenizer::Load(std::string(FISSION_SOURCE_DIR) + "/models/demo-deepseek-v3").release();
+    chat_template_ = new tokenizer::ChatTemplate(tokenizer::ChatTemplate::ForModel(tokenizer_->config(), std::nullopt));
+    structured_ = new StructuredOutputs(*tokenizer_, tokenizer_->vocab_size());
+  }
+  RouteContext Context() const {
+    RouteContext c;
+    c.tokenizer = tokenizer_;
+    c.chat_template = chat_template_;
+    c.context_length = 2048;
+    c.vocab_size = tokenizer_->vocab_size();
+    c.kv_capacity_tokens = 16384;
+    c.max_prompt_bytes = MaxPromptBytes(*tokenizer_, c.context_length);
+    c.structured_outputs = structured_;
+    c.parses_tool_calls = true;
+    c.tool_call_parser = "qwen";
+    return c;
+  }
+  // Whether the constraint's matcher takes `text` (as the tokenizer encodes it) and completes.
+  static bool Completes(const engine::SamplingParams::ConstraintPtr& constraint, const std::string& text) {
+    auto m = constraint->NewMatcher();
+    for (std::int32_t id : tokenizer_->Encode(text, false))
+      if (!m->Accept(id)) return false;
+    return m->IsComplete();
+  }
+  static tokenizer::Tokenizer* tokenizer_;
+  static tokenizer::ChatTemplate* chat_template_;
+  static StructuredOutputs* structured_;
+};
+tokenizer::Tokenizer* ConstraintDecodingTest::tokenizer_ = nullptr;
+tokenizer::ChatTemplate* ConstraintDecodingTest::chat_template_ = nullptr;
+StructuredOutputs* ConstraintDecodingTest::structured_ = nullptr;
+
+TEST_F(ConstraintDecodingTest, EveryRouteCompilesItsConstraint) {
+  const RouteContext c = Context();
+  const auto regex = DecodeCompletion(R"({"prompt": "a", "regex": "[ab]{2}"})", c).request.params.constraint;
+  ASSERT_NE(regex, nullptr);
+  EXPECT_EQ(regex->Describe(), "regex");
+  EXPECT_TRUE(Completes(regex, "ab"));
+  EXPECT_FALSE(Completes(regex, "abc"));
+  const auto object = DecodeChat(R"({"messages": [{"role": "user", "content": "a"}],
+                                     "response_format": {"type": "json_object"}})", c).request.params.constraint;
+  ASSERT_NE(object, nullptr);
+  EXPECT_TRUE(Completes(object, R"({"a": [1, {"b": null}]})"));
+  const auto schema = DecodeChat(R"({"messages": [{"role": "user", "content": "a"}], "response_format":
+      {"type": "json_schema", "schema": {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}}})", c)
+      .request.params.constraint;
+  ASSERT_NE(schema, nullptr);
+  EXPECT_TRUE(Completes(schema, R"({"n": 12})"));
+  EXPECT_FALSE(Completes(schema, R"({"m": 12})"));
+  const auto ebnf = DecodeGenerate(R"({"text": "a", "sampling_params": {"ebnf": "root ::= \"x\" root | \"y\""}})", c)
+                        .request.params.constraint;
+  ASSERT_NE(ebnf, nullptr);
+  EXPECT_TRUE(Completes(ebnf, "xxy"));
+  const auto text_format = DecodeChat(R"({"messages": [{"role": "user", "content": "a"}],
+                                          "response_format": {"type": "text"}})", c).request.params.constraint;
+  EXPECT_EQ(text_format, nullptr);
+}
+
+TEST_F(ConstraintDecodingTest, TheSameConstraintCompilesOnce) {
+  const RouteContext c = Context();
+  const std::int64_t misses = structured_->cache().misses();
+  for (int i = 0; i < 3; ++i) DecodeCompletion(R"({"prompt": "a", "regex": "(once|twice)+"})", c);
+  EXPECT_EQ(structured_->cache().misses(), misses + 1);
+}
+
+TEST_F(ConstraintDecodingTest, ForcedToolCallsFollowTheQwenMarkup) {
+  const RouteContext c = Context();
+  const std::string tools = R"([{"type": "function", "function": {"name": "add", "parameters": {"type": "object",
+      "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}, "required": ["a", "b"]}}},
+      {"type": "function", "function": {"name": "now"}}])";
+  const auto required = DecodeChat(R"({"messages": [{"role": "user", "content": "a"}], "tool_choice": "required",
+                                       "tools": )" + tools + "}", c).request.params.constraint;
+  ASSERT_NE(required, nullptr);
+  EXPECT_EQ(required->Describe(), "tool_calls");
+  const std::string add = "<tool_call>\n{\"name\": \"add\", \"arguments\": {\"a\": 1, \"b\": 2}}\n</tool_call>";
+  const std::string now = "<tool_call>\n{\"name\": \"now\", \"arguments\": {}}\n</tool_call>";
+  EXPECT_TRUE(Completes(required, add));
+  EXPECT_TRUE(Completes(required, add + "\n" + now)) << "parallel calls";
+  EXPECT_FALSE(Completes(required, "Sure. " + add)) << "nothing but calls";
+  EXPECT_FALSE(Completes(required, "<tool_call>\n{\"name\": \"add\", \"arguments\": {\"a\": 1}}\n</tool_call>"));
+  const auto named = DecodeChat(R"({"messages": [{"role": "user", "content": "a"}], "parallel_tool_calls": true,
+      "tool_choice": {"type": "function", "function": {"name": "now"}}, "tools": )" + tools + "}", c).request.params.constraint;
+  EXPECT_TRUE(Completes(named, now));
+  EXPECT_FALSE(Completes(named, add));
+  const auto single = DecodeChat(R"({"messages": [{"role": "user", "content": "a"}], "parallel_tool_calls": false,
+      "tool_choice": "required", "tools": )" + tools + "}", c).request.params.constraint;
+  EXPECT_FALSE(Completes(single, add + "\n" + now));
+  EXPECT_EQ(DecodeChat(R"({"messages": [{"role": "user", "content": "a"}], "tool_choice": "auto", "tools": )" + tools + "}", c)
+                .request.params.constraint,
+            nullptr);
+}
+
+TEST_F(ConstraintDecodingTest, AReasoningBlockComesFirstWhenTheTemplateOpensOne) {
+  RouteContext c = Context();
+  const auto parser = ReasoningParser::Create("deepseek-r1");
+  c.reasoning_parser = parser.get();
+  const auto constraint = DecodeChat(R"({"messages": [{"role": "user", "content": "a"}], "regex": "[0-9]+"})", c)
+                              .request.params.constraint;
+  EXPECT_TRUE(Completes(constraint, "Let me think: 4 < 5.</think>42"));
+  EXPECT_FALSE(Completes(constraint, "42"));
+  const auto plain = DecodeChat(R"({"messages": [{"role": "user", "content": "a"}], "regex": "[0-9]+",
+                                    "separate_reasoning": false})", c).request.params.constraint;
+  EXPECT_TRUE(Completes(plain, "42"));
+}
+
+TEST_F(ConstraintDecodingTest, ProblemsAre400sNamingTheField) {
+  RouteContext c = Context();
+  auto status = [&](const std::string& route, const std::string& body) -> std::pair<int, std::string> {
+    try {
+      if (route == "completions") DecodeCompletion(body, c);
+      if (route == "chat") DecodeChat(body, c);
+      if (route == "generate") DecodeGenerate(body, c);
+    } catch (const ApiError& e) {
+      return {e.status(), e.what()};
+    }
+    return {0, ""};
+  };
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"completions", R"({"prompt": "a", "regex": 5})"},
+      {"completions", R"({"prompt": "a", "json_schema": "{not json"})"},
+      {"completions", R"({"prompt": "a", "json_schema": {"type": "string", "format": "hostname"}})"},
+      {"generate", R"({"text": "a", "sampling_params": {"structural_tag": "{}"}})"},
+      {"generate", R"({"text": "a", "sampling_params": {"regex": "a", "json_schema": "{}"}})"},
+      {"chat", R"({"messages": [{"role": "user", "content": "a"}], "regex": "[0-9]", "tool_choice": "required",
+                  "tools": [{"type": "function", "function": {"name": "f"}}]})"},
+  };
+  const std::vector<std::string> mentions = {"'regex' must be a string", "'json_schema'", "unsupported string format 'hostname'",
+                                             "'sampling_params.structural_tag' is not supported",
+                                             "'sampling_params.regex' and 'sampling_params.json_schema'",
+                                             "'tool_choice' and 'regex' cannot both constrain"};
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    const auto [code, message] = status(cases[i].first, cases[i].second);
+    EXPECT_EQ(code, 400) << cases[i].second << " -> " << message;
+    EXPECT_NE(message.find(mentions[i]), std::string::npos) << cases[i].second << " -> " << message;
+  }
+  c.structured_outputs = nullptr;
+  const auto [code, message] = status("completions", R"({"prompt": "a", "regex": "a"})");
+  EXPECT_EQ(code, 400);
+  EXPECT_NE(message.find("turned off"), std::string::npos) << message;
 }
 
 }  // namespace

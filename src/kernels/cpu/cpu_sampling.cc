@@ -58,6 +58,12 @@ void Prepare(const SamplingRow& p, std::int64_t vocab, float* x) {
     }
   }
   for (std::int32_t t : p.masked_ids) x[t] = -std::numeric_limits<float>::infinity();
+  if (!p.allowed_tokens.empty()) {
+    FISSION_CHECK(static_cast<std::int64_t>(p.allowed_tokens.size()) == AllowedWords(vocab), "allowed-token mask of ",
+                  p.allowed_tokens.size(), " words for a vocabulary of ", vocab);
+    for (std::int64_t i = 0; i < vocab; ++i)
+      if (!TokenAllowed(p.allowed_tokens.data(), i)) x[i] = -std::numeric_limits<float>::infinity();
+  }
   if (!p.greedy()) {
     const float temperature = static_cast<float>(p.temperature);
     for (std::int64_t i = 0; i < vocab; ++i) x[i] /= temperature;

@@ -36,6 +36,7 @@ struct RowParams {
   std::uint64_t seed, counter;
   std::int32_t top_k, top_logprobs, forced_token, want_logprob;
   std::int32_t seen_begin, seen_end, output_begin, output_end, masked_begin, masked_end;
+  std::int32_t allowed_begin, allowed_end;  // the allowed-token bitmask's words (as int32), or empty
 };
 
 struct RowResult {
@@ -343,7 +344,7 @@ __device__ int Draw(const RowSource& row, const RowParams& p, SharedState& sh) {
 
 // Penalties and masks on the row's copy, in the reference's order (each kind a separate phase,
 // since one token may be in several lists).
-__device__ void ApplyPenalties(float* x, const RowParams& p, const std::int32_t* ids) {
+__device__ void ApplyPenalties(float* x, int vocab, const RowParams& p, const std::int32_t* ids) {
   if (p.repetition_penalty != 1.0) {
     const float rp = static_cast<float>(p.repetition_penalty);
     for (int j = p.seen_begin + threadIdx.x; j < p.seen_end; j += kThreads) {
@@ -364,6 +365,12 @@ __device__ void ApplyPenalties(float* x, const RowParams& p, const std::int32_t*
   __syncthreads();
   for (int j = p.masked_begin + threadIdx.x; j < p.masked_end; j += kThreads) x[ids[j]] = -INFINITY;
   __syncthreads();
+  if (p.allowed_end > p.allowed_begin) {
+    const std::uint32_t* allowed = reinterpret_cast<const std::uint32_t*>(ids + p.allowed_begin);
+    for (int i = threadIdx.x; i < vocab; i += kThreads)
+      if (!TokenAllowed(allowed, i)) x[i] = -INFINITY;
+  }
+  __syncthreads();
 }
 
 __global__ void __launch_bounds__(kThreads) SampleKernel(const float* __restrict__ logits, int vocab,
@@ -377,7 +384,7 @@ __global__ void __launch_bounds__(kThreads) SampleKernel(const float* __restrict
   const float* in = logits + p.row * vocab;
   for (int i = threadIdx.x; i < vocab; i += kThreads) x[i] = in[i];
   __syncthreads();
-  ApplyPenalties(x, p, ids);
+  ApplyPenalties(x, vocab, p, ids);
 
   const bool greedy = p.temperature == 0.0;
   const bool sampled = !greedy && p.forced_token < 0;
@@ -478,6 +485,11 @@ void Sample(CudaContext& ctx, const Tensor& logits, std::span<const SamplingRow>
     p.masked_begin = static_cast<std::int32_t>(ids.size());
     append(r.masked_ids, "masked token");
     p.masked_end = static_cast<std::int32_t>(ids.size());
+    FISSION_CHECK(r.allowed_tokens.empty() || static_cast<std::int64_t>(r.allowed_tokens.size()) == AllowedWords(vocab),
+                  "allowed-token mask of ", r.allowed_tokens.size(), " words for a vocabulary of ", vocab);
+    p.allowed_begin = static_cast<std::int32_t>(ids.size());
+    for (std::uint32_t word : r.allowed_tokens) ids.push_back(static_cast<std::int32_t>(word));  // the same bits
+    p.allowed_end = static_cast<std::int32_t>(ids.size());
   }
   DeviceMeta d_params = ctx.Upload(std::span<const RowParams>(params));
   DeviceMeta d_ids = ctx.Upload(std::span<const std::int32_t>(ids));

@@ -1,0 +1,116 @@
+// The forced tool-call grammars against their parsers: every output the grammar allows, built by
+// random walks over a vocabulary of bytes and markup pieces, parses into complete, valid calls of
+// the offered tools whose arguments follow their schemas.
+#include "server/tool_call_grammar.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "grammar/compiled_grammar.h"
+#include "grammar/grammar_matcher.h"
+#include "server/json_schema_check_testlib.h"
+#include "server/tool_call_parser.h"
+
+namespace fission::server {
+namespace {
+
+const char* kTools = R"([
+  {"name": "add", "parameters": {"type": "object", "properties": {"a": {"type": "integer", "minimum": 0, "maximum": 99},
+                                 "b": {"type": "integer", "minimum": -9, "maximum": 9}}, "required": ["a", "b"]}},
+  {"name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"enum": ["Paris", "Oslo"]},
+                                         "days": {"type": "integer", "minimum": 1, "maximum": 7}}, "required": ["city"]}}])";
+
+std::shared_ptr<const grammar::Vocabulary> Pieces() {
+  std::vector<std::string> tokens;
+  for (int b = 0; b < 256; ++b) tokens.push_back(std::string(1, static_cast<char>(b)));
+  for (const char* t : {"<tool_call>", "</tool_call>", "<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>",
+                        "<｜tool▁call▁begin｜>", "<｜tool▁call▁end｜>", "<｜tool▁sep｜>", "function", "```json\n", "\n```",
+                        "{\"name\": \"", "\", \"arguments\": ", "Paris", "Oslo", "get_weather", "add", "\": ", ", \""})
+    tokens.push_back(t);
+  return std::make_shared<const grammar::Vocabulary>(std::move(tokens));
+}
+
+// A random sentence of the grammar: a random allowed token each step, stopping once complete
+// with probability 1/2 (or when nothing may follow).
+std::string RandomOutput(const std::shared_ptr<const grammar::CompiledGrammar>& g, std::mt19937& rng) {
+  grammar::GrammarMatcher m(g);
+  std::string text;
+  std::vector<std::uint32_t> mask(grammar::MaskWords(g->vocabulary().size()));
+  for (int step = 0; step < 2000; ++step) {
+    if (m.IsTerminated() || (m.IsComplete() && rng() % 2 == 0)) break;
+    m.FillNextTokenMask(mask);
+    std::vector<std::int32_t> allowed;
+    for (std::int32_t id = 0; id < g->vocabulary().size(); ++id)
+      if ((mask[id >> 5] >> (id & 31)) & 1) allowed.push_back(id);
+    if (allowed.empty()) break;
+    // Whitespace rarely, so walks reach the end.
+    std::int32_t pick = allowed[rng() % allowed.size()];
+    for (int tries = 0; tries < 4 && std::isspace(static_cast<unsigned char>(g->vocabulary().bytes(pick)[0])); ++tries)
+      pick = allowed[rng() % allowed.size()];
+    EXPECT_TRUE(m.AcceptToken(pick));
+    text += g->vocabulary().bytes(pick);
+  }
+  EXPECT_TRUE(m.IsComplete()) << text;
+  return text;
+}
+
+void CheckParser(const std::string& parser, bool parallel, const Json& name) {
+  const OrderedJson tools = OrderedJson::parse(kTools);
+  const OrderedJson description = {{"parser", parser}, {"tools", tools}, {"name", name}, {"parallel", parallel}};
+  const auto g = std::make_shared<const grammar::CompiledGrammar>(ToolCallGrammar(description), Pieces());
+  const auto specs = ToolSpecsFromJson(Json::parse(R"([{"type": "function", "function": {"name": "add"}},
+                                                       {"type": "function", "function": {"name": "get_weather"}}])"));
+  const auto p = ToolCallParser::Create(parser);
+  const Json schemas = Json::parse(kTools);
+  std::mt19937 rng(11);
+  std::size_t several = 0;
+  for (int walk = 0; walk < 40; ++walk) {
+    const std::string text = RandomOutput(g, rng);
+    const ToolCallResult r = p->Parse(text, specs, 1);
+    EXPECT_EQ(r.content, "") << parser << ": " << text;
+    ASSERT_FALSE(r.tool_calls.empty()) << parser << ": " << text;
+    if (!parallel) {
+      EXPECT_EQ(r.tool_calls.size(), 1u) << text;
+    }
+    several += r.tool_calls.size() > 1;
+    for (const ToolCall& call : r.tool_calls) {
+      EXPECT_TRUE(call.complete && call.valid) << parser << ": " << text;
+      if (!name.is_null()) {
+        EXPECT_EQ(call.name, name.get<std::string>());
+      }
+      const Json& schema = schemas[call.name == "add" ? 0 : 1]["parameters"];
+      EXPECT_EQ(testing::SchemaViolation(Json::parse(call.arguments), schema), "") << parser << ": " << text;
+    }
+  }
+  if (parallel) {
+    EXPECT_GT(several, 0u) << "some walks make several calls";
+  }
+}
+
+TEST(ToolCallGrammar, QwenOutputsParseIntoValidCalls) {
+  CheckParser("qwen", true, nullptr);
+  CheckParser("qwen", false, "get_weather");
+}
+
+TEST(ToolCallGrammar, DeepSeekOutputsParseIntoValidCalls) {
+  for (const char* parser : {"deepseekv3", "deepseekv31"}) {
+    CheckParser(parser, true, nullptr);
+    CheckParser(parser, false, "add");
+  }
+}
+
+TEST(ToolCallGrammar, TaggedValueFormatsAreRefusedByName) {
+  for (const char* parser : {"glm45", "glm47", "deepseekv4"}) {
+    EXPECT_FALSE(ToolCallGrammarSupports(parser));
+    try {
+      ToolCallGrammar({{"parser", parser}, {"tools", OrderedJson::parse(kTools)}, {"name", nullptr}, {"parallel", true}});
+      ADD_FAILURE() << parser;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(parser), std::string::npos) << e.what();
+    }
+  }
+}
+
+}  // namespace
+}  // namespace fission::server
