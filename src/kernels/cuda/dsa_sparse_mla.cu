@@ -480,15 +480,7 @@ void SparseMla(CudaContext& ctx, const Tensor& q, const Tensor& cache, const Ten
                     topk.shape[1] >= 1,
                 "SparseMla topk ", topk.shape.ToString(), " for ", n, " rows");
   FISSION_CHECK(cache.shape[0] < (std::int64_t{1} << 31) && sh.page_size > 0, "SparseMla cache/page size");
-  for (const SeqAttention& s : seqs) {
-    FISSION_CHECK(static_cast<std::int64_t>(s.block_table.size()) * sh.page_size >= s.kv_len, "block table of ",
-                  s.block_table.size(), " pages cannot hold ", s.kv_len, " tokens");
-    FISSION_CHECK(s.query_start >= 0 && s.query_start + s.query_len <= n, "sequence rows out of range");
-    FISSION_CHECK(static_cast<std::int32_t>(s.query_positions.size()) == s.query_len, "query positions");
-    for (std::int32_t pos : s.query_positions) FISSION_CHECK(pos >= 0 && pos < s.kv_len, "query position ", pos);
-    for (std::int32_t page : s.block_table)
-      FISSION_CHECK(page >= 0 && (page + 1) * sh.page_size <= cache.shape[0], "page ", page, " outside the cache");
-  }
+  CheckSeqAttention(seqs, n, cache, sh.page_size);
   if (!MlaTunedShape(sh, /*absorbed=*/true)) return SparseReference(ctx, q, cache, kv_b, topk, seqs, sh, out);
   const auto runs = QueryRuns(seqs);
   if (runs.empty()) return;

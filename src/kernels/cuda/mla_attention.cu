@@ -34,15 +34,7 @@ void CheckShapes(const Tensor& q, const Tensor& cache, const Tensor& kv_b, std::
                 kv_b.shape[1] == sh.kv_lora_rank, "MLA q", q.shape.ToString(), " kv_b", kv_b.shape.ToString());
   const std::int64_t n = q.numel() / (heads * qk);
   FISSION_CHECK(out.numel() == n * heads * sh.v_head_dim, "MLA out ", out.shape.ToString());
-  for (const SeqAttention& s : seqs) {
-    FISSION_CHECK(static_cast<std::int64_t>(s.block_table.size()) * sh.page_size >= s.kv_len, "block table of ",
-                  s.block_table.size(), " pages cannot hold ", s.kv_len, " tokens");
-    FISSION_CHECK(s.query_start >= 0 && s.query_start + s.query_len <= n, "sequence rows out of range");
-    FISSION_CHECK(static_cast<std::int32_t>(s.query_positions.size()) == s.query_len, "query positions");
-    for (std::int32_t pos : s.query_positions) FISSION_CHECK(pos >= 0 && pos < s.kv_len, "query position ", pos);
-    for (std::int32_t page : s.block_table)
-      FISSION_CHECK(page >= 0 && (page + 1) * sh.page_size <= cache.shape[0], "page ", page, " outside the cache");
-  }
+  CheckSeqAttention(seqs, n, cache, sh.page_size);
 }
 
 template <int DQK, int DV, bool kVFromK, int RB>

@@ -59,4 +59,19 @@ DeviceMeta UploadPerSequence(CudaContext& ctx, std::span<const SeqAttention> seq
   return ctx.Upload(std::span<const std::int32_t>(flat));
 }
 
+// Host checks of a step's sequences before an MLA kernel reads the cache through them: tables
+// that hold kv_len tokens inside the cache, rows within the n query rows, positions within kv_len.
+inline void CheckSeqAttention(std::span<const SeqAttention> seqs, std::int64_t n, const Tensor& cache,
+                              std::int64_t page_size) {
+  for (const SeqAttention& s : seqs) {
+    FISSION_CHECK(static_cast<std::int64_t>(s.block_table.size()) * page_size >= s.kv_len, "block table of ",
+                  s.block_table.size(), " pages cannot hold ", s.kv_len, " tokens");
+    FISSION_CHECK(s.query_start >= 0 && s.query_start + s.query_len <= n, "sequence rows out of range");
+    FISSION_CHECK(static_cast<std::int32_t>(s.query_positions.size()) == s.query_len, "query positions");
+    for (std::int32_t pos : s.query_positions) FISSION_CHECK(pos >= 0 && pos < s.kv_len, "query position ", pos);
+    for (std::int32_t page : s.block_table)
+      FISSION_CHECK(page >= 0 && (page + 1) * page_size <= cache.shape[0], "page ", page, " outside the cache");
+  }
+}
+
 }  // namespace fission::kernels::cuda
