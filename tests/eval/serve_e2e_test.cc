@@ -15,6 +15,7 @@
 
 #include "base/error.h"
 #include "base/json.h"
+#include "common/child_process.h"
 #include "serving_bench/command.h"
 #include "eval/command.h"
 #include "tokenizer/tokenizer.h"
@@ -28,36 +29,12 @@ std::string DemoModel() { return std::string(FISSION_SOURCE_DIR) + "/models/demo
 class Serve {
  public:
   Serve() {
-    log_ = ::testing::TempDir() + "/fission_tools_serve_" + std::to_string(::getpid()) + ".log";
-    std::vector<std::string> argv = {std::string(FISSION_BINARY_DIR) + "/fission", "serve", "--model-path",
-                                     DemoModel(), "--port", "0", "--device", "cpu"};
-    pid_ = ::fork();
-    FISSION_CHECK(pid_ >= 0, "fork failed");
-    if (pid_ == 0) {
-      std::vector<char*> cargv;
-      for (std::string& a : argv) cargv.push_back(a.data());
-      cargv.push_back(nullptr);
-      if (!std::freopen(log_.c_str(), "w", stdout)) std::_Exit(126);
-      ::dup2(::fileno(stdout), 2);
-      ::execv(cargv[0], cargv.data());
-      std::_Exit(127);
-    }
-    const std::regex address(R"(on http://[^:]+:(\d+))");
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
-    while (std::chrono::steady_clock::now() < deadline) {
-      std::ifstream in(log_);
-      std::stringstream text;
-      text << in.rdbuf();
-      const std::string s = text.str();
-      std::smatch m;
-      if (std::regex_search(s, m, address)) {
-        port_ = std::stoi(m[1]);
-        return;
-      }
-      if (::waitpid(pid_, nullptr, WNOHANG) != 0) Fail("fission serve exited early:\n", s);
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    Fail("fission serve did not start (log: ", log_, ")");
+    const testing_util::Child child = testing_util::SpawnWithLog(
+        {std::string(FISSION_BINARY_DIR) + "/fission", "serve", "--model-path", DemoModel(), "--port", "0", "--device",
+         "cpu"},
+        "fission_tools_serve");
+    pid_ = child.pid;
+    port_ = testing_util::WaitForListeningPort(child, 120);
   }
   ~Serve() {
     ::kill(pid_, SIGTERM);
@@ -75,7 +52,6 @@ class Serve {
  private:
   pid_t pid_ = -1;
   int port_ = 0;
-  std::string log_;
 };
 
 std::string Row(const std::string& label, const std::string& value) {

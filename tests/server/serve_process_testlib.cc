@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -15,6 +16,7 @@
 #include <gtest/gtest.h>
 
 #include "base/error.h"
+#include "common/child_process.h"
 
 namespace fission::server {
 
@@ -22,52 +24,20 @@ std::string DemoModelDir() { return std::string(FISSION_SOURCE_DIR) + "/models/d
 std::string FissionBinary() { return std::string(FISSION_BINARY_DIR) + "/fission"; }
 
 ServeProcess::ServeProcess(const std::vector<std::string>& args, const ProcessLimits& limits) {
-  static int counter = 0;
-  log_path_ = StrCat(::testing::TempDir(), "/serve_", ::getpid(), "_", counter++, ".log");
   std::vector<std::string> argv = {FissionBinary(), "serve", "--port", "0"};
   argv.insert(argv.end(), args.begin(), args.end());
-  pid_ = ::fork();
-  FISSION_CHECK(pid_ >= 0, "fork failed");
-  if (pid_ == 0) {
-    std::vector<char*> cargv;
-    for (std::string& a : argv) cargv.push_back(a.data());
-    cargv.push_back(nullptr);
-    if (limits.open_files_soft > 0) {
-      const rlimit files{limits.open_files_soft, limits.open_files_hard};
-      if (::setrlimit(RLIMIT_NOFILE, &files) != 0) std::_Exit(126);
-    }
-    FILE* log = std::freopen(log_path_.c_str(), "w", stdout);
-    (void)log;
-    ::dup2(::fileno(stdout), 2);
-    ::execv(cargv[0], cargv.data());
-    std::_Exit(127);
-  }
-  const std::regex address(R"(on http://[^:]+:(\d+))");
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (std::chrono::steady_clock::now() < deadline) {
-    std::ifstream in(log_path_);
-    std::stringstream text;
-    text << in.rdbuf();
-    std::smatch m;
-    const std::string s = text.str();
-    if (std::regex_search(s, m, address)) {
-      port_ = std::stoi(m[1]);
-      return;
-    }
-    if (!alive()) Fail("fission serve exited before it was ready:\n", s);
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  Fail("fission serve did not start within 60 s (log: ", log_path_, ")");
+  const testing_util::Child child =
+      testing_util::SpawnWithLog(argv, "serve", {limits.open_files_soft, limits.open_files_hard});
+  pid_ = child.pid;
+  log_path_ = child.log_path;
+  port_ = testing_util::WaitForListeningPort(child, 60);
 }
 
 ServeProcess::~ServeProcess() {
   if (pid_ > 0) Stop();
 }
 
-bool ServeProcess::alive() const {
-  if (pid_ <= 0) return false;
-  return ::kill(pid_, 0) == 0 && ::waitpid(pid_, nullptr, WNOHANG) == 0;
-}
+bool ServeProcess::alive() const { return testing_util::ChildAlive(pid_); }
 
 void ServeProcess::Terminate() const {
   if (pid_ > 0) ::kill(pid_, SIGTERM);
