@@ -104,9 +104,8 @@ ConstraintSpec ToolCallsSpec(const ChatRequest& r, const RouteContext& c) {
     throw ApiError(400, "'tool_choice' required or a named function needs --tool-call-parser (the server parses the "
                         "calls it forces)", "tool_choice");
   if (!ToolCallGrammarSupports(c.tool_call_parser))
-    throw ApiError(400, StrCat("'tool_choice' required or a named function is enforced for the qwen, deepseekv3 and "
-                               "deepseekv31 tool-call parsers; --tool-call-parser ", c.tool_call_parser,
-                               " writes arguments as tagged values, which are not constrained yet"),
+    throw ApiError(400, StrCat("'tool_choice' required or a named function is not enforced for --tool-call-parser ",
+                               c.tool_call_parser),
                    "tool_choice");
   OrderedJson name = nullptr;
   if (r.tool_choice.is_object()) {

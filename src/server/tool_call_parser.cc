@@ -92,10 +92,16 @@ std::string JsonTypeName(const OrderedJson& v) {
 
 }  // namespace
 
+bool IsStringOnlySchema(const Json& schema) {
+  std::set<std::string> types;
+  CollectTypes(schema, &types, 0);
+  return types.size() == 1 && types.count("string");
+}
+
 OrderedJson ConvertArgumentValue(std::string_view raw, const Json* schema) {
+  if (schema != nullptr && IsStringOnlySchema(*schema)) return OrderedJson(std::string(raw));
   std::set<std::string> types;
   if (schema != nullptr) CollectTypes(*schema, &types, 0);
-  if (types.size() == 1 && types.count("string")) return OrderedJson(std::string(raw));
   const std::string_view trimmed = TrimSpace(raw);
   OrderedJson parsed = OrderedJson::parse(trimmed.begin(), trimmed.end(), nullptr, /*allow_exceptions=*/false);
   if (!parsed.is_discarded() && (types.empty() || types.count(JsonTypeName(parsed)))) return parsed;

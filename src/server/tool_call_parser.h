@@ -134,6 +134,9 @@ class ToolCallParser {
 // allows them; without a schema a value that parses as JSON is taken as such.
 // Objects keep the model's key order (OrderedJson, base/json.h).
 OrderedJson ConvertArgumentValue(std::string_view raw, const Json* schema);
+// Whether a parameter's schema allows only strings: such a value is written as it is in the
+// tagged formats (GLM's <arg_value>, DSML's string="true"), every other as JSON.
+bool IsStringOnlySchema(const Json& schema);
 // Compact JSON text; invalid UTF-8 is replaced rather than thrown on.
 std::string DumpJson(const OrderedJson& value);
 
