@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "engine/detokenizer.h"
+#include "engine/drafter.h"
 #include "engine/engine_config.h"
 #include "engine/model_runner.h"
 #include "engine/output_processor.h"
@@ -28,6 +29,7 @@
 #include "engine/sampler.h"
 #include "engine/scheduler.h"
 #include "engine/state_pool.h"
+#include "engine/verifier.h"
 #include "model/causal_lm.h"
 
 namespace fission::engine {
@@ -49,6 +51,21 @@ struct EngineStats {
   std::int32_t free_state_slots = 0;  // a model with per-request memory
   double mask_seconds = 0.0;  // computing constrained sequences' token masks (structured outputs)
   std::int64_t masks = 0;     // masks computed
+  // Speculative decoding: verify runs, the drafts they checked and accepted, and draft steps.
+  std::int64_t spec_verify_runs = 0;
+  std::int64_t spec_draft_tokens = 0;
+  std::int64_t spec_accepted_tokens = 0;
+  std::int64_t spec_draft_steps = 0;
+  // Tokens a verify run emits on average (accepted drafts plus the target's own), as SGLang's
+  // avg_spec_accept_length; 0 before any verify run.
+  double spec_accept_length() const {
+    return spec_verify_runs == 0 ? 0.0
+                                 : static_cast<double>(spec_accepted_tokens + spec_verify_runs) / spec_verify_runs;
+  }
+  // The share of checked drafts that were accepted.
+  double spec_accept_rate() const {
+    return spec_draft_tokens == 0 ? 0.0 : static_cast<double>(spec_accepted_tokens) / spec_draft_tokens;
+  }
 };
 
 class Engine {
@@ -116,7 +133,11 @@ class Engine {
   void DrainIncoming();
   // Applies the sampler's results: prompt logprobs, new tokens, finishing.
   void ProcessStep(const StepPlan& plan, const std::vector<ItemSamples>& where,
-                   const std::vector<kernels::SampledToken>& results);
+                   const std::vector<kernels::SampledToken>& results, const std::vector<VerifiedRun>& verified);
+  // Speculative decoding: the verify runs' outcome (rejected rows for Commit, counters).
+  void ApplyVerified(StepPlan* plan, const std::vector<VerifiedRun>& verified);
+  // Runs the draft steps after a committed step; a failure finishes the step's running sequences.
+  void RunDraftSteps(const StepPlan& plan);
   void FinishSequence(Sequence* seq, FinishReason reason, const std::string& error);
   // Appends a sampled token (advancing the sequence's constraint, finishing it when the
   // constraint is done or refuses the token); whether the token was kept.
@@ -140,6 +161,8 @@ class Engine {
   std::unique_ptr<ModelRunner> runner_;
   Sampler sampler_;
   OutputProcessor outputs_;
+  SpeculativeVerifier verifier_;
+  std::unique_ptr<Drafter> drafter_;  // speculative decoding on
 
   // Engine-thread state.
   std::unordered_map<std::int64_t, RequestState> requests_;
