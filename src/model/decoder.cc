@@ -133,7 +133,7 @@ MemorySpec DecoderModel::WithDraftMemory(MemorySpec family) const {
 }
 
 StepLogits DecoderModel::ForwardDraft(const DraftBatch& draft) {
-  FISSION_CHECK(draft_ != nullptr, "ForwardDraft on a model without a draft layer");
+  if (draft_ == nullptr) return CausalLM::ForwardDraft(draft);  // an Error naming the model
   FISSION_CHECK(memory_ != nullptr, "ForwardDraft before AllocateMemory");
   const ForwardBatch& batch = draft.batch;
   const std::int32_t n = batch.num_tokens();

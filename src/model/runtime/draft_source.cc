@@ -54,7 +54,12 @@ DraftSource ResolveDraftSource(const io::ModelConfig& target, const io::Checkpoi
                                 " declares no NextN layer (num_nextn_predict_layers is 0): pass "
                                 "--speculative-draft-model-path with a NextN checkpoint"));
   } else {
-    const io::ModelConfig draft = io::LoadModelConfig(options.draft_model_path);
+    io::ModelConfig draft;
+    try {
+      draft = io::LoadModelConfig(options.draft_model_path);
+    } catch (const Error& e) {
+      Fail("--speculative-draft-model-path ", options.draft_model_path, ": ", e.what());
+    }
     where = draft.source;
     // SGLang's rule: an export of one layer names it 0, an older one keeps its original index.
     source.layer = draft.num_hidden_layers == 1 ? 0 : draft.num_hidden_layers;
