@@ -240,10 +240,25 @@ bool Engine::Step() {
       local_stats_.prefill_seconds += seconds;
     } else {
       local_stats_.decode_seconds += seconds;
+      if (drafter_ && ++decode_steps_since_log_ >= kSpeculativeLogInterval) LogSpeculativeDecode();
     }
   }
   Report();
   return did_work;
+}
+
+void Engine::LogSpeculativeDecode() {
+  // SGLang's decode log line, with the acceptance since the previous one.
+  const EngineStats& s = local_stats_;
+  const std::int64_t runs = s.spec_verify_runs - logged_.spec_verify_runs;
+  const std::int64_t drafts = s.spec_draft_tokens - logged_.spec_draft_tokens;
+  const std::int64_t accepted = s.spec_accepted_tokens - logged_.spec_accepted_tokens;
+  Log(LogLevel::kInfo, "Decode batch: #running-req ", scheduler_->running().size(), ", accept len ",
+      runs > 0 ? static_cast<double>(accepted + runs) / runs : 0.0, ", accept rate ",
+      drafts > 0 ? static_cast<double>(accepted) / drafts : 0.0, " (", accepted, " of ", drafts, " drafts in ", runs,
+      " verify runs)");
+  logged_ = s;
+  decode_steps_since_log_ = 0;
 }
 
 void Engine::ApplyVerified(StepPlan* plan, const std::vector<VerifiedRun>& verified) {

@@ -109,6 +109,8 @@ class Engine {
   std::int32_t page_size() const { return config_.page_size; }
   std::int64_t vocab_size() const { return vocab_size_; }
   std::int32_t context_length() const { return context_length_; }
+  // Whether speculative decoding is on (--speculative-algorithm).
+  bool speculative() const { return drafter_ != nullptr; }
   // Checks that every page is free or held exactly by the sequences and the prefix cache that
   // claim it, and every state slot by exactly the running sequence that claims it; returns "" or
   // a description of the first discrepancy. Engine thread only.
@@ -138,6 +140,9 @@ class Engine {
   void ApplyVerified(StepPlan* plan, const std::vector<VerifiedRun>& verified);
   // Runs the draft steps after a committed step; a failure finishes the step's running sequences.
   void RunDraftSteps(const StepPlan& plan);
+  // Every kSpeculativeLogInterval decode steps: the acceptance since the previous line.
+  static constexpr int kSpeculativeLogInterval = 40;
+  void LogSpeculativeDecode();
   void FinishSequence(Sequence* seq, FinishReason reason, const std::string& error);
   // Appends a sampled token (advancing the sequence's constraint, finishing it when the
   // constraint is done or refuses the token); whether the token was kept.
@@ -163,6 +168,8 @@ class Engine {
   OutputProcessor outputs_;
   SpeculativeVerifier verifier_;
   std::unique_ptr<Drafter> drafter_;  // speculative decoding on
+  int decode_steps_since_log_ = 0;
+  EngineStats logged_;  // the counters at the previous speculative log line
 
   // Engine-thread state.
   std::unordered_map<std::int64_t, RequestState> requests_;
