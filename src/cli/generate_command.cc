@@ -119,6 +119,8 @@ int RunGenerate(const std::vector<std::string>& args) {
     i += 2;
   }
   if (model_path.empty()) Fail("--model-path is required");
+  config.speculative.Validate();
+  load.load_draft = config.speculative.enabled();  // speculative decoding needs the draft layer
   // As SGLang: no graph larger than the batch the engine can run.
   if (load.cuda_graphs.max_batch_size == 0) load.cuda_graphs.max_batch_size = config.max_running_requests;
   if (load.nodes.node_rank > 0) {

@@ -63,6 +63,12 @@ Engine::Engine(model::CausalLM* model, const EngineConfig& config, const Detoken
   }
   scheduler_ = std::make_unique<Scheduler>(MakeSchedulerConfig(config_), pool_.get(), prefix_cache_.get(), states_.get());
   runner_ = std::make_unique<ModelRunner>(model, config_.page_size);
+  if (config_.speculative.enabled()) {
+    if (!model->has_draft())
+      Fail("--speculative-algorithm ", config_.speculative.algorithm, ": the model (", model->architecture(),
+           ") was loaded without a draft layer");
+    drafter_ = std::make_unique<Drafter>(config_.speculative, config_.page_size, context_length_);
+  }
   published_stats_.free_pages = pool_->num_free();
   published_stats_.free_state_slots = num_state_slots();
   model->CaptureDecodeGraphs();  // before any request, as SGLang does
@@ -210,10 +216,12 @@ bool Engine::Step() {
     std::vector<LogitsRows> rows;
     std::vector<ItemSamples> where;
     std::vector<kernels::SampledToken> results;
+    std::vector<VerifiedRun> verified;
     bool ok = true;
     try {
       const model::StepLogits logits = runner_->Run(plan, &rows);
       sampler_.SampleStep(plan, rows, logits, &where, &results);
+      if (drafter_) verifier_.Verify(plan, rows, logits, sampler_, &verified);
     } catch (const std::exception& e) {
       ok = false;
       Log(LogLevel::kError, "model step failed: ", e.what());
@@ -221,8 +229,10 @@ bool Engine::Step() {
         FinishSequence(item.seq, FinishReason::kAbort, StrCat("the model failed: ", e.what()));
     }
     if (ok) {
+      if (drafter_) ApplyVerified(&plan, verified);
       scheduler_->Commit(plan);
-      ProcessStep(plan, where, results);
+      ProcessStep(plan, where, results, verified);
+      if (drafter_) RunDraftSteps(plan);
     }
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     ++local_stats_.steps;
@@ -230,14 +240,51 @@ bool Engine::Step() {
       local_stats_.prefill_seconds += seconds;
     } else {
       local_stats_.decode_seconds += seconds;
+      if (drafter_ && ++decode_steps_since_log_ >= kSpeculativeLogInterval) LogSpeculativeDecode();
     }
   }
   Report();
   return did_work;
 }
 
+void Engine::LogSpeculativeDecode() {
+  // SGLang's decode log line, with the acceptance since the previous one.
+  const EngineStats& s = local_stats_;
+  const std::int64_t runs = s.spec_verify_runs - logged_.spec_verify_runs;
+  const std::int64_t drafts = s.spec_draft_tokens - logged_.spec_draft_tokens;
+  const std::int64_t accepted = s.spec_accepted_tokens - logged_.spec_accepted_tokens;
+  Log(LogLevel::kInfo, "Decode batch: #running-req ", scheduler_->running().size(), ", accept len ",
+      runs > 0 ? static_cast<double>(accepted + runs) / runs : 0.0, ", accept rate ",
+      drafts > 0 ? static_cast<double>(accepted) / drafts : 0.0, " (", accepted, " of ", drafts, " drafts in ", runs,
+      " verify runs)");
+  logged_ = s;
+  decode_steps_since_log_ = 0;
+}
+
+void Engine::ApplyVerified(StepPlan* plan, const std::vector<VerifiedRun>& verified) {
+  for (std::size_t k = 0; k < plan->items.size(); ++k) {
+    ScheduledSequence& item = plan->items[k];
+    if (item.num_drafts == 0) continue;
+    item.num_rejected = item.num_drafts - verified[k].accepted;
+    ++local_stats_.spec_verify_runs;
+    local_stats_.spec_draft_tokens += item.num_drafts;
+    local_stats_.spec_accepted_tokens += verified[k].accepted;
+  }
+}
+
+void Engine::RunDraftSteps(const StepPlan& plan) {
+  try {
+    drafter_->Propose(plan, runner_->last_batch(), *model_, *scheduler_, sampler_);
+  } catch (const std::exception& e) {
+    Log(LogLevel::kError, "draft step failed: ", e.what());
+    for (const ScheduledSequence& item : plan.items)
+      if (!item.seq->finished()) FinishSequence(item.seq, FinishReason::kAbort, StrCat("the draft model failed: ", e.what()));
+  }
+  local_stats_.spec_draft_steps = drafter_->counters().draft_steps;
+}
+
 void Engine::ProcessStep(const StepPlan& plan, const std::vector<ItemSamples>& where,
-                         const std::vector<kernels::SampledToken>& results) {
+                         const std::vector<kernels::SampledToken>& results, const std::vector<VerifiedRun>& verified) {
   std::int64_t sampled = 0;
   for (std::size_t k = 0; k < plan.items.size(); ++k) {
     const ScheduledSequence& item = plan.items[k];
@@ -249,7 +296,14 @@ void Engine::ProcessStep(const StepPlan& plan, const std::vector<ItemSamples>& w
       touched_.push_back(seq);
     }
     if (!item.sample) continue;
-    if (where[k].sample < 0) {
+    if (item.num_drafts > 0) {
+      // The verify run's tokens in order, until one ends the sequence (a stop string or token
+      // mid-draft, max_new_tokens): the rest are dropped.
+      for (const kernels::SampledToken& token : verified[k].tokens) {
+        sampled += AppendSampled(seq, token);
+        if (seq->finish_reason != FinishReason::kNone) break;
+      }
+    } else if (where[k].sample < 0) {
       OutputProcessor::SetFinished(seq, FinishReason::kLength);
     } else {
       sampled += AppendSampled(seq, results[where[k].sample]);

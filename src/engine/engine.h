@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "engine/detokenizer.h"
+#include "engine/drafter.h"
 #include "engine/engine_config.h"
 #include "engine/model_runner.h"
 #include "engine/output_processor.h"
@@ -28,6 +29,7 @@
 #include "engine/sampler.h"
 #include "engine/scheduler.h"
 #include "engine/state_pool.h"
+#include "engine/verifier.h"
 #include "model/causal_lm.h"
 
 namespace fission::engine {
@@ -49,6 +51,21 @@ struct EngineStats {
   std::int32_t free_state_slots = 0;  // a model with per-request memory
   double mask_seconds = 0.0;  // computing constrained sequences' token masks (structured outputs)
   std::int64_t masks = 0;     // masks computed
+  // Speculative decoding: verify runs, the drafts they checked and accepted, and draft steps.
+  std::int64_t spec_verify_runs = 0;
+  std::int64_t spec_draft_tokens = 0;
+  std::int64_t spec_accepted_tokens = 0;
+  std::int64_t spec_draft_steps = 0;
+  // Tokens a verify run emits on average (accepted drafts plus the target's own), as SGLang's
+  // avg_spec_accept_length; 0 before any verify run.
+  double spec_accept_length() const {
+    return spec_verify_runs == 0 ? 0.0
+                                 : static_cast<double>(spec_accepted_tokens + spec_verify_runs) / spec_verify_runs;
+  }
+  // The share of checked drafts that were accepted.
+  double spec_accept_rate() const {
+    return spec_draft_tokens == 0 ? 0.0 : static_cast<double>(spec_accepted_tokens) / spec_draft_tokens;
+  }
 };
 
 class Engine {
@@ -92,6 +109,8 @@ class Engine {
   std::int32_t page_size() const { return config_.page_size; }
   std::int64_t vocab_size() const { return vocab_size_; }
   std::int32_t context_length() const { return context_length_; }
+  // Whether speculative decoding is on (--speculative-algorithm).
+  bool speculative() const { return drafter_ != nullptr; }
   // Checks that every page is free or held exactly by the sequences and the prefix cache that
   // claim it, and every state slot by exactly the running sequence that claims it; returns "" or
   // a description of the first discrepancy. Engine thread only.
@@ -116,7 +135,14 @@ class Engine {
   void DrainIncoming();
   // Applies the sampler's results: prompt logprobs, new tokens, finishing.
   void ProcessStep(const StepPlan& plan, const std::vector<ItemSamples>& where,
-                   const std::vector<kernels::SampledToken>& results);
+                   const std::vector<kernels::SampledToken>& results, const std::vector<VerifiedRun>& verified);
+  // Speculative decoding: the verify runs' outcome (rejected rows for Commit, counters).
+  void ApplyVerified(StepPlan* plan, const std::vector<VerifiedRun>& verified);
+  // Runs the draft steps after a committed step; a failure finishes the step's running sequences.
+  void RunDraftSteps(const StepPlan& plan);
+  // Every kSpeculativeLogInterval decode steps: the acceptance since the previous line.
+  static constexpr int kSpeculativeLogInterval = 40;
+  void LogSpeculativeDecode();
   void FinishSequence(Sequence* seq, FinishReason reason, const std::string& error);
   // Appends a sampled token (advancing the sequence's constraint, finishing it when the
   // constraint is done or refuses the token); whether the token was kept.
@@ -140,6 +166,10 @@ class Engine {
   std::unique_ptr<ModelRunner> runner_;
   Sampler sampler_;
   OutputProcessor outputs_;
+  SpeculativeVerifier verifier_;
+  std::unique_ptr<Drafter> drafter_;  // speculative decoding on
+  int decode_steps_since_log_ = 0;
+  EngineStats logged_;  // the counters at the previous speculative log line
 
   // Engine-thread state.
   std::unordered_map<std::int64_t, RequestState> requests_;

@@ -30,6 +30,20 @@ double ParseFraction(const std::string& flag, const std::string& value) {
 
 }  // namespace
 
+void SpeculativeConfig::Validate() const {
+  if (!enabled()) return;
+  if (algorithm != "NEXTN" && algorithm != "EAGLE")
+    Fail("--speculative-algorithm ", algorithm,
+         ": Fission drafts with the model's own NextN (MTP) layer: NEXTN or EAGLE (EAGLE3, STANDALONE and NGRAM "
+         "have not landed)");
+  if (num_steps < 0 || num_steps > 16) Fail("--speculative-num-steps must be in [1, 16], got ", num_steps);
+  if (eagle_topk != 0 && eagle_topk != 1)
+    Fail("--speculative-eagle-topk ", eagle_topk, ": only 1 (chained drafts); tree drafts have not landed");
+  if (num_draft_tokens != 0 && num_draft_tokens != drafts() + 1)
+    Fail("--speculative-num-draft-tokens ", num_draft_tokens, ": with --speculative-eagle-topk 1 it must be ",
+         "--speculative-num-steps + 1 = ", drafts() + 1);
+}
+
 void EngineConfig::Validate() const {
   if (page_size < 1 || page_size > 4096) Fail("--page-size must be in [1, 4096], got ", page_size);
   if (kv_cache_bytes < 0) Fail("the KV cache byte budget must be >= 0, got ", kv_cache_bytes);
@@ -40,6 +54,7 @@ void EngineConfig::Validate() const {
   if (max_prefill_tokens < 1) Fail("--max-prefill-tokens must be >= 1, got ", max_prefill_tokens);
   if (max_running_requests < 1) Fail("--max-running-requests must be >= 1, got ", max_running_requests);
   if (context_length < 0) Fail("--context-length must be >= 0 (0: the model's), got ", context_length);
+  speculative.Validate();
 }
 
 bool ParseEngineFlag(const std::vector<std::string>& args, std::size_t* i, EngineConfig* config) {
@@ -61,6 +76,14 @@ bool ParseEngineFlag(const std::vector<std::string>& args, std::size_t* i, Engin
   if (flag == "--disable-radix-cache") {
     if (inline_value) Fail(flag, " takes no value");
     config->disable_radix_cache = true;
+  } else if (flag == "--speculative-algorithm") {
+    config->speculative.algorithm = take();
+  } else if (flag == "--speculative-num-steps") {
+    config->speculative.num_steps = ParseInteger<std::int32_t>(flag, take());
+  } else if (flag == "--speculative-eagle-topk") {
+    config->speculative.eagle_topk = ParseInteger<std::int32_t>(flag, take());
+  } else if (flag == "--speculative-num-draft-tokens") {
+    config->speculative.num_draft_tokens = ParseInteger<std::int32_t>(flag, take());
   } else if (flag == "--page-size") {
     config->page_size = ParseInteger<std::int32_t>(flag, take());
   } else if (flag == "--max-total-tokens") {
@@ -94,7 +117,11 @@ std::string EngineFlagsHelp() {
          "  --max-running-requests N  sequences decoding at once (default 256)\n"
          "  --disable-radix-cache     turn the prefix cache off\n"
          "  --random-seed N           seed for requests without one (default 0)\n"
-         "  --context-length N        longest sequence (default: the model's)\n";
+         "  --context-length N        longest sequence (default: the model's)\n"
+         "  --speculative-algorithm A NEXTN | EAGLE: speculative decoding with the model's NextN draft layer\n"
+         "  --speculative-num-steps N drafts per sequence and step (default 3)\n"
+         "  --speculative-eagle-topk N only 1 (chained drafts)\n"
+         "  --speculative-num-draft-tokens N  tokens per verify run: steps + 1 (default)\n";
 }
 
 }  // namespace fission::engine

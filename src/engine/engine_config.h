@@ -14,6 +14,23 @@ namespace fission::engine {
 inline constexpr std::int64_t kDefaultMaxTotalTokens = 16384;
 inline constexpr double kDefaultMemFractionStatic = 0.85;
 
+// Speculative decoding with the model's own draft (NextN / MTP) layer (SGLang's
+// --speculative-* flags). NEXTN and EAGLE are the same here: chained drafts of one token each
+// (topk 1), `num_steps` of them per verify run of num_steps + 1 tokens.
+struct SpeculativeConfig {
+  std::string algorithm;            // --speculative-algorithm: "" (off), NEXTN or EAGLE
+  std::int32_t num_steps = 0;       // --speculative-num-steps: drafts per sequence and step (0: 3)
+  std::int32_t eagle_topk = 0;      // --speculative-eagle-topk: only 1 (0: 1)
+  std::int32_t num_draft_tokens = 0;  // --speculative-num-draft-tokens: num_steps + 1 (0: that)
+
+  bool enabled() const { return !algorithm.empty(); }
+  // Drafts per verify run, defaults applied (SGLang's choice for DeepSeek: 3 steps, topk 1, 4 tokens).
+  std::int32_t drafts() const { return num_steps > 0 ? num_steps : 3; }
+  // An Error naming the flag: an algorithm other than NEXTN or EAGLE, steps outside [1, 16], a topk
+  // other than 1 (tree drafts have not landed), draft tokens other than steps + 1.
+  void Validate() const;
+};
+
 struct EngineConfig {
   std::int32_t page_size = 16;                // --page-size: tokens per KV page
   std::int64_t max_total_tokens = 0;          // --max-total-tokens: KV pool size in tokens; 0: not given
@@ -26,6 +43,7 @@ struct EngineConfig {
   std::uint64_t random_seed = 0;              // --random-seed: seeds requests that bring none
   std::int32_t context_length = 0;            // --context-length: 0 takes the model's
   std::vector<std::int32_t> eos_token_ids;    // from the checkpoint's config (not a flag)
+  SpeculativeConfig speculative;              // --speculative-*: needs a model with a draft layer
 
   // Throws fission::Error naming the flag and its allowed range.
   void Validate() const;

@@ -17,10 +17,12 @@ void BuildForwardBatch(const StepPlan& plan, std::int32_t page_size, model::Forw
     const Sequence& seq = *item.seq;
     const std::int32_t start = static_cast<std::int32_t>(batch->token_ids.size());
     const std::int32_t end_pos = item.context_len + item.num_new_tokens;
-    FISSION_CHECK(end_pos <= seq.num_tokens() &&
+    FISSION_CHECK(item.num_drafts <= static_cast<std::int32_t>(seq.drafts.size()) &&
+                  end_pos <= seq.num_tokens() + item.num_drafts &&
                   static_cast<std::int64_t>(seq.pages.size()) * page_size >= end_pos);
     for (std::int32_t p = item.context_len; p < end_pos; ++p) {
-      batch->token_ids.push_back(seq.tokens[p]);
+      // A verify run's rows past the sequence's tokens are its drafts.
+      batch->token_ids.push_back(p < seq.num_tokens() ? seq.tokens[p] : seq.drafts[p - seq.num_tokens()]);
       batch->positions.push_back(p);
       batch->kv_slots.push_back(static_cast<std::int64_t>(seq.pages[p / page_size]) * page_size + p % page_size);
     }
@@ -30,14 +32,17 @@ void BuildForwardBatch(const StepPlan& plan, std::int32_t page_size, model::Forw
     slice.context_len = item.context_len;
     slice.block_table.assign(seq.pages.begin(), seq.pages.begin() + (end_pos + page_size - 1) / page_size);
     slice.state_slot = seq.state_slot;
+    slice.verify = item.num_drafts > 0;
 
     LogitsRows& r = (*rows)[k];
     r.prompt_logprobs_begin = static_cast<std::int32_t>(batch->logits_indices.size());
     for (std::int32_t p = item.prompt_logprob_begin; p < item.prompt_logprob_end; ++p)
       batch->logits_indices.push_back(start + (p - item.context_len));
     if (item.sample) {
+      // A verify run samples at every row: the token after its last token, then after each draft.
       r.sample = static_cast<std::int32_t>(batch->logits_indices.size());
-      batch->logits_indices.push_back(start + item.num_new_tokens - 1);
+      for (std::int32_t j = item.num_new_tokens - 1 - item.num_drafts; j < item.num_new_tokens; ++j)
+        batch->logits_indices.push_back(start + j);
     }
   }
 }

@@ -15,7 +15,7 @@ namespace fission::engine {
 // Where one planned sequence's logits rows are in the step's output.
 struct LogitsRows {
   std::int32_t prompt_logprobs_begin = 0;  // rows for prompt positions [prompt_logprob_begin, _end)
-  std::int32_t sample = -1;                // the row to sample from, or -1
+  std::int32_t sample = -1;                // the row to sample from, or -1; a verify run's 1 + num_drafts rows start here
 };
 
 // Fills `batch` for `plan` (reusing its storage) and `rows` with one entry per plan item.

@@ -90,6 +90,9 @@ struct Sequence {
   std::int32_t num_tree_pages = 0;
   // The state slot of a model with per-request memory, held while running (-1: none).
   std::int32_t state_slot = -1;
+  // Speculative decoding: the draft tokens proposed for positions num_tokens().. (the next step
+  // verifies them); empty when the sequence has none.
+  std::vector<std::int32_t> drafts;
 
   SequenceStatus status = SequenceStatus::kWaiting;
   FinishReason finish_reason = FinishReason::kNone;

@@ -14,7 +14,8 @@ bool Sampler::IsEndToken(const Sequence& seq, std::int32_t token) const {
          (!p.ignore_eos && std::find(eos_token_ids_.begin(), eos_token_ids_.end(), token) != eos_token_ids_.end());
 }
 
-kernels::SamplingRow Sampler::MakeRow(const Sequence& seq, std::int64_t row, std::int64_t vocab_size, RowIds* ids) {
+kernels::SamplingRow Sampler::MakeRow(const Sequence& seq, std::int64_t row, std::int64_t vocab_size, RowIds* ids,
+                                      std::int32_t ahead) {
   const SamplingParams& p = *seq.params;
   kernels::SamplingRow r;
   r.row = row;
@@ -26,7 +27,11 @@ kernels::SamplingRow Sampler::MakeRow(const Sequence& seq, std::int64_t row, std
   r.frequency_penalty = p.frequency_penalty;
   r.presence_penalty = p.presence_penalty;
   r.seed = seq.seed;
-  r.counter = static_cast<std::uint64_t>(seq.num_output());
+  FISSION_CHECK(ahead == 0 || (seq.matcher == nullptr && p.repetition_penalty == 1.0 && p.frequency_penalty == 0.0 &&
+                                p.presence_penalty == 0.0),
+                "rows ahead of a sequence with penalties or a constraint");
+  const std::int32_t num_output = seq.num_output() + ahead;
+  r.counter = static_cast<std::uint64_t>(num_output);
   r.want_logprob = p.logprobs;
   r.top_logprobs = p.logprobs ? p.top_logprobs : 0;
   ids->seen.clear();
@@ -40,7 +45,7 @@ kernels::SamplingRow Sampler::MakeRow(const Sequence& seq, std::int64_t row, std
       ids->output_counts.push_back(count);
     }
   }
-  if (seq.num_output() < p.min_new_tokens) {
+  if (num_output < p.min_new_tokens) {
     ids->masked = p.stop_token_ids;
     if (!p.ignore_eos)
       for (std::int32_t t : eos_token_ids_)
@@ -119,20 +124,26 @@ void Sampler::SampleStep(const StepPlan& plan, const std::vector<LogitsRows>& ro
       r.top_logprobs = p.top_logprobs;
       step_rows_.push_back(r);
     }
-    if (item.sample && seq.num_output() < p.max_new_tokens) {
+    if (item.sample && item.num_drafts == 0 && seq.num_output() < p.max_new_tokens) {
       (*where)[k].sample = static_cast<std::int32_t>(step_rows_.size());
       step_rows_.push_back(MakeRow(seq, rows[k].sample, vocab, &step_ids_.emplace_back()));
     }
   }
-  results->assign(step_rows_.size(), kernels::SampledToken{});
-  if (step_rows_.empty()) return;
+  SampleRows(logits, step_rows_, results);
+}
+
+void Sampler::SampleRows(const model::StepLogits& logits, std::span<const kernels::SamplingRow> rows,
+                         std::vector<kernels::SampledToken>* results) {
+  results->assign(rows.size(), kernels::SampledToken{});
+  if (rows.empty()) return;
   if (logits.backend != nullptr) {
-    logits.backend->Sample(t, step_rows_, *results);
+    logits.backend->Sample(logits.logits, rows, *results);
     return;
   }
+  const std::int64_t vocab = logits.logits.dim(1);
   const float* data = logits.logits.ptr<float>();
-  for (std::size_t i = 0; i < step_rows_.size(); ++i)
-    (*results)[i] = kernels::SampleOnHost(data + step_rows_[i].row * vocab, vocab, step_rows_[i], scratch_);
+  for (std::size_t i = 0; i < rows.size(); ++i)
+    (*results)[i] = kernels::SampleOnHost(data + rows[i].row * vocab, vocab, rows[i], scratch_);
 }
 
 }  // namespace fission::engine

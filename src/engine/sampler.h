@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <span>
 #include <vector>
 
 #include "engine/model_runner.h"
@@ -42,7 +43,7 @@ class Sampler {
 
   // Every row a step needs: each item's prompt logprobs, then its sample when `item.sample` and the
   // sequence has room for another token (else the item gets sample = -1). Runs on the host or on
-  // the logits' backend.
+  // the logits' backend. Verify runs (item.num_drafts > 0) are the SpeculativeVerifier's.
   void SampleStep(const StepPlan& plan, const std::vector<LogitsRows>& rows, const model::StepLogits& logits,
                   std::vector<ItemSamples>* where, std::vector<kernels::SampledToken>* results);
 
@@ -53,8 +54,16 @@ class Sampler {
   };
   // A constrained sequence's row carries its matcher's mask (plus EOS and stop tokens where the
   // output may end), which is why this is not const.
-  kernels::SamplingRow MakeRow(const Sequence& seq, std::int64_t row, std::int64_t vocab_size, RowIds* ids);
+  // `ahead`: draft tokens between the sequence's end and the row (a verify run's row j is j tokens
+  // ahead): the row produces output token num_output() + ahead. Only sequences that draft (no
+  // penalties, no constraint: docs/engine.md) have rows ahead.
+  kernels::SamplingRow MakeRow(const Sequence& seq, std::int64_t row, std::int64_t vocab_size, RowIds* ids,
+                               std::int32_t ahead = 0);
   static TokenLogprob ToTokenLogprob(const kernels::SampledToken& s);
+  // `rows` of `logits`, where they are (the backend's Sample, or the host reference).
+  void SampleRows(const model::StepLogits& logits, std::span<const kernels::SamplingRow> rows,
+                  std::vector<kernels::SampledToken>* results);
+  kernels::HostSamplingScratch& host_scratch() { return scratch_; }
 
   const std::vector<std::int32_t>& eos_token_ids() const { return eos_token_ids_; }
   // Whether `token` ends `seq` (a stop token, or EOS unless ignore_eos) once it may stop.

@@ -32,7 +32,7 @@ bool Scheduler::Reserve(Sequence* seq, std::int32_t tokens) {
 void Scheduler::ReleasePages(Sequence* seq) {
   if (cache_ != nullptr) {
     // Keep the computed full pages for later requests (and for this one, if it comes back).
-    const std::int32_t full = std::min(seq->num_computed / config_.page_size, static_cast<std::int32_t>(seq->pages.size()));
+    const std::int32_t full = std::min(FullComputedPages(seq), static_cast<std::int32_t>(seq->pages.size()));
     if (full > seq->num_tree_pages) {
       auto* parent = seq->tree_node != nullptr ? static_cast<PrefixCache::Node*>(seq->tree_node) : cache_->root();
       cache_->Insert(parent, seq->tokens.data(), seq->pages, seq->num_tree_pages, full);
@@ -47,6 +47,15 @@ void Scheduler::ReleasePages(Sequence* seq) {
   seq->tree_node = nullptr;
   seq->num_tree_pages = 0;
   seq->num_computed = 0;
+  seq->drafts.clear();  // they extend KV that is gone
+}
+
+void Scheduler::TrimPages(Sequence* seq, std::int32_t tokens) {
+  const std::size_t keep = static_cast<std::size_t>(std::max(PagesFor(tokens), seq->num_tree_pages));
+  while (seq->pages.size() > keep) {
+    pool_->Unref(seq->pages.back());
+    seq->pages.pop_back();
+  }
 }
 
 void Scheduler::Preempt(Sequence* seq) {
@@ -63,8 +72,9 @@ void Scheduler::Plan(Sequence* seq, std::int32_t num_new, StepPlan* plan) {
   item.seq = seq;
   item.context_len = seq->num_computed;
   item.num_new_tokens = num_new;
-  item.sample = seq->num_computed + num_new == seq->num_tokens();
-  item.decode = num_new == 1 && item.sample && seq->num_computed >= seq->prompt_len;
+  item.num_drafts = std::max(0, seq->num_computed + num_new - seq->num_tokens());
+  item.sample = seq->num_computed + num_new - item.num_drafts == seq->num_tokens();
+  item.decode = num_new == 1 + item.num_drafts && item.sample && seq->num_computed >= seq->prompt_len;
   if (seq->params->prompt_logprobs) {
     // Prompt position p gives the logprob of token p + 1; skip those already collected.
     const std::int32_t done = static_cast<std::int32_t>(seq->prompt_logprobs.size());
@@ -73,7 +83,7 @@ void Scheduler::Plan(Sequence* seq, std::int32_t num_new, StepPlan* plan) {
     if (item.prompt_logprob_end < item.prompt_logprob_begin) item.prompt_logprob_end = item.prompt_logprob_begin;
   }
   if (item.decode) {
-    plan->num_decode_tokens += 1;
+    plan->num_decode_tokens += num_new;
   } else {
     plan->num_prefill_tokens += num_new;
   }
@@ -145,7 +155,13 @@ StepPlan Scheduler::Schedule() {
     const std::int32_t remaining = seq->num_tokens() - seq->num_computed;
     FISSION_CHECK(remaining >= 1, "a running sequence with nothing to compute");
     const bool decode = remaining == 1 && seq->num_computed >= seq->prompt_len;
-    std::int32_t want = decode ? 1 : (chunking ? std::min(remaining, budget) : remaining);
+    // A decode with drafts verifies them in the same run; without the pages for them it decodes
+    // plainly (its drafts are dropped, never a reason to preempt).
+    if (decode && !seq->drafts.empty() &&
+        !Reserve(seq, seq->num_tokens() + static_cast<std::int32_t>(seq->drafts.size())))
+      seq->drafts.clear();
+    std::int32_t want = decode ? 1 + static_cast<std::int32_t>(seq->drafts.size())
+                               : (chunking ? std::min(remaining, budget) : remaining);
     if (want == 0) continue;  // no prefill budget left in this step; keeps its pages
     bool planned = false, wait = false;
     while (true) {
@@ -223,14 +239,21 @@ void Scheduler::Commit(const StepPlan& plan) {
   for (const ScheduledSequence& item : plan.items) {
     Sequence* seq = item.seq;
     FISSION_CHECK_EQ(seq->num_computed, item.context_len);
-    seq->num_computed += item.num_new_tokens;
+    FISSION_CHECK(item.num_rejected >= 0 && item.num_rejected <= item.num_drafts);
+    seq->num_computed += item.num_new_tokens - item.num_rejected;
     if (item.decode) {
-      ++counters_.decode_tokens;
+      counters_.decode_tokens += item.num_new_tokens - item.num_rejected;
     } else {
       counters_.computed_prompt_tokens += item.num_new_tokens;
     }
+    // A verify run's drafts are spent; the rejected rows' slots go back with their pages (the
+    // next token's slot stays).
+    if (item.num_drafts > 0) {
+      seq->drafts.clear();
+      TrimPages(seq, seq->num_computed + 1);
+    }
     if (cache_ == nullptr) continue;
-    const std::int32_t full = seq->num_computed / config_.page_size;
+    const std::int32_t full = FullComputedPages(seq);
     if (full > seq->num_tree_pages) {
       auto* parent = seq->tree_node != nullptr ? static_cast<PrefixCache::Node*>(seq->tree_node) : cache_->root();
       seq->tree_node = cache_->Insert(parent, seq->tokens.data(), seq->pages, seq->num_tree_pages, full);

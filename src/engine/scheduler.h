@@ -11,6 +11,7 @@
 //      slot, freed when it finishes or is preempted (its state is recomputed with its KV).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <vector>
@@ -39,7 +40,12 @@ struct ScheduledSequence {
   std::int32_t context_len = 0;     // tokens already in the cache
   std::int32_t num_new_tokens = 0;  // tokens computed in this step: positions [context_len, +num_new_tokens)
   bool sample = false;              // the step reaches the last token: sample the next one
-  bool decode = false;              // a single generated token (not prompt or recompute work)
+  bool decode = false;              // a generated token (not prompt or recompute work), with its drafts
+  // Speculative decoding: a verify run of the sequence's last token and this many draft tokens
+  // (num_new_tokens = 1 + num_drafts, every row's logits come back). After sampling the engine
+  // sets num_rejected, the rows Commit does not keep.
+  std::int32_t num_drafts = 0;
+  std::int32_t num_rejected = 0;
   // Positions whose logits give prompt logprobs (the logprob of the token after each).
   std::int32_t prompt_logprob_begin = 0;
   std::int32_t prompt_logprob_end = 0;
@@ -72,8 +78,12 @@ class Scheduler {
   void Add(Sequence* seq);
   // Plans the next step and gives its sequences the pages for their new tokens.
   StepPlan Schedule();
-  // After the step ran: the planned tokens are in the cache; full pages join the prefix cache.
+  // After the step ran: the planned tokens (less a verify run's rejected rows) are in the cache;
+  // full pages join the prefix cache; pages that hold only rejected rows go back to the pool.
   void Commit(const StepPlan& plan);
+  // Gives a running sequence pages for its first `tokens` positions (a draft step writes beyond
+  // its tokens), evicting unused prefix-cache pages if needed; false when the pool has too few.
+  bool ReserveFor(Sequence* seq, std::int32_t tokens) { return Reserve(seq, tokens); }
   // Removes a sequence wherever it is and lets go of its pages (full computed pages stay cached).
   void Finish(Sequence* seq);
 
@@ -90,6 +100,13 @@ class Scheduler {
   std::int32_t AvailablePages() const;
   // Lets go of the sequence's pages (keeping full computed ones in the prefix cache) and state slot.
   void ReleasePages(Sequence* seq);
+  // Lets go of the pages past the first `tokens` positions.
+  void TrimPages(Sequence* seq, std::int32_t tokens);
+  // Pages whose positions are computed and have their tokens (a verify run computes drafts that
+  // join the tokens only after Commit): what the prefix cache may hold.
+  std::int32_t FullComputedPages(const Sequence* seq) const {
+    return std::min(seq->num_computed, seq->num_tokens()) / config_.page_size;
+  }
   void Preempt(Sequence* seq);
   // Moves the head of the waiting queue into the plan if it fits; false stops admission.
   bool Admit(Sequence* seq, std::int32_t* budget, bool chunking, StepPlan* plan);

@@ -24,12 +24,24 @@ std::vector<std::string> ListSafetensors(const std::string& dir) {
   return names;
 }
 
+// The weight files of a directory without an index: model*.safetensors, or else the single file
+// of SGLang's NextN export (a draft checkpoint, --speculative-draft-model-path).
+constexpr const char* kNextnExportFile = "nextn_layer_parameters.safetensors";
+
+std::vector<std::string> WeightFiles(const std::string& dir) {
+  std::vector<std::string> files = ListSafetensors(dir), weights;
+  for (const std::string& f : files)
+    if (f.rfind("model", 0) == 0) weights.push_back(f);
+  if (weights.empty() && std::find(files.begin(), files.end(), kNextnExportFile) != files.end())
+    weights.push_back(kNextnExportFile);
+  return weights;
+}
+
 }  // namespace
 
 bool Checkpoint::Exists(const std::string& dir) {
   if (FileExists(dir + "/model.safetensors.index.json")) return true;
-  const std::vector<std::string> files = ListSafetensors(dir);
-  return std::any_of(files.begin(), files.end(), [](const std::string& f) { return f.rfind("model", 0) == 0; });
+  return !WeightFiles(dir).empty();
 }
 
 Checkpoint::Checkpoint(const std::string& dir) : dir_(dir) {
@@ -48,11 +60,11 @@ Checkpoint::Checkpoint(const std::string& dir) : dir_(dir) {
       if (std::find(shards.begin(), shards.end(), f) == shards.end()) shards.push_back(f);
     }
   } else {
-    // Without an index the weights are model*.safetensors; other safetensors files in the
-    // directory (reference outputs, adapters) are not part of the model.
-    for (const std::string& f : ListSafetensors(dir))
-      if (f.rfind("model", 0) == 0) shards.push_back(f);
-    if (shards.empty()) Fail(dir, ": no model*.safetensors files and no model.safetensors.index.json");
+    // Without an index the weights are model*.safetensors (or a NextN export's one file); other
+    // safetensors files in the directory (reference outputs, adapters) are not part of the model.
+    shards = WeightFiles(dir);
+    if (shards.empty())
+      Fail(dir, ": no model*.safetensors files, no ", kNextnExportFile, " and no model.safetensors.index.json");
   }
   std::map<std::string, const SafetensorsFile*> by_name;
   for (const std::string& shard : shards) {

@@ -124,6 +124,8 @@ void ParseMla(const Json& json, const std::string& where, ModelConfig& c) {
 
 void ParseMoe(const Json& json, const std::string& where, ModelConfig& c) {
   c.n_routed_experts = GetOptionalInt(json, "n_routed_experts", where).value_or(0);
+  c.num_nextn_predict_layers = GetOptionalInt(json, "num_nextn_predict_layers", where).value_or(0);
+  if (c.num_nextn_predict_layers < 0) Fail(where, ": 'num_nextn_predict_layers' must be >= 0, got ", c.num_nextn_predict_layers);
   if (c.n_routed_experts == 0) return;
   c.n_shared_experts = GetOptionalInt(json, "n_shared_experts", where).value_or(0);
   c.num_experts_per_tok = GetInt(json, "num_experts_per_tok", where);

@@ -102,6 +102,10 @@ struct ModelConfig {
   // the config has no list, and first_k_dense_replace / moe_layer_freq decide.
   std::vector<bool> moe_layers;
 
+  // Multi-token prediction: NextN layers the checkpoint carries after its decoder layers
+  // (`model.layers.{num_hidden_layers + i}.*`), the draft layers of speculative decoding.
+  std::int64_t num_nextn_predict_layers = 0;
+
   QuantizationConfig quantization;
   std::optional<IndexerConfig> indexer;
   std::optional<V4Config> v4;

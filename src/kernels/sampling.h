@@ -92,4 +92,14 @@ struct HostSamplingScratch {
 // The reference: one row of `vocab` fp32 logits in host memory.
 SampledToken SampleOnHost(const float* logits, std::int64_t vocab, const SamplingRow& row, HostSamplingScratch& scratch);
 
+// The distribution a sampled row (temperature > 0) draws from: the candidate ids with a nonzero
+// probability, in the reference's draw order, and their probabilities (summing to 1). Speculative
+// decoding's rejection sampling reads it (engine/speculative_acceptance.h).
+struct SamplingDistribution {
+  std::vector<std::int32_t> ids;
+  std::vector<double> probs;
+};
+SamplingDistribution DistributionOnHost(const float* logits, std::int64_t vocab, const SamplingRow& row,
+                                        HostSamplingScratch& scratch);
+
 }  // namespace fission::kernels

@@ -6,7 +6,9 @@
 #include <string>
 #include <vector>
 
+#include "base/error.h"
 #include "kernels/backend.h"
+#include "model/draft_batch.h"
 #include "model/forward_batch.h"
 #include "model/memory_spec.h"
 #include "tensor/tensor.h"
@@ -54,6 +56,17 @@ class CausalLM {
   // Drops captured decode graphs (they reference the communicators, which a parallel model
   // destroys before its ranks' models).
   virtual void ReleaseGraphs() {}
+
+  // Speculative decoding with the model's own draft layers (model/draft_batch.h). A model that
+  // loaded them keeps the hidden states of its last eager step's rows (the rows fed to the lm_head)
+  // and those of its last draft step, and its Memory() includes the draft layers' cache classes.
+  virtual bool has_draft() const { return false; }
+  // Runs the draft layer over `batch` and returns its logits [batch.logits_indices.size(), vocab],
+  // like Forward. The source step must be the model's latest step of that kind.
+  virtual StepLogits ForwardDraft(const DraftBatch& batch) {
+    (void)batch;
+    Fail(architecture(), ": this model has no draft layer (speculative decoding needs one)");
+  }
 };
 
 // One step's logits in host memory (tests and tools).

@@ -36,6 +36,9 @@ void DecoderModel::AllocateMemory(const MemoryPlan& plan) {
   memory_.reset();
   memory_ = std::make_unique<ModelMemory>(Memory(), plan, backend_.allocator());
   inputs_ = std::make_unique<StepInputs>(backend_, memory_->spec(), options_.rank.attn_tp_size());
+  if (draft_ != nullptr) draft_class_ = memory_->spec().index_of(draft_->Memory().front().name);
+  target_hidden_ = Buffer();
+  draft_hidden_ = Buffer();
   if (options_.indexer_query_split) inputs_->SplitIndexerQueries(options_.rank.attn_tp_size(), options_.rank.attn_tp_rank());
 }
 
@@ -79,7 +82,9 @@ void DecoderModel::CaptureDecodeGraphs() {
 }
 
 DecodeGraphs* DecoderModel::Graphs() {
-  if (graph_sizes_.empty() || memory_ == nullptr) return nullptr;
+  // With a draft layer every step runs eagerly: draft steps read the hidden states an eager step
+  // keeps (capturing verify and draft steps has not landed).
+  if (graph_sizes_.empty() || memory_ == nullptr || draft_ != nullptr) return nullptr;
   if (graphs_ == nullptr || !graphs_->For(*memory_)) {
     graphs_.reset();
     graphs_ = DecodeGraphs::Create(backend_, graph_sizes_, *memory_, options_.rank.attn_tp_size(),
@@ -89,8 +94,7 @@ DecodeGraphs* DecoderModel::Graphs() {
   return graphs_.get();
 }
 
-StepLogits DecoderModel::RunStep(const StepView& view, const Tensor& logits_out) {
-  const TokenLayout layout(backend_, options_.rank, view);
+StepContext DecoderModel::MakeContext(const StepView& view, const TokenLayout& layout, const Tensor& logits_out) const {
   StepContext step;
   step.backend = &backend_;
   step.in = &view;
@@ -98,10 +102,66 @@ StepLogits DecoderModel::RunStep(const StepView& view, const Tensor& logits_out)
   step.memory = memory_.get();
   step.logits_out = logits_out;
   step.mla_form = options_.mla_form;
-  const Buffer h = Hidden(step);
+  return step;
+}
+
+StepLogits DecoderModel::RunStep(const StepView& view, const Tensor& logits_out) {
+  const TokenLayout layout(backend_, options_.rank, view);
+  const StepContext step = MakeContext(view, layout, logits_out);
+  Buffer h = Hidden(step);
+  if (draft_ != nullptr && logits_out.data == nullptr) {
+    // Keep every row, normed, for the draft's next extend; a row's norm is the same bits whether
+    // it is taken before or after selecting the logits rows.
+    target_hidden_ = layout.AllRows(std::move(h));
+    backend_.RmsNorm(target_hidden_, final_norm_, final_norm_eps_, target_hidden_);
+    Buffer selected(DType::kF32, Shape{static_cast<std::int64_t>(view.logits_indices.size()), config_.hidden_size},
+                    backend_.allocator());
+    backend_.GatherRows(target_hidden_, view.logits_indices, selected);
+    return LmHead(step, selected);
+  }
+  if (draft_ != nullptr) target_hidden_ = Buffer();  // a captured step keeps nothing
   // Only the rows that need logits go through the final norm and lm_head.
   Buffer selected = layout.LogitRows(h);
   backend_.RmsNorm(selected, final_norm_, final_norm_eps_, selected);
+  return LmHead(step, selected);
+}
+
+MemorySpec DecoderModel::WithDraftMemory(MemorySpec family) const {
+  if (draft_ != nullptr)
+    for (CacheClass& c : draft_->Memory()) family.classes.push_back(std::move(c));
+  return family;
+}
+
+StepLogits DecoderModel::ForwardDraft(const DraftBatch& draft) {
+  if (draft_ == nullptr) return CausalLM::ForwardDraft(draft);  // an Error naming the model
+  FISSION_CHECK(memory_ != nullptr, "ForwardDraft before AllocateMemory");
+  const ForwardBatch& batch = draft.batch;
+  const std::int32_t n = batch.num_tokens();
+  FISSION_CHECK(batch.positions.size() == batch.token_ids.size() && batch.kv_slots.size() == batch.token_ids.size() &&
+                draft.hidden_rows.size() == batch.token_ids.size());
+  const Buffer& source = draft.source == DraftBatch::Source::kTarget ? target_hidden_ : draft_hidden_;
+  const std::int64_t source_rows = source.empty() ? 0 : source.tensor().shape[0];
+  for (std::int32_t i = 0; i < n; ++i) {
+    FISSION_CHECK(batch.token_ids[i] >= 0 && batch.token_ids[i] < config_.vocab_size, "draft token id ",
+                  batch.token_ids[i], " outside vocabulary ", config_.vocab_size);
+    FISSION_CHECK(draft.hidden_rows[i] >= 0 && draft.hidden_rows[i] < source_rows, "draft row ", i,
+                  " reads hidden row ", draft.hidden_rows[i], " of a step that kept ", source_rows);
+  }
+  const PcpPlan plan = PlanContextParallelStep(batch, 1, 0, options_.pcp_min_tokens);
+  const StepView& view = inputs_->Write(batch, plan, memory_->plan().page_size);
+  inputs_->Upload();
+  const TokenLayout layout(backend_, options_.rank, view);
+  const StepContext step = MakeContext(view, layout, Tensor{});
+  const Shape rows{n, config_.hidden_size};
+  Allocator* alloc = backend_.allocator();
+  Buffer embedded(DType::kF32, rows, alloc), previous(DType::kF32, rows, alloc), out(DType::kF32, rows, alloc);
+  Embed(step, embedded);
+  backend_.GatherRows(source, draft.hidden_rows, previous);
+  draft_->Forward(step, embedded, previous, draft_class_, out);
+  draft_hidden_ = std::move(out);
+  Buffer selected(DType::kF32, Shape{static_cast<std::int64_t>(view.logits_indices.size()), config_.hidden_size},
+                  alloc);
+  backend_.GatherRows(draft_hidden_, view.logits_indices, selected);
   return LmHead(step, selected);
 }
 

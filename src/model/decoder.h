@@ -14,6 +14,7 @@
 #include "io/model_config.h"
 #include "model/causal_lm.h"
 #include "model/decode_graphs.h"
+#include "model/draft_head.h"
 #include "model/model_memory.h"
 #include "model/step_context.h"
 #include "model/step_inputs.h"
@@ -38,6 +39,11 @@ struct ShardOptions {
   kernels::IndexKeyFormat index_keys = kernels::IndexKeyFormat::kExact;
   // Decode steps as CUDA graph replays (model/decode_graphs.h) on backends that capture them.
   CudaGraphOptions cuda_graphs;
+  // Speculative decoding: load the family's draft (NextN) layer `draft_layer` of `draft_checkpoint`
+  // (null: the target's own checkpoint, or dummy weights with the target's).
+  bool load_draft = false;
+  const io::Checkpoint* draft_checkpoint = nullptr;
+  std::int64_t draft_layer = 0;
 };
 
 class DecoderModel : public CausalLM {
@@ -49,6 +55,9 @@ class DecoderModel : public CausalLM {
   StepLogits Forward(const ForwardBatch& batch) override;
   void CaptureDecodeGraphs() override;
   void ReleaseGraphs() override { graphs_.reset(); }
+  bool has_draft() const override { return draft_ != nullptr; }
+  // Draft steps run unsplit on every rank (the CP split is for the target's prefill), eagerly.
+  StepLogits ForwardDraft(const DraftBatch& batch) override;
 
   const io::ModelConfig& config() const { return config_; }
   // This rank's storage (tests read the cache); AllocateMemory must have run.
@@ -67,6 +76,10 @@ class DecoderModel : public CausalLM {
   // tied embedding).
   Buffer LoadDeepseekEmbedding(WeightLoader& loader) const;
   void LoadDeepseekHead(WeightLoader& loader, Buffer embed_tokens);
+  // The family's draft layer (loaded after the target's weights) and the memory with its cache
+  // classes after the family's.
+  void SetDraft(std::unique_ptr<DraftHead> draft) { draft_ = std::move(draft); }
+  MemorySpec WithDraftMemory(MemorySpec family) const;
   // h [rows, hidden] = the embedding of this rank's tokens (summed over the vocabulary ranks).
   void Embed(const StepContext& step, const Tensor& h) const;
   const ShardOptions& options() const { return options_; }
@@ -78,6 +91,7 @@ class DecoderModel : public CausalLM {
  private:
   StepLogits RunStep(const StepView& view, const Tensor& logits_out);
   StepLogits LmHead(const StepContext& step, const Tensor& rows);
+  StepContext MakeContext(const StepView& view, const TokenLayout& layout, const Tensor& logits_out) const;
   // The decode graphs of the allocated memory (made anew after AllocateMemory); null when graphs
   // are off.
   DecodeGraphs* Graphs();
@@ -94,6 +108,11 @@ class DecoderModel : public CausalLM {
   std::unique_ptr<StepInputs> inputs_;  // eager steps' block
   std::vector<int> graph_sizes_;        // empty: every step runs eagerly
   std::unique_ptr<DecodeGraphs> graphs_;
+  std::unique_ptr<DraftHead> draft_;
+  int draft_class_ = -1;  // the draft's first cache class in the allocated memory
+  // With a draft layer: the normed hidden states [tokens, hidden] of every row of the last eager
+  // target step and of the last draft step, in token order (what the next draft step reads).
+  Buffer target_hidden_, draft_hidden_;
 };
 
 }  // namespace fission::model

@@ -24,6 +24,10 @@ struct SequenceSlice {
   std::vector<std::int32_t> block_table;
   // The sequence's slot in the per-request classes; -1 for a model without per-request state.
   std::int32_t state_slot = -1;
+  // A speculative verify run: the sequence's last token and its draft tokens. The model computes
+  // it as it computes a decode token (MLA's absorbed form, never split over the CP group), so each
+  // row's logits are those a plain decode step would give at that position.
+  bool verify = false;
 
   std::int32_t kv_len() const { return context_len + query_len; }
 };

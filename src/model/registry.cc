@@ -29,6 +29,11 @@ const std::map<std::string, ModelFactory>& Families() {
 
 }  // namespace
 
+bool HasDraftLayer(const io::ModelConfig& config) {
+  // The DSA families' MTP layer is a DSA layer: it plugs in as their own DraftHead when it lands.
+  return config.model_type == "deepseek_v3" || config.model_type == "kimi_k2";
+}
+
 const ModelFactory& FactoryFor(const io::ModelConfig& config) {
   if (config.model_type == "deepseek_v4")
     Fail(config.source, ": model_type 'deepseek_v4' is not supported yet; its config was read (sliding window ",

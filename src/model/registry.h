@@ -17,5 +17,7 @@ using ModelFactory =
 
 // The factory of `config.model_type`; an Error naming the type when no family builds it.
 const ModelFactory& FactoryFor(const io::ModelConfig& config);
+// Whether the family of `config.model_type` loads a NextN draft layer (ShardOptions::load_draft).
+bool HasDraftLayer(const io::ModelConfig& config);
 
 }  // namespace fission::model

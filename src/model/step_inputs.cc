@@ -67,7 +67,7 @@ const StepView& StepInputs::Write(const ForwardBatch& batch, const PcpPlan& plan
   // The indexer's queries are split only in steps with prefill work: decode-only steps (the ones
   // graphs capture) stay replicated.
   const bool prefill = std::any_of(batch.sequences.begin(), batch.sequences.end(),
-                                   [](const SequenceSlice& q) { return q.query_len > 1; });
+                                   [](const SequenceSlice& q) { return q.query_len > 1 && !q.verify; });
   const std::int64_t indexer_rows =
       indexer_ranks_ > 1 && prefill ? (rows + indexer_ranks_ - 1) / indexer_ranks_ : 0;
   const Layout l = MakeLayout(rows, tokens, m, seqs, width, indexer_rows);
@@ -136,7 +136,8 @@ const StepView& StepInputs::Write(const ForwardBatch& batch, const PcpPlan& plan
     a.kv_len = seq.kv_len();
     a.query_positions = positions.subspan(q.first_row, q.len);
     a.block_table = tables.subspan(static_cast<std::size_t>(q.sequence) * w, w);
-    a.decode = !plan.split() && seq.query_len == 1;
+    // A verify run's rows are decode rows: each gets the logits a plain decode step would.
+    a.decode = !plan.split() && (seq.query_len == 1 || seq.verify);
     seqs_.push_back(a);
     (a.decode ? decode_seqs_ : prefill_seqs_).push_back(a);
   }

@@ -12,7 +12,7 @@ PcpPlan PlanContextParallelStep(const ForwardBatch& batch, int cp_size, int cp_r
   PcpPlan plan;
   plan.num_tokens = batch.num_tokens();
   const bool has_prefill = std::any_of(batch.sequences.begin(), batch.sequences.end(),
-                                       [](const SequenceSlice& s) { return s.query_len > 1; });
+                                       [](const SequenceSlice& s) { return s.query_len > 1 && !s.verify; });
   const bool split = cp_size > 1 && has_prefill && plan.num_tokens >= min_tokens;
   const int c = split ? cp_size : 1;
   plan.cp_size = c;
@@ -110,6 +110,16 @@ Buffer TokenLayout::LogitRows(const Tensor& h) const {
   rank_.groups->cp->AllGather(h, all);
   b_.GatherRows(all, step_.logit_rows, selected);
   return selected;
+}
+
+Buffer TokenLayout::AllRows(Buffer h) const {
+  if (!step_.split()) return h;
+  const std::int64_t hidden = h.tensor().shape[1];
+  Buffer all(DType::kF32, Shape{step_.cp_size * step_.rows, hidden}, b_.allocator());
+  rank_.groups->cp->AllGather(h, all);
+  Buffer ordered(DType::kF32, Shape{step_.num_tokens, hidden}, b_.allocator());
+  b_.GatherRows(all, step_.gathered_rows, ordered);
+  return ordered;
 }
 
 Tensor TokenLayout::VocabSlice(const Tensor& out, Buffer* scratch) const {

@@ -90,6 +90,9 @@ class TokenLayout {
   // The hidden states of the rows whose logits the step returns, in the batch's order (gathered
   // over the CP group when split).
   Buffer LogitRows(const Tensor& h) const;
+  // This rank's rows `h` -> the rows of every token of the step, in token order (gathered over
+  // the CP group when split; `h` itself otherwise).
+  Buffer AllRows(Buffer h) const;
   // Where a vocab-parallel projection writes this rank's slice of `out` [m, vocab]: `out` itself
   // with one vocabulary rank, else `scratch` [m, vocab / A].
   Tensor VocabSlice(const Tensor& out, Buffer* scratch) const;

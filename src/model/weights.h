@@ -63,6 +63,14 @@ class WeightLoader {
   // Keep FP8 weights as stored (a device backend and a checkpoint with 128×128 block scales).
   void KeepFp8() { keep_fp8_ = true; }
   bool dummy() const { return checkpoint_ == nullptr; }
+  // A loader of `checkpoint` with this one's settings (matrix dtype, FP8 policy, device fill): a
+  // draft layer from its own checkpoint directory.
+  WeightLoader ForCheckpoint(const io::Checkpoint* checkpoint) const {
+    WeightLoader other(checkpoint, backend_, 0, matrix_dtype_);
+    other.device_fill_ = device_fill_;
+    other.keep_fp8_ = keep_fp8_;
+    return other;
+  }
   // Dummy matrices drawn on the device instead of the host: fill(tensor, bound, seed) writes
   // uniform values in [-bound, bound) (the same standard deviation as the host's normal draws).
   using DeviceFill = std::function<void(const Tensor&, float, std::uint64_t)>;

@@ -134,6 +134,19 @@ std::string Metrics::Render(const engine::Engine& engine, std::int64_t in_flight
   Line(&out, "fission:grammar_masks_total", l, static_cast<double>(s.masks));
   Help(&out, "fission:grammar_mask_seconds_total", "counter", "Time the engine spent computing those masks.");
   Line(&out, "fission:grammar_mask_seconds_total", l, s.mask_seconds);
+  if (engine.speculative()) {
+    Help(&out, "sglang:spec_accept_length", "gauge",
+         "Tokens a speculative verify run emits on average (accepted drafts plus the target's own).");
+    Line(&out, "sglang:spec_accept_length", l, s.spec_accept_length());
+    Help(&out, "fission:spec_accept_rate", "gauge", "Accepted draft tokens over the draft tokens verified.");
+    Line(&out, "fission:spec_accept_rate", l, s.spec_accept_rate());
+    Help(&out, "fission:spec_verify_runs_total", "counter", "Speculative verify runs (one per sequence and step).");
+    Line(&out, "fission:spec_verify_runs_total", l, static_cast<double>(s.spec_verify_runs));
+    Help(&out, "fission:spec_draft_tokens_total", "counter", "Draft tokens verified.");
+    Line(&out, "fission:spec_draft_tokens_total", l, static_cast<double>(s.spec_draft_tokens));
+    Help(&out, "fission:spec_accepted_tokens_total", "counter", "Draft tokens accepted.");
+    Line(&out, "fission:spec_accepted_tokens_total", l, static_cast<double>(s.spec_accepted_tokens));
+  }
   Help(&out, "sglang:time_to_first_token_seconds", "histogram", "Time to first token.");
   ttft_.Render("sglang:time_to_first_token_seconds", l, &out);
   Help(&out, "sglang:inter_token_latency_seconds", "histogram", "Time between streamed tokens.");

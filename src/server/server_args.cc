@@ -126,13 +126,16 @@ const std::vector<FlagInfo>& ServerFlags() {
       {"--swa-full-tokens-ratio", {}, T::kFloat, K::kIgnored, P::kServer, "F", "0.8",
        "there is no separate sliding-window pool"},
       // Speculative decoding.
-      {"--speculative-algorithm", {}, T::kString, K::kNotLanded, P::kServer, "A", "none",
-       "EAGLE | EAGLE3 | NEXTN | STANDALONE | NGRAM: speculative decoding has not landed"},
-      {"--speculative-num-steps", {}, T::kInt, K::kIgnored, P::kServer, "N", "", "without an algorithm"},
-      {"--speculative-eagle-topk", {}, T::kInt, K::kIgnored, P::kServer, "N", "", "without an algorithm"},
-      {"--speculative-num-draft-tokens", {}, T::kInt, K::kIgnored, P::kServer, "N", "", "without an algorithm"},
-      {"--speculative-draft-model-path", {}, T::kString, K::kIgnored, P::kServer, "PATH", "",
-       "without an algorithm"},
+      {"--speculative-algorithm", {}, T::kString, K::kApplied, P::kEngine, "A", "none",
+       "NEXTN | EAGLE: speculative decoding with the model's own NextN (MTP) layer, chained drafts; EAGLE3, "
+       "STANDALONE and NGRAM have not landed"},
+      {"--speculative-num-steps", {}, T::kInt, K::kApplied, P::kEngine, "N", "3", "drafts per sequence and step"},
+      {"--speculative-eagle-topk", {}, T::kInt, K::kApplied, P::kEngine, "N", "1",
+       "only 1 (tree drafts have not landed)"},
+      {"--speculative-num-draft-tokens", {}, T::kInt, K::kApplied, P::kEngine, "N", "steps + 1",
+       "tokens per verify run: --speculative-num-steps + 1"},
+      {"--speculative-draft-model-path", {}, T::kString, K::kApplied, P::kLoad, "PATH", "the target's own layer",
+       "a NextN checkpoint (SGLang's export layout); without it the target checkpoint's extra layer"},
   };
   return flags;
 }
@@ -286,10 +289,6 @@ void Apply(const FlagInfo& f, const std::vector<std::string>& values, ServerArgs
     RequireChoice(n, v, {"auto", "bf16", "bfloat16", "fp8_e4m3", "fp8_e5m2", "fp4_e2m1"});
     out->kv_cache_dtype = v;
   }
-  if (n == "--speculative-algorithm") {
-    RequireChoice(n, v, {"EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM"});
-    out->speculative_algorithm = v;
-  }
   if (n == "--cuda-graph-bs") {
     out->cuda_graph_bs.clear();
     for (const std::string& item : values) {
@@ -318,11 +317,8 @@ void Apply(const FlagInfo& f, const std::vector<std::string>& values, ServerArgs
 // each check on its own, so one run reports them all.
 void Validate(ServerArgs* out, std::vector<std::string>* problems) {
   auto check = [problems](auto&& f) { CollectProblem(problems, f); };
-  if (!out->speculative_algorithm.empty())
-    check([&] {
-      Fail("--speculative-algorithm ", out->speculative_algorithm,
-           ": speculative decoding has not landed in Fission yet (drop the flag)");
-    });
+  // Speculative decoding loads the model's draft layer (its flags are checked with the engine's).
+  out->load.load_draft = out->engine.speculative.enabled();
   check([&] {
     if (out->dp_size < 1) Fail("--dp-size must be >= 1, got ", out->dp_size);
     if (out->dp_size > 1) Fail("--dp-size ", out->dp_size, ": data parallelism has not landed yet (use 1)");

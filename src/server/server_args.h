@@ -69,7 +69,6 @@ struct ServerArgs {
   int cuda_graph_max_bs = 0;
   bool disable_cuda_graph = false;
 
-  std::string speculative_algorithm;  // any value is an Error until speculative decoding lands
 
   bool help = false;                       // -h / --help was given
   std::vector<std::string> ignored_flags;  // canonical names, once each, in order of appearance

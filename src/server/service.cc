@@ -220,6 +220,11 @@ void Service::ServerInfo(const http::Request&, const std::shared_ptr<http::Respo
   const engine::EngineStats s = engine_.stats();
   info["internal_states"] = Json::array({{{"num_running_reqs", s.running}, {"num_queue_reqs", s.waiting},
                                           {"kv_pages_total", engine_.num_pages()}, {"kv_pages_free", s.free_pages}}});
+  // SGLang's speculative fields, where `fission bench` (and sglang.bench_serving) read the accept length.
+  if (engine_.speculative()) {
+    info["internal_states"][0]["avg_spec_accept_length"] = s.spec_accept_length();
+    info["internal_states"][0]["spec_accept_rate"] = s.spec_accept_rate();
+  }
   SendJson(r, 200, info);
 }
 

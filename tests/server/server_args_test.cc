@@ -129,9 +129,11 @@ TEST(ServerArgsTest, EachFlagParsesWithATypicalValue) {
   EXPECT_EQ(a.load.nodes.dist_init_addr, "10.0.0.1:5000");
   EXPECT_EQ(a.device, "cpu");
   // Ignored flags are listed once each, in order of appearance.
-  const std::vector<std::string> ignored = {"--swa-full-tokens-ratio", "--speculative-num-steps",
-                                            "--speculative-eagle-topk", "--speculative-num-draft-tokens",
-                                            "--speculative-draft-model-path", "--model-loader-extra-config",
+  EXPECT_EQ(a.engine.speculative.num_steps, 3);
+  EXPECT_EQ(a.engine.speculative.num_draft_tokens, 4);
+  EXPECT_EQ(a.load.draft_model_path, "/draft");
+  EXPECT_FALSE(a.load.load_draft) << "no algorithm: no draft layer";
+  const std::vector<std::string> ignored = {"--swa-full-tokens-ratio", "--model-loader-extra-config",
                                             "--attention-backend", "--disable-shared-experts-fusion",
                                             "--enable-torch-compile"};
   EXPECT_EQ(a.ignored_flags, ignored);
@@ -197,7 +199,7 @@ TEST(ServerArgsTest, UnambiguousPrefixesAreAcceptedAsArgparseDoes) {
 
 TEST(ServerArgsTest, FeaturesNotLandedAreErrorsThatSaySo) {
   const std::vector<std::vector<std::string>> cases = {
-      {"--speculative-algorithm", "EAGLE"}, {"--dp-size", "2"},        {"--enable-dp-attention"},
+      {"--speculative-algorithm", "EAGLE3"}, {"--dp-size", "2"},        {"--enable-dp-attention"},
       {"--ep-size", "8"},
       {"--kv-cache-dtype", "fp8_e5m2"},     {"--dtype", "float16"},    {"--quantization", "awq"}};
   for (const auto& c : cases) {
@@ -208,6 +210,15 @@ TEST(ServerArgsTest, FeaturesNotLandedAreErrorsThatSaySo) {
   // fp8_e4m3 has landed on the CPU backend only.
   EXPECT_EQ(ErrorOf({"--kv-cache-dtype", "fp8_e4m3", "--device", "cpu"}), "");
   EXPECT_TRUE(Contains(ErrorOf({"--kv-cache-dtype", "fp8_e4m3", "--device", "cuda"}), "on cuda"));
+  // NEXTN and EAGLE have landed (chained drafts, topk 1); a tree or a mismatched count has not.
+  EXPECT_EQ(ErrorOf({"--speculative-algorithm", "NEXTN", "--speculative-num-steps", "1",
+                     "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "2"}),
+            "");
+  EXPECT_TRUE(Parse({"--speculative-algorithm", "EAGLE"}).load.load_draft);
+  EXPECT_TRUE(Contains(ErrorOf({"--speculative-algorithm", "EAGLE", "--speculative-eagle-topk", "4"}), "tree drafts"));
+  EXPECT_TRUE(Contains(ErrorOf({"--speculative-algorithm", "EAGLE", "--speculative-num-steps", "3",
+                                "--speculative-num-draft-tokens", "8"}),
+                       "--speculative-num-draft-tokens"));
   // The same flags with their neutral values are fine.
   EXPECT_EQ(ErrorOf({"--dp-size", "1", "--ep-size", "1", "--nnodes", "1", "--node-rank", "0"}), "");
 }
@@ -260,7 +271,7 @@ namespace {
 // One run names every problem: a recipe should not take seven starts to learn its faults.
 TEST(ServerArgsTest, EveryProblemIsReportedAtOnce) {
   const std::string e = ErrorOf({"--port", "http", "--no-such-flag", "3", "--dp-size", "4", "--kv-cache-dtype", "fp8_e5m2",
-                                 "--speculative-algorithm", "EAGLE", "--tp-size", "two"});
+                                 "--speculative-algorithm", "NGRAM", "--tp-size", "two"});
   EXPECT_TRUE(Contains(e, "6 problems:")) << e;
   for (const char* flag : {"--port", "--no-such-flag", "--dp-size", "--kv-cache-dtype", "--speculative-algorithm",
                            "--tp-size"})

@@ -70,9 +70,10 @@ void Prepare(const SamplingRow& p, std::int64_t vocab, float* x) {
   }
 }
 
-// One inverse-CDF draw after top_k, top_p and min_p. Candidates are ordered by probability then id
-// when a truncation sorted them, else by id.
-std::int32_t Draw(const float* x, std::int64_t vocab, const SamplingRow& p, HostSamplingScratch& s) {
+// The candidates a sampled row draws from after top_k, top_p and min_p, into s.order, with their
+// unnormalised probabilities in s.probs (indexed by id); returns their total. Candidates are
+// ordered by probability then id when a truncation sorted them, else by id.
+double Candidates(const float* x, std::int64_t vocab, const SamplingRow& p, HostSamplingScratch& s) {
   float max = -std::numeric_limits<float>::infinity();
   for (std::int64_t i = 0; i < vocab; ++i) max = std::max(max, x[i]);
   s.probs.resize(vocab);
@@ -116,13 +117,20 @@ std::int32_t Draw(const float* x, std::int64_t vocab, const SamplingRow& p, Host
   }
   double total = 0.0;
   for (std::int32_t t : order) total += pr[t];
+  return total;
+}
+
+// One inverse-CDF draw over the candidates.
+std::int32_t Draw(const float* x, std::int64_t vocab, const SamplingRow& p, HostSamplingScratch& s) {
+  const double total = Candidates(x, vocab, p, s);
+  const double* pr = s.probs.data();
   const double u = UniformFromSeed(p.seed, p.counter) * total;
   double cum = 0.0;
-  for (std::int32_t t : order) {
+  for (std::int32_t t : s.order) {
     cum += pr[t];
     if (cum > u && pr[t] > 0.0) return t;
   }
-  return order.back();
+  return s.order.back();
 }
 
 }  // namespace
@@ -149,6 +157,21 @@ SampledToken SampleOnHost(const float* logits, std::int64_t vocab, const Samplin
     TopEntries(x, vocab, lse, p.top_logprobs, s.order, &out);
   }
   return out;
+}
+
+SamplingDistribution DistributionOnHost(const float* logits, std::int64_t vocab, const SamplingRow& p,
+                                        HostSamplingScratch& s) {
+  FISSION_CHECK(vocab > 0 && !p.greedy() && p.forced_token < 0, "DistributionOnHost takes a sampled row");
+  s.x.assign(logits, logits + vocab);
+  Prepare(p, vocab, s.x.data());
+  const double total = Candidates(s.x.data(), vocab, p, s);
+  SamplingDistribution d;
+  for (std::int32_t t : s.order) {
+    if (s.probs[t] <= 0.0) continue;
+    d.ids.push_back(t);
+    d.probs.push_back(s.probs[t] / total);
+  }
+  return d;
 }
 
 }  // namespace fission::kernels

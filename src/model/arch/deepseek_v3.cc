@@ -10,11 +10,23 @@ DeepseekV3Model::DeepseekV3Model(io::ModelConfig config, WeightLoader& loader, c
   for (std::int64_t i = 0; i < c.num_hidden_layers; ++i)
     layers_.emplace_back(c, i, loader, rope, options.rank, options.latent_format);
   LoadDeepseekHead(loader, std::move(embed));
+  if (options.load_draft) LoadDraft(loader, rope);
+}
+
+void DeepseekV3Model::LoadDraft(WeightLoader& loader, const RopeTables& rope) {
+  const ShardOptions& o = options();
+  const std::string prefix = StrCat("model.layers.", o.draft_layer, ".");
+  if (o.draft_checkpoint == nullptr) {
+    SetDraft(std::make_unique<NextnLayer>(config(), prefix, loader, rope, o.rank, o.latent_format, o.kv_dtype));
+    return;
+  }
+  WeightLoader draft_loader = loader.ForCheckpoint(o.draft_checkpoint);
+  SetDraft(std::make_unique<NextnLayer>(config(), prefix, draft_loader, rope, o.rank, o.latent_format, o.kv_dtype));
 }
 
 MemorySpec DeepseekV3Model::Memory() const {
-  return {{MlaLatentClass(config(), options().latent_format, options().kv_dtype,
-                          static_cast<std::int32_t>(layers_.size()))}};
+  return WithDraftMemory({{MlaLatentClass(config(), options().latent_format, options().kv_dtype,
+                                          static_cast<std::int32_t>(layers_.size()))}});
 }
 
 Buffer DeepseekV3Model::Hidden(const StepContext& step) {

@@ -8,6 +8,7 @@
 
 #include "model/decoder.h"
 #include "model/layers/deepseek_layer.h"
+#include "model/layers/nextn_layer.h"
 
 namespace fission::model {
 
@@ -16,11 +17,14 @@ class DeepseekV3Model final : public DecoderModel {
   DeepseekV3Model(io::ModelConfig config, WeightLoader& loader, const ShardOptions& options);
 
   std::string architecture() const override { return "DeepseekV3ForCausalLM"; }
-  // One paged class: the MLA latent row of every token in every layer.
+  // One paged class: the MLA latent row of every token in every layer (and the NextN layer's, when
+  // the draft is loaded).
   MemorySpec Memory() const override;
 
  private:
   Buffer Hidden(const StepContext& step) override;
+  // The NextN layer (options().draft_layer) from the draft checkpoint, or from the target's.
+  void LoadDraft(WeightLoader& loader, const RopeTables& rope);
 
   std::vector<DeepseekLayer> layers_;
 };

@@ -4,11 +4,15 @@ namespace fission::model {
 
 DeepseekLayer::DeepseekLayer(const io::ModelConfig& c, std::int64_t layer, WeightLoader& loader,
                              const RopeTables& rope, const RankInfo& rank, kernels::LatentFormat latent_format)
-    : prefix(StrCat("model.layers.", layer, ".")), norm_eps(static_cast<float>(c.rms_norm_eps)) {
+    : DeepseekLayer(c, StrCat("model.layers.", layer, "."), c.IsMoeLayer(layer), loader, rope, rank, latent_format) {}
+
+DeepseekLayer::DeepseekLayer(const io::ModelConfig& c, std::string layer_prefix, bool moe, WeightLoader& loader,
+                             const RopeTables& rope, const RankInfo& rank, kernels::LatentFormat latent_format)
+    : prefix(std::move(layer_prefix)), norm_eps(static_cast<float>(c.rms_norm_eps)) {
   input_layernorm = loader.LoadNorm(prefix + "input_layernorm.weight", c.hidden_size);
   post_attention_layernorm = loader.LoadNorm(prefix + "post_attention_layernorm.weight", c.hidden_size);
   attention = std::make_unique<MlaAttention>(c, prefix + "self_attn.", loader, rope, rank, latent_format);
-  feed_forward = std::make_unique<DeepseekFeedForward>(c, layer, prefix + "mlp.", loader, rank);
+  feed_forward = std::make_unique<DeepseekFeedForward>(c, moe, prefix + "mlp.", loader, rank);
 }
 
 void DeepseekLayer::Forward(const StepContext& step, const Tensor& h, const Tensor& x, const Tensor& y,

@@ -12,9 +12,14 @@
 namespace fission::model {
 
 struct DeepseekLayer {
-  // Loads layer `layer` ("model.layers.N.": the norms, self_attn.* and mlp.*).
+  // Loads decoder layer `layer` ("model.layers.N.": the norms, self_attn.* and mlp.*), whose
+  // feed-forward the config chooses (io::ModelConfig::IsMoeLayer).
   DeepseekLayer(const io::ModelConfig& config, std::int64_t layer, WeightLoader& loader, const RopeTables& rope,
                 const RankInfo& rank, kernels::LatentFormat latent_format);
+  // Loads the layer under `prefix` with DeepSeekMoE (`moe`) or a dense MLP (a NextN layer's
+  // decoder, which is MoE whatever its index).
+  DeepseekLayer(const io::ModelConfig& config, std::string prefix, bool moe, WeightLoader& loader,
+                const RopeTables& rope, const RankInfo& rank, kernels::LatentFormat latent_format);
   // h += attend(input_layernorm(h)); h += feed_forward(post_attention_layernorm(h)). `attend(x, y)`
   // writes the attention output of x into y; x and y are [rows, hidden] scratch the caller shares.
   using Attend = std::function<void(const Tensor& x, const Tensor& y)>;

@@ -75,9 +75,9 @@ void DeepseekMoe::Forward(kernels::Backend& b, const Tensor& x, const Tensor& ou
   }
 }
 
-DeepseekFeedForward::DeepseekFeedForward(const io::ModelConfig& c, std::int64_t layer, const std::string& prefix,
+DeepseekFeedForward::DeepseekFeedForward(const io::ModelConfig& c, bool moe, const std::string& prefix,
                                          WeightLoader& loader, const RankInfo& rank) {
-  if (c.IsMoeLayer(layer)) {
+  if (moe) {
     moe_ = std::make_unique<DeepseekMoe>(c, prefix, loader, rank);
   } else {
     mlp_ = std::make_unique<SwiGluMlp>(

@@ -41,11 +41,11 @@ class DeepseekMoe {
   std::unique_ptr<SwiGluMlp> shared_;
 };
 
-// The feed-forward of DeepSeek-family layer `layer`: DeepSeekMoE or the dense MLP, as the config
-// says (io::ModelConfig::IsMoeLayer), under `prefix` ("model.layers.N.mlp.").
+// The feed-forward of a DeepSeek-family layer: DeepSeekMoE (`moe`) or the dense MLP, under `prefix`
+// ("model.layers.N.mlp.").
 class DeepseekFeedForward {
  public:
-  DeepseekFeedForward(const io::ModelConfig& config, std::int64_t layer, const std::string& prefix,
+  DeepseekFeedForward(const io::ModelConfig& config, bool moe, const std::string& prefix,
                       WeightLoader& loader, const RankInfo& rank);
   // This rank's partial sum for x (the token layout's FeedForward all-reduces it).
   void Forward(kernels::Backend& b, const Tensor& x, const Tensor& out) const;

@@ -33,6 +33,11 @@ class DeviceCausalLM final : public CausalLM {
     make_current_();
     return model_->Forward(batch);
   }
+  bool has_draft() const override { return model_->has_draft(); }
+  StepLogits ForwardDraft(const DraftBatch& batch) override {
+    make_current_();
+    return model_->ForwardDraft(batch);
+  }
   void CaptureDecodeGraphs() override {
     make_current_();
     model_->CaptureDecodeGraphs();

@@ -79,7 +79,8 @@ bool ParseLoadFlag(const std::vector<std::string>& args, std::size_t* i, LoadOpt
   static const char* kValued[] = {"--tp-size", "--tensor-parallel-size", "--attn-cp-size", "--nsa-prefill-cp-mode",
                                   "--load-format", "--json-model-override-args", "--device", "--dtype",
                                   "--nnodes", "--node-rank", "--dist-init-addr", "--nccl-init-addr",
-                                  "--dist-timeout", "--pcp-min-tokens", "--cuda-graph-max-bs"};
+                                  "--dist-timeout", "--pcp-min-tokens", "--cuda-graph-max-bs",
+                                  "--speculative-draft-model-path"};
   bool known = false;
   for (const char* k : kValued) known = known || flag == k;
   if (!known) return false;
@@ -107,6 +108,8 @@ bool ParseLoadFlag(const std::vector<std::string>& args, std::size_t* i, LoadOpt
     options->nodes.timeout_s = ParsePositive(flag, value);
   } else if (flag == "--cuda-graph-max-bs") {
     options->cuda_graphs.max_batch_size = ParsePositive(flag, value);
+  } else if (flag == "--speculative-draft-model-path") {
+    options->draft_model_path = value;
   } else if (flag == "--pcp-min-tokens") {
     options->pcp_min_tokens = ParsePositive(flag, value);
   } else if (flag == "--load-format") {
@@ -162,6 +165,7 @@ std::string LoadFlagsHelp() {
          "  --json-model-override-args JSON   merged over config.json\n"
          "  --device D                cpu | cuda | cuda:N (ranks on devices N, N+1, ...) | auto (default cpu)\n"
          "  --dtype T                 auto | float32 | bfloat16 (bf16 weights and KV cache on cuda; default fp32)\n"
+         "  --speculative-draft-model-path PATH  the NextN draft layer's checkpoint (default: the target's own)\n"
          "  --pcp-min-tokens N        split prefill steps of at least N tokens over the CP group (default 512)\n"
          "  --dsa-indexer-query-split split DSA's indexer queries over the attention-TP ranks in prefill steps\n"
          "                            (each scores a share, the selections are all-gathered; default off)\n"

@@ -51,6 +51,11 @@ struct LoadOptions {
   // Decode steps as CUDA graph replays on GPUs (--cuda-graph-bs, --cuda-graph-max-bs,
   // --disable-cuda-graph); the CPU always runs eagerly.
   CudaGraphOptions cuda_graphs;
+  // Speculative decoding (--speculative-algorithm NEXTN or EAGLE): load the NextN draft layer
+  // from `draft_model_path` (--speculative-draft-model-path), or from the target checkpoint's
+  // extra layer when empty (model/runtime/draft_source.h).
+  bool load_draft = false;
+  std::string draft_model_path;
 };
 
 }  // namespace fission::model

@@ -6,6 +6,7 @@
 #include "io/checkpoint.h"
 #include "io/model_config.h"
 #include "model/registry.h"
+#include "model/runtime/draft_source.h"
 #include "model/runtime/device_model.h"
 #include "model/runtime/follower_step.h"
 #include "model/runtime/load_flags.h"
@@ -234,6 +235,13 @@ std::unique_ptr<CausalLM> LoadCausalLM(const std::string& dir, const LoadOptions
   if (options.nodes.nnodes > 1) link = comm::NodeLink::Bootstrap(options.nodes, MakeHandshake(dir, options, device));
   std::unique_ptr<io::Checkpoint> checkpoint;
   if (options.load_format != "dummy") checkpoint = std::make_unique<io::Checkpoint>(dir);
+  DraftSource draft;
+  if (options.load_draft) {
+    draft = ResolveDraftSource(config, checkpoint.get(), options);
+    shard.load_draft = true;
+    shard.draft_checkpoint = draft.checkpoint.get();
+    shard.draft_layer = draft.layer;
+  }
   if (!device.cuda) {
     // Recipes pass --dtype bfloat16 whatever the device; the reference backend stays fp32.
     if (options.dtype == "bfloat16") Log(LogLevel::kWarning, "--dtype bfloat16: the CPU backend computes in fp32");

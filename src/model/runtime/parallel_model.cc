@@ -92,6 +92,17 @@ StepLogits ParallelCausalLM::Forward(const ForwardBatch& batch) {
   return RunLocalRanks(batch);
 }
 
+StepLogits ParallelCausalLM::ForwardDraft(const DraftBatch& batch) {
+  FISSION_CHECK(!link_, "draft steps run on one node");
+  FISSION_CHECK(memory_.has_value(), "ForwardDraft before AllocateMemory");
+  StepLogits logits;
+  OnEveryRank([&](CausalLM& rank) {
+    StepLogits mine = rank.ForwardDraft(batch);
+    if (&rank == ranks_[0].get()) logits = std::move(mine);
+  });
+  return logits;
+}
+
 void ParallelCausalLM::CaptureDecodeGraphs() {
   if (link_) return;
   OnEveryRank([](CausalLM& rank) { rank.CaptureDecodeGraphs(); });

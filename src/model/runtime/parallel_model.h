@@ -43,6 +43,9 @@ class ParallelCausalLM final : public CausalLM {
   // followers cannot join a capture outside a follower step, so graphs are captured at first use.
   void CaptureDecodeGraphs() override;
   std::optional<kernels::DeviceMemory> device_memory() override;
+  bool has_draft() const override { return ranks_[0]->has_draft(); }
+  // Every local rank runs the draft step (one node: draft steps are not sent to followers).
+  StepLogits ForwardDraft(const DraftBatch& batch) override;
 
   int world_size() const { return world_->size(); }
   // True on a follower node (it runs RunFollower instead of an engine).
