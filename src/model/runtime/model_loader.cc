@@ -218,6 +218,10 @@ std::unique_ptr<CausalLM> LoadCausalLM(const std::string& dir, const LoadOptions
     Fail(config.source, ": index_topk ", config.indexer->topk, " is larger than the CUDA indexer selects (at most ",
          kernels::cuda::kCudaMaxIndexTopk, ")");
 #endif
+  if (config.quantization.method == "quark")
+    Log(LogLevel::kInfo, config.source, ": MXFP4 weights (Quark) are dequantized exactly at load into ",
+        device.cuda && options.dtype == "bfloat16" ? "bf16" : "fp32", " (no MXFP4 kernels run them as stored)",
+        config.quantization.activations == "fp4" ? "; the checkpoint's fp4 activation quantization is not applied" : "");
   if (device.cuda && options.kv_cache_dtype == "fp8_e4m3")
     Fail("--kv-cache-dtype fp8_e4m3 on cuda: the CUDA backend's FP8 MLA kernels have not landed yet (it runs on "
          "--device cpu; use auto or bf16 on cuda)");
