@@ -111,16 +111,51 @@ Buffer Checkpoint::LoadF32(const std::string& name, const Shape& expected, int b
   return LoadF32Rows(name, expected, 0, expected.rank() == 0 ? 1 : expected[0], block);
 }
 
+bool Checkpoint::IsMxfp4(const std::string& name) const {
+  const std::string scale = name + "_scale";
+  if (!Has(name) || !Has(scale) || Info(name).dtype != DType::kU8) return false;
+  const DType s = Info(scale).dtype;
+  return s == DType::kU8 || s == DType::kE8M0;
+}
+
 const Checkpoint::Location& Checkpoint::FindWithShape(const std::string& name, const Shape& expected) const {
   const Location& loc = Find(name);
+  if (IsMxfp4(name)) {
+    const Shape& stored = loc.info->shape;
+    const Shape& scales = Info(name + "_scale").shape;
+    if (expected.rank() != 2 || expected[1] % 2 != 0 || !(stored == Shape{expected[0], expected[1] / 2}) ||
+        !(scales == Shape{expected[0], (expected[1] + 31) / 32}))
+      Fail(loc.file->path(), ": MXFP4 tensor '", name, "' has packed shape ", stored.ToString(), " and scales ",
+           scales.ToString(), ", expected a ", expected.ToString(), " weight (packed [rows, cols / 2], scales [rows, ",
+           "ceil(cols / 32)])");
+    return loc;
+  }
   if (!(loc.info->shape == expected))
     Fail(loc.file->path(), ": tensor '", name, "' has shape ", loc.info->shape.ToString(), ", expected ",
          expected.ToString());
   return loc;
 }
 
+void Checkpoint::DecodeMxfp4(const Location& loc, std::int64_t first, std::int64_t count, float* out) const {
+  FISSION_CHECK(first % 2 == 0, "MXFP4 decode from odd element ", first);
+  const auto* base = static_cast<const std::uint8_t*>(loc.file->View(*loc.info).data);
+  ConvertToF32(DType::kF4E2M1, base + first / 2, out, count);
+}
+
 void Checkpoint::ApplyBlockScales(const std::string& name, const Shape& expected, std::int64_t row0,
                                   std::int64_t col0, const Buffer& slice, int block) const {
+  if (IsMxfp4(name)) {
+    const Tensor scales = View(name + "_scale");  // e8m0 codes, one per 32 columns of a row
+    const std::int64_t groups = scales.shape[1];
+    const Tensor& t = slice.tensor();
+    const std::int64_t slice_rows = t.shape[0], slice_cols = t.shape[1];
+    for (std::int64_t r = 0; r < slice_rows; ++r) {
+      const auto* srow = static_cast<const std::uint8_t*>(scales.data) + (row0 + r) * groups;
+      float* w = slice.ptr<float>() + r * slice_cols;
+      for (std::int64_t c = 0; c < slice_cols; ++c) w[c] *= E8M0ToF32(srow[(col0 + c) / 32]);
+    }
+    return;
+  }
   const std::string scale_name = name + "_scale_inv";
   if (!Has(scale_name)) return;
   if (expected.rank() != 2) Fail(FileOf(name), ": tensor '", name, "' has a block scale but is not 2-D");
@@ -145,6 +180,11 @@ Buffer Checkpoint::LoadF32Rows(const std::string& name, const Shape& expected, s
   Shape out_shape = expected;
   if (expected.rank() > 0) out_shape[0] = end - begin;
   Buffer out(DType::kF32, out_shape);
+  if (IsMxfp4(name)) {
+    DecodeMxfp4(loc, begin * cols, (end - begin) * cols, out.ptr<float>());
+    ApplyBlockScales(name, expected, begin, 0, out, block);
+    return out;
+  }
   const auto* base = static_cast<const std::uint8_t*>(loc.file->View(*loc.info).data);
   if (loc.info->dtype == DType::kF4E2M1 && (cols * begin) % 2 != 0)
     Fail(loc.file->path(), ": tensor '", name, "': fp4 row slice does not start on a byte");
@@ -159,8 +199,15 @@ Buffer Checkpoint::LoadF32Cols(const std::string& name, const Shape& expected, s
   FISSION_CHECK(expected.rank() == 2 && begin >= 0 && begin <= end && end <= expected[1], name, " cols ", begin, "..",
                 end);
   const std::int64_t rows = expected[0], cols = expected[1];
-  if (DTypeBits(loc.info->dtype) < 8) Fail(loc.file->path(), ": tensor '", name, "': column slices of fp4 are not supported");
   Buffer out(DType::kF32, Shape{rows, end - begin});
+  if (IsMxfp4(name)) {
+    // Rows hold whole bytes (cols is even); a slice must start on a byte too.
+    if (begin % 2 != 0) Fail(loc.file->path(), ": MXFP4 tensor '", name, "': column slice starting at odd column ", begin);
+    for (std::int64_t r = 0; r < rows; ++r) DecodeMxfp4(loc, r * cols + begin, end - begin, out.ptr<float>() + r * (end - begin));
+    ApplyBlockScales(name, expected, 0, begin, out, block);
+    return out;
+  }
+  if (DTypeBits(loc.info->dtype) < 8) Fail(loc.file->path(), ": tensor '", name, "': column slices of fp4 are not supported");
   const auto* base = static_cast<const std::uint8_t*>(loc.file->View(*loc.info).data);
   for (std::int64_t r = 0; r < rows; ++r)
     ConvertToF32(loc.info->dtype, base + DTypeBytes(loc.info->dtype, r * cols + begin),

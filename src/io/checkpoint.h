@@ -28,7 +28,8 @@ class Checkpoint {
 
   // Loads `name` as fp32, checking its shape against `expected` (Error naming the tensor on a
   // mismatch). Block-quantized FP8 weights (a companion `<name>_scale_inv` of one fp32 scale per
-  // `block`×`block` tile) are dequantized: w = q * scale_inv[row / block][col / block].
+  // `block`×`block` tile) are dequantized: w = q * scale_inv[row / block][col / block]. So are
+  // MXFP4 weights in Quark's layout (IsMxfp4): w = e2m1 * 2^(scale[row][col / 32] - 127).
   Buffer LoadF32(const std::string& name, const Shape& expected, int block = 128) const;
   // Rows [begin, end) of the first dimension of a 2-D (or 1-D) tensor, dequantized likewise: a
   // tensor-parallel rank reads only its own slice from the map.
@@ -38,6 +39,11 @@ class Checkpoint {
   // those bytes of each row are read.
   Buffer LoadF32Cols(const std::string& name, const Shape& expected, std::int64_t begin, std::int64_t end,
                      int block = 128) const;
+  // Quark's MXFP4 layout: `name` holds U8 [rows, cols / 2] (two e2m1 codes a byte, the even column
+  // in the low nibble) and `<name>_scale` U8 or F8_E8M0 [rows, ceil(cols / 32)] e8m0 scales.
+  // Such a tensor has the logical shape [rows, cols] everywhere in this class.
+  bool IsMxfp4(const std::string& name) const;
+
   // Rows [row0, row1) × columns [col0, col1) of a 2-D tensor of at least 8 bits, in its stored
   // dtype (FP8 weights kept as codes on a device).
   Buffer LoadRaw(const std::string& name, const Shape& expected, std::int64_t row0, std::int64_t row1,
@@ -50,7 +56,10 @@ class Checkpoint {
   };
   const Location& Find(const std::string& name) const;
   const Location& FindWithShape(const std::string& name, const Shape& expected) const;
-  // Multiplies a [rows, cols] slice starting at (row0, col0) of `name` by its block scales, if any.
+  // Decodes `count` e2m1 codes of an MXFP4 tensor from element `first` (even) into `out`.
+  void DecodeMxfp4(const Location& loc, std::int64_t first, std::int64_t count, float* out) const;
+  // Multiplies a [rows, cols] slice starting at (row0, col0) of `name` by its block scales, if any
+  // (FP8 `_scale_inv` blocks or MXFP4 `_scale` groups).
   void ApplyBlockScales(const std::string& name, const Shape& expected, std::int64_t row0, std::int64_t col0,
                         const Buffer& slice, int block) const;
 

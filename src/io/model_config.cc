@@ -70,14 +70,79 @@ RopeConfig ParseRope(const Json& json, const std::string& where) {
   return rope;
 }
 
+// Problems with one Quark tensor spec (`weight` or `input_tensors`) against OCP MXFP4: fp4 codes,
+// per_group of 32, e8m0 scales; weights static, activations dynamic.
+void CheckMxfp4Spec(const Json& spec, const std::string& where, bool dynamic, std::vector<std::string>* problems) {
+  auto expect = [&](const char* key, const Json& want) {
+    const auto it = spec.find(key);
+    if (it == spec.end() || *it != want)
+      problems->push_back(StrCat(where, ".", key, " is ", it == spec.end() ? "missing" : it->dump(), ", expected ",
+                                 want.dump()));
+  };
+  if (!spec.is_object()) {
+    problems->push_back(StrCat(where, " must be an object"));
+    return;
+  }
+  expect("dtype", "fp4");
+  expect("qscheme", "per_group");
+  expect("group_size", 32);
+  expect("scale_format", "e8m0");
+  expect("is_dynamic", dynamic);
+}
+
+// Quark's export of an MXFP4 model (amd/DeepSeek-R1-0528-MXFP4): global_quant_config with a
+// `weight` spec (and `input_tensors`, null for weight-only), layer_quant_config overrides (which must
+// be MXFP4 too: one checkpoint format), and the `exclude` list of modules kept in bf16.
+void ParseQuark(const Json& q_json, const std::string& qwhere, QuantizationConfig& q) {
+  std::vector<std::string> problems;
+  const auto global = q_json.find("global_quant_config");
+  if (global == q_json.end() || !global->is_object()) Fail(qwhere, ": 'global_quant_config' must be an object");
+  std::vector<std::pair<std::string, const Json*>> specs = {{"global_quant_config", &*global}};
+  if (const auto layers = q_json.find("layer_quant_config"); layers != q_json.end() && !layers->is_null()) {
+    if (!layers->is_object()) Fail(qwhere, ": 'layer_quant_config' must be an object");
+    for (const auto& [pattern, spec] : layers->items()) specs.push_back({"layer_quant_config." + pattern, &spec});
+  }
+  bool fp4_activations = false;
+  for (const auto& [name, spec] : specs) {
+    if (!spec->is_object()) Fail(qwhere, ".", name, " must be an object");
+    CheckMxfp4Spec(spec->value("weight", Json()), name + ".weight", /*dynamic=*/false, &problems);
+    const Json input = spec->value("input_tensors", Json());
+    if (!input.is_null()) {
+      CheckMxfp4Spec(input, name + ".input_tensors", /*dynamic=*/true, &problems);
+      fp4_activations = true;
+    }
+    if (!spec->value("output_tensors", Json()).is_null()) problems.push_back(name + ".output_tensors must be null");
+  }
+  if (!problems.empty()) {
+    std::string all;
+    for (const std::string& p : problems) all += (all.empty() ? "" : "; ") + p;
+    Fail(qwhere, ": quant_method quark is supported for OCP MXFP4 only: ", all);
+  }
+  if (const auto exclude = q_json.find("exclude"); exclude != q_json.end() && !exclude->is_null()) {
+    if (!exclude->is_array()) Fail(qwhere, ": 'exclude' must be a list of module names");
+    for (const Json& name : *exclude) {
+      if (!name.is_string()) Fail(qwhere, ": 'exclude' entries must be strings");
+      q.exclude.push_back(name.get<std::string>());
+    }
+  }
+  q.block_rows = 1;
+  q.block_cols = 32;
+  q.activations = fp4_activations ? "fp4" : "none";
+}
+
 QuantizationConfig ParseQuantization(const Json& json, const std::string& where) {
   QuantizationConfig q;
   auto it = json.find("quantization_config");
   if (it == json.end() || it->is_null()) return q;
   const std::string qwhere = where + ": quantization_config";
   q.method = GetString(*it, "quant_method", qwhere);
+  if (q.method == "quark") {
+    ParseQuark(*it, qwhere, q);
+    return q;
+  }
   if (q.method != "fp8")
-    Fail(qwhere, ": quant_method '", q.method, "' is not supported (supported: fp8 with 128x128 block scales)");
+    Fail(qwhere, ": quant_method '", q.method,
+         "' is not supported (supported: fp8 with 128x128 block scales, quark with OCP MXFP4)");
   q.activation_scheme = GetString(*it, "activation_scheme", qwhere, "dynamic");
   const std::string fmt = GetString(*it, "fmt", qwhere, "e4m3");
   if (fmt != "e4m3") Fail(qwhere, ": fmt '", fmt, "' is not supported (supported: e4m3)");

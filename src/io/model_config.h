@@ -28,10 +28,14 @@ struct RopeConfig {
 };
 
 struct QuantizationConfig {
-  std::string method;  // "" (none) or "fp8"
+  std::string method;  // "" (none), "fp8" (DeepSeek's 128x128 blocks) or "quark" (MXFP4)
   std::int64_t block_rows = 128;
   std::int64_t block_cols = 128;
   std::string activation_scheme = "dynamic";
+  // quark: the modules the checkpoint left unquantized (`exclude`), and the activations its
+  // products were calibrated with: "fp4" (dynamic MXFP4) or "none".
+  std::vector<std::string> exclude;
+  std::string activations = "none";
 };
 
 // DeepSeek Sparse Attention indexer (deepseek_v32, glm_moe_dsa, deepseek_v4).

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "base/log.h"
+#include "tensor/quantize.h"
 
 namespace fission::model {
 namespace {
@@ -184,7 +185,33 @@ Weight WeightLoader::Dequantized(const std::string& name, Buffer weight, const s
   return Weight::Plain(std::move(weight));
 }
 
+std::optional<WeightFormat> WeightLoader::OnlineFormatOf(const std::string& tensor) const {
+  if (online_ == nullptr) return std::nullopt;
+  return online_->FormatOf(ModuleOfTensor(tensor));
+}
+
+Buffer WeightLoader::HostSlice(const std::string& name, const Shape& shape, Range rows, Range cols) {
+  const Shape slice{rows.size(shape[0]), cols.size(shape[1])};
+  if (dummy()) return RandomHost(slice, 1.0f / std::sqrt(static_cast<float>(shape[1])));
+  if (cols.begin == 0 && cols.stop(shape[1]) == shape[1])
+    return checkpoint_->LoadF32Rows(name, shape, rows.begin, rows.stop(shape[0]));
+  FISSION_CHECK(rows.begin == 0 && rows.stop(shape[0]) == shape[0], name, ": a slice of rows and columns");
+  return checkpoint_->LoadF32Cols(name, shape, cols.begin, cols.stop(shape[1]));
+}
+
+Weight WeightLoader::Quantized(const Buffer& host, const WeightFormat& format) {
+  const Shape& shape = host.tensor().shape;
+  QuantizedMatrix q = QuantizeMatrix(host.ptr<float>(), shape[0], shape[1], format);
+  if (backend_.device().type == DeviceType::kCpu) return {std::move(q.codes), std::move(q.scales), format};
+  Weight w{Buffer(format.values, shape, backend_.allocator()),
+           Buffer(format.scales, q.scales.tensor().shape, backend_.allocator()), format};
+  backend_.CopyBytesFromHost(q.codes.ptr<std::uint8_t>(), w.values);
+  backend_.CopyBytesFromHost(q.scales.ptr<std::uint8_t>(), w.scales);
+  return w;
+}
+
 Weight WeightLoader::LoadLinear(const std::string& name, const Shape& shape, Range rows) {
+  if (const auto format = OnlineFormatOf(name)) return Quantized(HostSlice(name, shape, rows, {}), *format);
   if (!KeptFp8(name)) return Weight::Plain(Load(name, shape, rows));
   if (!BlockAligned(rows, shape[0]))
     return Dequantized(name, Load(name, shape, rows), StrCat("rows ", rows.begin, "..", rows.stop(shape[0])));
@@ -193,6 +220,7 @@ Weight WeightLoader::LoadLinear(const std::string& name, const Shape& shape, Ran
 }
 
 Weight WeightLoader::LoadLinearCols(const std::string& name, const Shape& shape, Range cols, bool allow_fp8) {
+  if (const auto format = OnlineFormatOf(name)) return Quantized(HostSlice(name, shape, {}, cols), *format);
   if (!allow_fp8 || !KeptFp8(name)) return Weight::Plain(LoadCols(name, shape, cols));
   if (!BlockAligned(cols, shape[1]))
     return Dequantized(name, LoadCols(name, shape, cols), StrCat("columns ", cols.begin, "..", cols.stop(shape[1])));
@@ -202,6 +230,14 @@ Weight WeightLoader::LoadLinearCols(const std::string& name, const Shape& shape,
 
 Weight WeightLoader::LoadLinearStacked(const std::string& first, const std::string& second, const Shape& each,
                                              Range rows) {
+  if (const auto format = OnlineFormatOf(first)) {
+    // OnlineQuantPlan::Resolve made gate and up agree; the stacked matrix is quantized as one.
+    const Buffer a = HostSlice(first, each, rows, {}), b = HostSlice(second, each, rows, {});
+    Buffer stacked(DType::kF32, Shape{2 * a.tensor().shape[0], each[1]});
+    std::memcpy(stacked.ptr<float>(), a.ptr<float>(), a.tensor().bytes());
+    std::memcpy(stacked.ptr<std::uint8_t>() + a.tensor().bytes(), b.ptr<float>(), b.tensor().bytes());
+    return Quantized(stacked, *format);
+  }
   if (!KeptFp8(first) || !KeptFp8(second)) return Weight::Plain(LoadStacked(first, second, each, rows));
   // The second half must start on a block boundary of the stacked matrix too.
   const std::int64_t part = rows.size(each[0]);

@@ -13,6 +13,7 @@
 
 #include "io/checkpoint.h"
 #include "kernels/backend.h"
+#include "model/online_quant.h"
 #include "model/weight.h"
 
 namespace fission::model {
@@ -62,6 +63,11 @@ class WeightLoader {
                                  Range rows = {});
   // Keep FP8 weights as stored (a device backend and a checkpoint with 128×128 block scales).
   void KeepFp8() { keep_fp8_ = true; }
+  // Online quantization (model/online_quant.h): the Linear weights of a module the plan names are
+  // read in fp32 (dequantized from the checkpoint's format if need be, or drawn when dummy), this
+  // rank's slice quantized into the plan's format. It takes precedence over KeepFp8. The plan must
+  // outlive the loading.
+  void SetOnlineQuant(const OnlineQuantPlan* plan) { online_ = plan; }
   bool dummy() const { return checkpoint_ == nullptr; }
   // A loader of `checkpoint` with this one's settings (matrix dtype, FP8 policy, device fill): a
   // draft layer from its own checkpoint directory.
@@ -95,6 +101,10 @@ class WeightLoader {
   // every block.
   Weight RandomFp8(const Shape& shape, float scale);
   Weight Dequantized(const std::string& name, Buffer weight, const std::string& why);
+  // Online quantization: the format of a tensor's module, host fp32 slices, and the upload.
+  std::optional<WeightFormat> OnlineFormatOf(const std::string& tensor) const;
+  Buffer HostSlice(const std::string& name, const Shape& shape, Range rows, Range cols);
+  Weight Quantized(const Buffer& host, const WeightFormat& format);
 
   const io::Checkpoint* checkpoint_;
   kernels::Backend& backend_;
@@ -102,6 +112,7 @@ class WeightLoader {
   std::mt19937_64 rng_;
   DeviceFill device_fill_;
   bool keep_fp8_ = false;
+  const OnlineQuantPlan* online_ = nullptr;
 };
 
 }  // namespace fission::model

@@ -37,11 +37,11 @@ const std::vector<FlagInfo>& ServerFlags() {
        "JSON object merged over config.json"},
       {"--dtype", {}, T::kString, K::kNotLanded, P::kServer, "T", "auto",
        "auto | bfloat16; float16/half and float32/float have not landed"},
-      {"--quantization", {}, T::kString, K::kNotLanded, P::kServer, "Q", "the checkpoint's",
-       "fp8 (block-scaled FP8, as the checkpoint declares); other methods have not landed"},
+      {"--quantization", {}, T::kString, K::kApplied, P::kLoad, "Q", "the checkpoint's",
+       "fp8: block-scaled FP8, the checkpoint's or per_block128_fp8 online on a bf16 one; others have not landed"},
       {"--trust-remote-code", {}, T::kBool, K::kIgnored, P::kServer, "", "", "no Python code is run"},
-      {"--model-loader-extra-config", {}, T::kString, K::kIgnored, P::kServer, "JSON", "{}",
-       "loader options of SGLang's Python loaders"},
+      {"--model-loader-extra-config", {}, T::kString, K::kApplied, P::kLoad, "JSON", "{}",
+       "online_quant_config: ATOM's online quantization per module; other keys are ignored"},
       {"--tokenizer-mode", {}, T::kString, K::kIgnored, P::kServer, "M", "auto", "one tokenizer implementation"},
       {"--revision", {}, T::kString, K::kIgnored, P::kServer, "R", "", "checkpoints are local directories"},
       // HTTP server.
@@ -267,7 +267,6 @@ void Apply(const FlagInfo& f, const std::vector<std::string>& values, ServerArgs
     RequireChoice(n, v, {"auto", "half", "float16", "bfloat16", "float", "float32"});
     out->dtype = v;
   }
-  if (n == "--quantization") out->quantization = v;
   if (n == "--reasoning-parser") out->reasoning_parser = ReasoningParser::Create(v)->name();
   if (n == "--tool-call-parser") out->tool_call_parser = ToolCallParser::Create(v)->name();
   if (n == "--grammar-backend") {
@@ -342,11 +341,6 @@ void Validate(ServerArgs* out, std::vector<std::string>* problems) {
   });
   check([&] {
     if (out->dtype != "auto" && out->dtype != "bfloat16") Fail("--dtype ", out->dtype, ": only auto and bfloat16 have landed");
-  });
-  check([&] {
-    if (!out->quantization.empty() && out->quantization != "fp8")
-      Fail("--quantization ", out->quantization,
-           ": only fp8 (block-scaled, as the checkpoint declares) has landed; omit the flag to use the checkpoint's");
   });
   check([&] { out->engine.Validate(); });
   check([&] { model::ValidateLoadOptions(out->load); });

@@ -55,7 +55,6 @@ struct ServerArgs {
   bool enable_dp_attention = false;
   std::string kv_cache_dtype = "auto";
   std::string dtype = "auto";
-  std::string quantization;  // empty: the checkpoint's own quantization config
   std::string chat_template;
   std::string reasoning_parser;
   std::string tool_call_parser;

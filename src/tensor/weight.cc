@@ -6,7 +6,9 @@ namespace fission {
 
 std::string WeightFormat::Name() const {
   std::string name(DTypeName(values));
-  if (quantized()) name = StrCat(name, " ", block_rows, "x", block_cols, " ", DTypeName(scales), " scales");
+  if (!quantized()) return name;
+  const std::string cols = block_cols == kWholeRow ? std::string("row") : std::to_string(block_cols);
+  name = StrCat(name, " ", block_rows, "x", cols, " ", DTypeName(scales), " scales");
   return name;
 }
 

@@ -3,7 +3,8 @@
 // per block of block_rows x block_cols values: value = code * scale of its block (DeepSeek-V3's
 // FP8 checkpoints: e4m3 codes with fp32 scales per 128x128; MXFP4: e2m1 codes, two per byte, with
 // e8m0 scales per 1x32). Backends dispatch on the format inside one Linear and one experts
-// operation, so a new format is a new case there, not a new operation.
+// operation, so a new format is a new case there, not a new operation. How each format is
+// quantized, and how its products quantize their activations, is tensor/quantize.h.
 #pragma once
 
 #include <cstdint>
@@ -26,9 +27,18 @@ struct WeightFormat {
   // "f32", "bf16", "f8_e4m3 128x128 f32 scales", ...
   std::string Name() const;
 
+  // block_cols of a format with one scale per row, whatever the row's length (per channel).
+  static constexpr std::int32_t kWholeRow = 0x7fffffff;
+
   static WeightFormat Plain(DType dtype) { return {dtype, DType::kF32, 0, 0}; }
   // DeepSeek-V3's checkpoint format: e4m3 codes, fp32 scales per 128x128 block.
   static WeightFormat Fp8Block128() { return {DType::kF8E4M3, DType::kF32, 128, 128}; }
+  // e4m3 codes with one fp32 scale per output channel (row): ATOM's ptpc_fp8 weights.
+  static WeightFormat Fp8PerChannel() { return {DType::kF8E4M3, DType::kF32, 1, kWholeRow}; }
+  // OCP microscaling: e4m3 (MXFP8) or e2m1 (MXFP4, two per byte) codes with one e8m0 scale per
+  // 32 consecutive values of a row.
+  static WeightFormat Mxfp8() { return {DType::kF8E4M3, DType::kE8M0, 1, 32}; }
+  static WeightFormat Mxfp4() { return {DType::kF4E2M1, DType::kE8M0, 1, 32}; }
 };
 
 // A non-owning view of a weight [rows, cols] and its scales [ceil(rows / block_rows),

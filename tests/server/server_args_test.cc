@@ -121,7 +121,8 @@ TEST(ServerArgsTest, EachFlagParsesWithATypicalValue) {
   EXPECT_EQ(a.load.load_format, "dummy");
   EXPECT_EQ(a.load.json_model_override_args, "{\"num_hidden_layers\": 2}");
   EXPECT_EQ(a.dtype, "bfloat16");
-  EXPECT_EQ(a.quantization, "fp8");
+  EXPECT_EQ(a.load.quantization, "fp8");
+  EXPECT_EQ(a.load.model_loader_extra_config, "{\"x\": 1}");
   EXPECT_EQ(a.chat_template, "/t.jinja");
   EXPECT_EQ(a.api_key, "sk-1");
   EXPECT_EQ(a.engine.random_seed, 7u);
@@ -133,7 +134,7 @@ TEST(ServerArgsTest, EachFlagParsesWithATypicalValue) {
   EXPECT_EQ(a.engine.speculative.num_draft_tokens, 4);
   EXPECT_EQ(a.load.draft_model_path, "/draft");
   EXPECT_FALSE(a.load.load_draft) << "no algorithm: no draft layer";
-  const std::vector<std::string> ignored = {"--swa-full-tokens-ratio", "--model-loader-extra-config",
+  const std::vector<std::string> ignored = {"--swa-full-tokens-ratio",
                                             "--attention-backend", "--disable-shared-experts-fusion",
                                             "--enable-torch-compile"};
   EXPECT_EQ(a.ignored_flags, ignored);

@@ -2,6 +2,7 @@
 #include <cstring>
 
 #include "kernels/cpu/cpu_ops.h"
+#include "tensor/quantize.h"
 
 namespace fission::kernels {
 namespace {
@@ -48,6 +49,7 @@ class CpuBackend final : public Backend {
   void Linear(const Tensor& x, const WeightView& w, const Tensor& out) override {
     if (!w.format.quantized()) return cpu::Linear(x, w.values, out);
     if (w.format == WeightFormat::Fp8Block128()) return cpu::LinearFp8(x, w.values, w.scales, out);
+    if (IsBlockQuantizedFormat(w.format)) return cpu::LinearQuantized(x, w, out);
     Fail("Linear: the CPU backend has no kernel for weights of format ", w.format.Name());
   }
   void Embedding(const Tensor& table, std::span<const std::int32_t> ids, std::int64_t vocab_start,
@@ -81,6 +83,7 @@ class CpuBackend final : public Backend {
     if (!format.quantized()) return cpu::MoeExperts(x, topk_ids, topk_weights, gu, dn, out);
     if (format == WeightFormat::Fp8Block128())
       return cpu::MoeExpertsFp8(x, topk_ids, topk_weights, gu, ScalesOf(gate_up), dn, ScalesOf(down), out);
+    if (IsBlockQuantizedFormat(format)) return cpu::MoeExpertsQuantized(x, topk_ids, topk_weights, gate_up, down, out);
     Fail("MoeExperts: the CPU backend has no kernel for experts of format ", format.Name());
   }
   MlaOps& mla() override { return mla_; }

@@ -140,4 +140,19 @@ void MoeExpertsFp8(const Tensor& x, const Tensor& topk_ids, const Tensor& topk_w
   RunExperts(x, topk_ids, topk_weights, static_cast<std::int64_t>(experts), expert, out);
 }
 
+void MoeExpertsQuantized(const Tensor& x, const Tensor& topk_ids, const Tensor& topk_weights,
+                         std::span<const WeightView> gate_up, std::span<const WeightView> down, const Tensor& out) {
+  FISSION_CHECK(gate_up.size() == down.size(), "MoeExpertsQuantized: ", gate_up.size(), " gate_up, ", down.size(),
+                " down");
+  // Each expert's rows are quantized per token, as a device computing one expert at a time would.
+  auto expert = [&](std::int64_t e, const Tensor& xin, const Tensor& y) {
+    const std::int64_t m = xin.shape[0], inter = down[e].cols();
+    Buffer gu(DType::kF32, Shape{m, 2 * inter}), act(DType::kF32, Shape{m, inter});
+    LinearQuantized(xin, gate_up[e], gu);
+    SiluMul(gu, act);
+    LinearQuantized(act, down[e], y);
+  };
+  RunExperts(x, topk_ids, topk_weights, static_cast<std::int64_t>(gate_up.size()), expert, out);
+}
+
 }  // namespace fission::kernels::cpu

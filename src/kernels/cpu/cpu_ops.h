@@ -18,6 +18,9 @@ void Linear(const Tensor& x, const Tensor& w, const Tensor& out);
 // scale per 128-wide group of one token row.
 void LinearFp8(const Tensor& x, const Tensor& w, const Tensor& w_scale, const Tensor& out);
 void QuantizeFp8PerTokenGroup(const float* x, std::int64_t k, std::uint8_t* codes, float* scales);
+// Linear on a weight of another block-quantized format (per-channel FP8, MXFP8, MXFP4): the weight
+// decoded exactly, each token's activations quantized by the format's rule (tensor/quantize.h).
+void LinearQuantized(const Tensor& x, const WeightView& w, const Tensor& out);
 void Embedding(const Tensor& table, std::span<const std::int32_t> ids, std::int64_t vocab_start, const Tensor& out);
 void Zero(const Tensor& x);
 void RmsNorm(const Tensor& x, const Tensor& weight, float eps, const Tensor& out);
@@ -35,6 +38,9 @@ void MoeExperts(const Tensor& x, const Tensor& topk_ids, const Tensor& topk_weig
 void MoeExpertsFp8(const Tensor& x, const Tensor& topk_ids, const Tensor& topk_weights, std::span<const Tensor> gate_up,
                    std::span<const Tensor> gate_up_scale, std::span<const Tensor> down,
                    std::span<const Tensor> down_scale, const Tensor& out);
+// Routed experts of one of LinearQuantized's formats.
+void MoeExpertsQuantized(const Tensor& x, const Tensor& topk_ids, const Tensor& topk_weights,
+                         std::span<const WeightView> gate_up, std::span<const WeightView> down, const Tensor& out);
 
 // MLA over every key a query sees, or, with `topk` [n, k] (I32, -1 ends a row's list), over the
 // positions each row selected (Backend::dsa().SparseMla).

@@ -80,7 +80,7 @@ bool ParseLoadFlag(const std::vector<std::string>& args, std::size_t* i, LoadOpt
                                   "--load-format", "--json-model-override-args", "--device", "--dtype",
                                   "--nnodes", "--node-rank", "--dist-init-addr", "--nccl-init-addr",
                                   "--dist-timeout", "--pcp-min-tokens", "--cuda-graph-max-bs",
-                                  "--speculative-draft-model-path"};
+                                  "--speculative-draft-model-path", "--quantization", "--model-loader-extra-config"};
   bool known = false;
   for (const char* k : kValued) known = known || flag == k;
   if (!known) return false;
@@ -112,6 +112,10 @@ bool ParseLoadFlag(const std::vector<std::string>& args, std::size_t* i, LoadOpt
     options->draft_model_path = value;
   } else if (flag == "--pcp-min-tokens") {
     options->pcp_min_tokens = ParsePositive(flag, value);
+  } else if (flag == "--quantization") {
+    options->quantization = value;
+  } else if (flag == "--model-loader-extra-config") {
+    options->model_loader_extra_config = value;
   } else if (flag == "--load-format") {
     options->load_format = value;
   } else {
@@ -152,6 +156,10 @@ void ValidateLoadOptions(const LoadOptions& options) {
     Fail("--kv-cache-dtype ", options.kv_cache_dtype, " is not supported (supported: auto, bf16, fp8_e4m3)");
   if (options.index_keys != "auto" && options.index_keys != "fp8" && options.index_keys != "exact")
     Fail("index key storage '", options.index_keys, "' is not supported (supported: auto, fp8, exact)");
+  if (!options.quantization.empty() && options.quantization != "fp8")
+    Fail("--quantization ", options.quantization, ": only fp8 has landed (block-scaled FP8: the checkpoint's own, or ",
+         "per_block128_fp8 online on an unquantized checkpoint); mxfp4, mxfp8 and ptpc_fp8 are online formats of ",
+         "--model-loader-extra-config");
   if (options.load_format != "auto" && options.load_format != "safetensors" && options.load_format != "dummy")
     Fail("--load-format '", options.load_format, "' is not supported (supported: auto, safetensors, dummy)");
 }
@@ -166,6 +174,8 @@ std::string LoadFlagsHelp() {
          "  --device D                cpu | cuda | cuda:N (ranks on devices N, N+1, ...) | auto (default cpu)\n"
          "  --dtype T                 auto | float32 | bfloat16 (bf16 weights and KV cache on cuda; default fp32)\n"
          "  --speculative-draft-model-path PATH  the NextN draft layer's checkpoint (default: the target's own)\n"
+         "  --quantization fp8        block FP8: the checkpoint's, or per_block128_fp8 online on a bf16/fp32 one\n"
+         "  --model-loader-extra-config JSON   {\"online_quant_config\": {...}}: online quantization per module\n"
          "  --pcp-min-tokens N        split prefill steps of at least N tokens over the CP group (default 512)\n"
          "  --dsa-indexer-query-split split DSA's indexer queries over the attention-TP ranks in prefill steps\n"
          "                            (each scores a share, the selections are all-gathered; default off)\n"

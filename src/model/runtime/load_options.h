@@ -40,6 +40,14 @@ struct LoadOptions {
   // The MLA latent cache (--kv-cache-dtype): "auto" keeps it in --dtype's element type;
   // "fp8_e4m3" stores e4m3 codes with per-128 scales and a bf16 rope part (kernels/mla_ops.h).
   std::string kv_cache_dtype = "auto";
+  // SGLang's --quantization: "" (the checkpoint's own) or "fp8", which on an unquantized checkpoint
+  // quantizes every quantizable module online into per_block128_fp8 (model/online_quant.h) and on
+  // an FP8 checkpoint is its own format.
+  std::string quantization;
+  // SGLang's --model-loader-extra-config: a JSON object whose `online_quant_config` is ATOM's
+  // online quantization (model/online_quant.h); its other keys belong to SGLang's Python loaders
+  // and are ignored with a warning.
+  std::string model_loader_extra_config;
   // DeepSeek Sparse Attention's indexer keys: "auto" stores them as e4m3 with a per-token scale
   // when the KV cache is bf16 or fp8 (as production engines do) and exactly otherwise; "fp8" and "exact"
   // force one (tests compare the two on the CPU).

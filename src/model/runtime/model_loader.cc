@@ -5,6 +5,7 @@
 #include "comm/tcp_world.h"
 #include "io/checkpoint.h"
 #include "io/model_config.h"
+#include "model/online_quant.h"
 #include "model/registry.h"
 #include "model/runtime/draft_source.h"
 #include "model/runtime/device_model.h"
@@ -75,12 +76,40 @@ std::unique_ptr<CausalLM> BuildShard(const io::ModelConfig& config, WeightLoader
   return FactoryFor(config)(config, loader, rank_options);
 }
 
+// The online quantization of --quantization and --model-loader-extra-config, resolved over the
+// model's modules and logged, before any weight is read. Devices run Fp8Block128 only.
+OnlineQuantPlan PlanOnlineQuant(const io::ModelConfig& config, const LoadOptions& options, bool cuda) {
+  std::vector<std::string> ignored;
+  std::optional<OnlineQuantConfig> online = ParseLoaderExtraConfig(options.model_loader_extra_config, &ignored);
+  for (const std::string& key : ignored)
+    Log(LogLevel::kWarning, "--model-loader-extra-config: '", key, "' is an option of SGLang's Python loaders; ignored");
+  std::string where = "--model-loader-extra-config online_quant_config";
+  if (options.quantization == "fp8" && config.quantization.method.empty()) {
+    if (online) Fail("--quantization fp8 and an online_quant_config both ask for online quantization; give one");
+    online = OnlineQuantConfig{"per_block128_fp8", {}, {}};
+    where = "--quantization fp8";
+  } else if (!options.quantization.empty() && options.quantization != config.quantization.method) {
+    Fail("--quantization ", options.quantization, ": ", config.source, " is quantized with ",
+         config.quantization.method, "; --quantization fp8 applies to FP8 or unquantized checkpoints");
+  }
+  if (!online) return {};
+  OnlineQuantPlan plan = OnlineQuantPlan::Resolve(*online, QuantModules(config), where);
+  if (cuda)
+    for (const auto& [module, format] : plan.formats())
+      if (!(format == WeightFormat::Fp8Block128()))
+        Fail(where, ": ", module, " resolves to ", format.Name(), ", which the CUDA backend has no kernels for (",
+             "on cuda only per_block_fp8 / per_block128_fp8 runs; the other formats run on --device cpu)");
+  Log(LogLevel::kInfo, where, ": online quantization of ", plan.formats().size(), " modules", plan.Summary());
+  return plan;
+}
+
 std::unique_ptr<CausalLM> LoadOnCpu(const io::ModelConfig& config, const io::Checkpoint* checkpoint,
                                     const ShardOptions& shard, const LoadOptions& options,
-                                    std::unique_ptr<comm::NodeLink> link) {
+                                    std::unique_ptr<comm::NodeLink> link, const OnlineQuantPlan& plan) {
   kernels::Backend& backend = CpuBackendInstance();
   auto load_rank = [&](const comm::ProcessGroups* groups) {
     WeightLoader loader(checkpoint, backend, options.dummy_seed);
+    loader.SetOnlineQuant(&plan);
     return BuildShard(config, loader, shard, groups);
   };
   if (options.tp_size == 1) return load_rank(nullptr);
@@ -131,6 +160,8 @@ comm::Handshake MakeHandshake(const std::string& dir, const LoadOptions& options
       {"the MLA form", options.mla_form},
       {"--dtype", options.dtype},
       {"--kv-cache-dtype", options.kv_cache_dtype},
+      {"--quantization", options.quantization},
+      {"--model-loader-extra-config", options.model_loader_extra_config},
       {"the device kind", device.cuda ? "cuda" : "cpu"},
       {"--model-path", dir, /*compared=*/false},
   };
@@ -152,7 +183,7 @@ bool KeepsFp8(const io::ModelConfig& config, const LoadOptions& options) {
 // too: the leader makes every group's unique id and sends them over `link`).
 std::unique_ptr<CausalLM> LoadOnCuda(const io::ModelConfig& config, const io::Checkpoint* checkpoint,
                                      const ShardOptions& shard, const LoadOptions& options, int first,
-                                     std::unique_ptr<comm::NodeLink> link) {
+                                     std::unique_ptr<comm::NodeLink> link, const OnlineQuantPlan& plan) {
   const comm::NodeSpan span =
       comm::SpanOfNode(options.tp_size, options.nodes.nnodes, link ? link->node_rank() : 0);
   const int count = CudaDeviceCount();
@@ -192,6 +223,7 @@ std::unique_ptr<CausalLM> LoadOnCuda(const io::ModelConfig& config, const io::Ch
     device_shard.index_keys = IndexKeyFormatFor(options.index_keys, device_shard.kv_dtype, shard.latent_format);
     WeightLoader loader(checkpoint, *backends[i], options.dummy_seed, bf16 ? DType::kBF16 : DType::kF32);
     if (KeepsFp8(config, options)) loader.KeepFp8();
+    loader.SetOnlineQuant(&plan);
     auto& cuda_backend = static_cast<kernels::cuda::CudaBackend&>(*backends[i]);
     loader.SetDeviceFill([&cuda_backend](const Tensor& t, float bound, std::uint64_t seed) {
       cuda_backend.FillUniform(t, bound, seed);
@@ -219,9 +251,14 @@ std::unique_ptr<CausalLM> LoadCausalLM(const std::string& dir, const LoadOptions
     Fail(config.source, ": index_topk ", config.indexer->topk, " is larger than the CUDA indexer selects (at most ",
          kernels::cuda::kCudaMaxIndexTopk, ")");
 #endif
+  if (config.quantization.method == "quark")
+    Log(LogLevel::kInfo, config.source, ": MXFP4 weights (Quark) are dequantized exactly at load into ",
+        device.cuda && options.dtype == "bfloat16" ? "bf16" : "fp32", " (no MXFP4 kernels run them as stored)",
+        config.quantization.activations == "fp4" ? "; the checkpoint's fp4 activation quantization is not applied" : "");
   if (device.cuda && options.kv_cache_dtype == "fp8_e4m3")
     Fail("--kv-cache-dtype fp8_e4m3 on cuda: the CUDA backend's FP8 MLA kernels have not landed yet (it runs on "
          "--device cpu; use auto or bf16 on cuda)");
+  const OnlineQuantPlan plan = PlanOnlineQuant(config, options, device.cuda);
   ShardOptions shard;
   shard.mla_form = ParseMlaForm(options.mla_form);
   shard.pcp_min_tokens = options.pcp_min_tokens;
@@ -245,10 +282,10 @@ std::unique_ptr<CausalLM> LoadCausalLM(const std::string& dir, const LoadOptions
   if (!device.cuda) {
     // Recipes pass --dtype bfloat16 whatever the device; the reference backend stays fp32.
     if (options.dtype == "bfloat16") Log(LogLevel::kWarning, "--dtype bfloat16: the CPU backend computes in fp32");
-    return LoadOnCpu(config, checkpoint.get(), shard, options, std::move(link));
+    return LoadOnCpu(config, checkpoint.get(), shard, options, std::move(link), plan);
   }
 #ifdef FISSION_HAVE_CUDA
-  return LoadOnCuda(config, checkpoint.get(), shard, options, device.index, std::move(link));
+  return LoadOnCuda(config, checkpoint.get(), shard, options, device.index, std::move(link), plan);
 #else
   Fail("--device ", options.device, ": this build has no CUDA backend (built without nvcc); use --device cpu");
 #endif
