@@ -3,9 +3,9 @@
 #include <algorithm>
 
 #include "base/mapped_file.h"
+#include "io/config_fields.h"
 
 namespace fission::io {
-namespace {
 
 void RequirePositive(std::int64_t value, const char* field, const std::string& where) {
   if (value <= 0) Fail(where, ": field '", field, "' must be positive, got ", value);
@@ -34,39 +34,42 @@ std::optional<std::vector<std::string>> GetLayerList(const Json& json, const cha
   return out;
 }
 
-RopeConfig ParseRope(const Json& json, const std::string& where) {
+RopeConfig ParseRopeParams(const Json& params, const std::string& params_where, double theta) {
   RopeConfig rope;
-  rope.theta = GetDouble(json, "rope_theta", where, 10000.0);
+  rope.theta = GetDouble(params, "rope_theta", params_where, theta);
+  rope.type = GetString(params, "rope_type", params_where, GetString(params, "type", params_where, "default"));
+  if (rope.type == "default") return rope;
+  if (rope.type != "yarn")
+    Fail(params_where, ": rope type '", rope.type, "' is not supported (supported: default, yarn)");
+  rope.factor = GetDouble(params, "factor", params_where);
+  rope.original_max_position_embeddings = GetInt(params, "original_max_position_embeddings", params_where);
+  rope.beta_fast = GetDouble(params, "beta_fast", params_where, 32.0);
+  rope.beta_slow = GetDouble(params, "beta_slow", params_where, 1.0);
+  rope.mscale = GetDouble(params, "mscale", params_where, 0.0);
+  rope.mscale_all_dim = GetDouble(params, "mscale_all_dim", params_where, 0.0);
+  if (params.contains("attention_factor") && !params["attention_factor"].is_null())
+    rope.attention_factor = GetDouble(params, "attention_factor", params_where);
+  rope.truncate = GetBool(params, "truncate", params_where, true);
+  if (rope.factor <= 0) Fail(params_where, ": 'factor' must be positive");
+  RequirePositive(rope.original_max_position_embeddings, "original_max_position_embeddings", params_where);
+  return rope;
+}
+
+namespace {
+
+RopeConfig ParseRope(const Json& json, const std::string& where) {
+  const double theta = GetDouble(json, "rope_theta", where, 10000.0);
   // transformers 5 writes `rope_parameters` (with rope_theta inside); published checkpoints carry
   // `rope_scaling` (null for plain rope) next to a top-level `rope_theta`.
-  const Json* params = nullptr;
-  std::string params_where;
   for (const char* key : {"rope_parameters", "rope_scaling"}) {
     auto it = json.find(key);
     if (it != json.end() && !it->is_null()) {
       if (!it->is_object()) Fail(where, ": field '", key, "' must be an object or null");
-      params = &*it;
-      params_where = StrCat(where, ": ", key);
-      break;
+      return ParseRopeParams(*it, StrCat(where, ": ", key), theta);
     }
   }
-  if (params == nullptr) return rope;
-  rope.theta = GetDouble(*params, "rope_theta", params_where, rope.theta);
-  rope.type = GetString(*params, "rope_type", params_where, GetString(*params, "type", params_where, "default"));
-  if (rope.type == "default") return rope;
-  if (rope.type != "yarn")
-    Fail(params_where, ": rope type '", rope.type, "' is not supported (supported: default, yarn)");
-  rope.factor = GetDouble(*params, "factor", params_where);
-  rope.original_max_position_embeddings = GetInt(*params, "original_max_position_embeddings", params_where);
-  rope.beta_fast = GetDouble(*params, "beta_fast", params_where, 32.0);
-  rope.beta_slow = GetDouble(*params, "beta_slow", params_where, 1.0);
-  rope.mscale = GetDouble(*params, "mscale", params_where, 0.0);
-  rope.mscale_all_dim = GetDouble(*params, "mscale_all_dim", params_where, 0.0);
-  if (params->contains("attention_factor") && !(*params)["attention_factor"].is_null())
-    rope.attention_factor = GetDouble(*params, "attention_factor", params_where);
-  rope.truncate = GetBool(*params, "truncate", params_where, true);
-  if (rope.factor <= 0) Fail(params_where, ": 'factor' must be positive");
-  RequirePositive(rope.original_max_position_embeddings, "original_max_position_embeddings", params_where);
+  RopeConfig rope;
+  rope.theta = theta;
   return rope;
 }
 
@@ -201,10 +204,12 @@ void ParseMoe(const Json& json, const std::string& where, ModelConfig& c) {
   c.moe_layer_freq = GetInt(json, "moe_layer_freq", where, 1);
   c.routed_scaling_factor = GetDouble(json, "routed_scaling_factor", where, 1.0);
   c.norm_topk_prob = GetBool(json, "norm_topk_prob", where, true);
-  c.scoring_func = GetString(json, "scoring_func", where, "sigmoid");
+  c.scoring_func = GetString(json, "scoring_func", where, c.model_type == "deepseek_v4" ? "sqrtsoftplus" : "sigmoid");
   c.topk_method = GetString(json, "topk_method", where, "noaux_tc");
-  if (auto types = GetLayerList(json, "mlp_layer_types", where, c.num_hidden_layers, {"dense", "sparse"}))
-    for (const std::string& t : *types) c.moe_layers.push_back(t == "sparse");
+  // DeepSeek-V4's mlp_layer_types say which MoE layers are hash-routed (V4Config).
+  if (c.model_type != "deepseek_v4")
+    if (auto types = GetLayerList(json, "mlp_layer_types", where, c.num_hidden_layers, {"dense", "sparse"}))
+      for (const std::string& t : *types) c.moe_layers.push_back(t == "sparse");
   RequirePositive(c.num_experts_per_tok, "num_experts_per_tok", where);
   RequirePositive(c.moe_intermediate_size, "moe_intermediate_size", where);
   RequirePositive(c.n_group, "n_group", where);
@@ -269,23 +274,6 @@ void CheckIndexerFitsMla(const ModelConfig& c) {
          c.qk_rope_head_dim, "), the part of it that rope rotates");
 }
 
-void ParseV4(const Json& json, const std::string& where, ModelConfig& c) {
-  V4Config v4;
-  v4.sliding_window = GetInt(json, "sliding_window", where, 128);
-  v4.hc_mult = GetInt(json, "hc_mult", where, 4);
-  v4.o_groups = GetInt(json, "o_groups", where, 8);
-  v4.o_lora_rank = GetInt(json, "o_lora_rank", where, 1024);
-  if (auto it = json.find("layer_types"); it != json.end() && it->is_array())
-    for (const Json& t : *it) v4.layer_types.push_back(t.is_string() ? t.get<std::string>() : t.dump());
-  c.v4 = v4;
-  // V4 shares one KV head of head_dim; its rope part is head_dim * partial_rotary_factor.
-  const std::int64_t head_dim = GetInt(json, "head_dim", where, 512);
-  c.qk_rope_head_dim = GetOptionalInt(json, "qk_rope_head_dim", where).value_or(64);
-  c.qk_nope_head_dim = head_dim - c.qk_rope_head_dim;
-  c.v_head_dim = head_dim;
-  c.q_lora_rank = GetOptionalInt(json, "q_lora_rank", where).value_or(0);
-}
-
 }  // namespace
 
 const std::vector<std::string>& KnownModelTypes() {
@@ -331,6 +319,7 @@ ModelConfig ParseModelConfig(const Json& json, const std::string& source) {
   if (c.model_type == "deepseek_v4") {
     ParseV4(json, source, c);
     ParseIndexer(json, source, c);
+    c.rope = c.v4->compress_rope;
   } else {
     c.intermediate_size = GetInt(json, "intermediate_size", source);
     RequirePositive(c.intermediate_size, "intermediate_size", source);
@@ -340,10 +329,14 @@ ModelConfig ParseModelConfig(const Json& json, const std::string& source) {
       CheckIndexerFitsMla(c);
     }
   }
-  c.rope = ParseRope(json, source);
+  if (!c.v4) c.rope = ParseRope(json, source);
   ParseMoe(json, source, c);
-  if (c.scoring_func != "sigmoid" && c.model_type != "deepseek_v4")
-    Fail(source, ": scoring_func '", c.scoring_func, "' is not supported (supported: sigmoid)");
+  const std::string scoring = c.model_type == "deepseek_v4" ? "sqrtsoftplus" : "sigmoid";
+  if (c.scoring_func != scoring)
+    Fail(source, ": scoring_func '", c.scoring_func, "' is not supported for ", c.model_type, " (supported: ", scoring, ")");
+  if (c.model_type == "deepseek_v4" && (c.n_routed_experts == 0 || c.n_group != 1))
+    Fail(source, ": DeepSeek-V4 routes every layer over one group of routed experts (n_routed_experts ",
+         c.n_routed_experts, ", n_group ", c.n_group, ")");
   c.quantization = ParseQuantization(json, source);
   return c;
 }

@@ -52,13 +52,28 @@ struct IndexerConfig {
   std::vector<bool> full_layers;
 };
 
-// DeepSeek-V4 specifics.
+// DeepSeek-V4's attention per layer: a sliding window only, or the window plus entries compressed
+// from windows of positions: CSA (overlapping windows, chosen per query by a lightning indexer)
+// or HCA (every complete entry visible).
+enum class V4Attention : std::uint8_t { kSliding, kCsa, kHca };
+
+// DeepSeek-V4 specifics. Read from transformers' fields (layer_types with compress_rates,
+// mlp_layer_types, rope_parameters {main, compress}) or from those of DeepSeek's published configs
+// (compress_ratios, num_hash_layers, rope_theta / compress_rope_theta / rope_scaling).
 struct V4Config {
+  std::int64_t head_dim = 0;  // of every query head and of the one shared KV head
   std::int64_t sliding_window = 0;
   std::int64_t hc_mult = 0;
+  std::int32_t hc_sinkhorn_iters = 20;
+  double hc_eps = 1e-6;
   std::int64_t o_groups = 0;
   std::int64_t o_lora_rank = 0;
-  std::vector<std::string> layer_types;
+  double swiglu_limit = 0.0;  // 0: no clamp
+  std::vector<V4Attention> attention;          // per layer
+  std::vector<std::int64_t> compress_ratio;    // per layer: positions per entry (0: sliding only)
+  std::vector<bool> hash_routed;               // per layer: experts from tid2eid[token]
+  RopeConfig main_rope;      // sliding-window layers
+  RopeConfig compress_rope;  // CSA/HCA layers, their compressors and the indexer
 };
 
 struct ModelConfig {

@@ -21,6 +21,7 @@
 #include "kernels/input_block.h"
 #include "kernels/mla_ops.h"
 #include "kernels/sampling.h"
+#include "kernels/v4_ops.h"
 #include "tensor/tensor.h"
 #include "tensor/weight.h"
 
@@ -98,6 +99,10 @@ class Backend {
   virtual MlaOps& mla() = 0;
   // DeepSeek Sparse Attention: the lightning indexer and MLA over its selection.
   virtual DsaOps& dsa() = 0;
+  // DeepSeek-V4: hyper-connections, compressors, window-and-entries attention, its MoE pieces.
+  // **Decision**: a backend that has not implemented them yet inherits this refusal, so a V4 model
+  // on it fails at load with the backend's name instead of the interface forcing stubs.
+  virtual V4Ops& v4() { Fail("DeepSeek-V4 operations are not implemented on the ", DeviceName(device()), " backend yet"); }
   // Copies rows `indices` of x [n, d] into out [len(indices), d].
   virtual void GatherRows(const Tensor& x, std::span<const std::int32_t> indices, const Tensor& out) = 0;
   // Copies a device tensor to host memory (fp32 in, fp32 out).

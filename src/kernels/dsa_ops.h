@@ -29,6 +29,10 @@ struct IndexerShape {
   float weight_scale = 1.0f;
   std::int64_t page_size = 0;
   IndexKeyFormat key_format = IndexKeyFormat::kExact;
+  // Positions a key covers: 1 (DSA: one key per token) or a compressor's ratio (DeepSeek-V4's CSA:
+  // key e pools positions [e·ratio, (e+1)·ratio), in a paged class of that many tokens per entry).
+  // A query at position p sees keys [0, (p + 1) / tokens_per_entry).
+  std::int64_t tokens_per_entry = 1;
 };
 
 class DsaOps {
@@ -46,7 +50,8 @@ class DsaOps {
   // equal scores in position order. A query that sees at most `topk` keys selects them all, in
   // position order, without scoring; entries past the selection are -1. With an fp8 cache each
   // (row, head) of q is quantized by the rule above and the dot product is
-  // q_scale · key_scale · (q_codes · key_codes). Rows outside `seqs` are left as they are.
+  // q_scale · key_scale · (q_codes · key_codes). Rows outside `seqs` are left as they are. With
+  // tokens_per_entry > 1 the keys are entries and topk receives entry indices.
   virtual void IndexerTopK(const Tensor& q, const Tensor& weights, const Tensor& cache,
                            std::span<const SeqAttention> seqs, const IndexerShape& shape, const Tensor& topk) = 0;
   // MLA attention (kernels/mla_ops.h) of each query row over only the cache positions it selected,

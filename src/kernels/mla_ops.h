@@ -22,6 +22,8 @@ struct SeqAttention {
   // The sequence's only new token in an unsplit step (a decode), which the model may run in a
   // decode form of its attention.
   bool decode = false;
+  // Its slot in the model's per-request classes (-1: none).
+  std::int32_t state_slot = -1;
 };
 
 // How the latent cache stores a token's row [kv_lora_rank | rope]. kExact: the row as it is, in the

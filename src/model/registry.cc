@@ -6,6 +6,7 @@
 #include "base/error.h"
 #include "model/arch/deepseek_v3.h"
 #include "model/arch/deepseek_v32.h"
+#include "model/arch/deepseek_v4.h"
 
 namespace fission::model {
 namespace {
@@ -23,6 +24,7 @@ const std::map<std::string, ModelFactory>& Families() {
       {"kimi_k2", Make<DeepseekV3Model>()},
       {"deepseek_v32", Make<DeepseekSparseModel>()},
       {"glm_moe_dsa", Make<DeepseekSparseModel>()},
+      {"deepseek_v4", Make<DeepseekV4Model>()},
   };
   return *families;
 }
@@ -35,9 +37,6 @@ bool HasDraftLayer(const io::ModelConfig& config) {
 }
 
 const ModelFactory& FactoryFor(const io::ModelConfig& config) {
-  if (config.model_type == "deepseek_v4")
-    Fail(config.source, ": model_type 'deepseek_v4' is not supported yet; its config was read (sliding window ",
-         config.v4->sliding_window, ", ", config.v4->layer_types.size(), " layer types)");
   const auto it = Families().find(config.model_type);
   if (it == Families().end()) Fail(config.source, ": model_type '", config.model_type, "' is not supported");
   return it->second;

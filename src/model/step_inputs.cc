@@ -136,6 +136,7 @@ const StepView& StepInputs::Write(const ForwardBatch& batch, const PcpPlan& plan
     a.kv_len = seq.kv_len();
     a.query_positions = positions.subspan(q.first_row, q.len);
     a.block_table = tables.subspan(static_cast<std::size_t>(q.sequence) * w, w);
+    a.state_slot = seq.state_slot;
     // A verify run's rows are decode rows: each gets the logits a plain decode step would.
     a.decode = !plan.split() && (seq.query_len == 1 || seq.verify);
     seqs_.push_back(a);

@@ -85,6 +85,26 @@ Buffer WeightLoader::LoadNorm(const std::string& name, std::int64_t size) { retu
 
 Buffer WeightLoader::LoadBias(const std::string& name, std::int64_t size) { return LoadVector(name, size, 0.0f); }
 
+std::vector<std::int32_t> WeightLoader::LoadIndexTable(const std::string& name, const Shape& shape, std::int64_t bound) {
+  const std::int64_t rows = shape[0], cols = shape[1];
+  std::vector<std::int32_t> table(static_cast<std::size_t>(rows * cols));
+  if (dummy()) {
+    for (std::int64_t i = 0; i < rows * cols; ++i) table[i] = static_cast<std::int32_t>(i % bound);
+    return table;
+  }
+  const Tensor stored = checkpoint_->View(name);
+  if (!(stored.shape == shape) || (stored.dtype != DType::kI32 && stored.dtype != DType::kI64))
+    Fail(checkpoint_->FileOf(name), ": tensor '", name, "' is ", DTypeName(stored.dtype), " ", stored.shape.ToString(),
+         ", expected I32 or I64 ", shape.ToString());
+  for (std::int64_t i = 0; i < rows * cols; ++i) {
+    const std::int64_t v = stored.dtype == DType::kI32 ? stored.ptr<std::int32_t>()[i] : stored.ptr<std::int64_t>()[i];
+    if (v < 0 || v >= bound)
+      Fail(checkpoint_->FileOf(name), ": tensor '", name, "' row ", i / cols, " holds ", v, ", outside [0, ", bound, ")");
+    table[i] = static_cast<std::int32_t>(v);
+  }
+  return table;
+}
+
 Buffer WeightLoader::LoadVector(const std::string& name, std::int64_t size, float dummy_value) {
   if (dummy()) {
     Buffer host(DType::kF32, Shape{size});

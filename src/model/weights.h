@@ -10,6 +10,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <vector>
 
 #include "io/checkpoint.h"
 #include "kernels/backend.h"
@@ -48,6 +49,10 @@ class WeightLoader {
   Buffer LoadNorm(const std::string& name, std::int64_t size);
   // Bias vectors: dummy ones are zeros.
   Buffer LoadBias(const std::string& name, std::int64_t size);
+  // An integer table [rows, cols] on the host (DeepSeek-V4's tid2eid, I32 or I64 in checkpoints),
+  // every value checked to lie in [0, bound). Dummy: row r holds (r·cols + k) % bound, distinct
+  // within a row when cols <= bound.
+  std::vector<std::int32_t> LoadIndexTable(const std::string& name, const Shape& shape, std::int64_t bound);
   // Rows `rows` of two same-shaped weights stacked into one (gate over up).
   Buffer LoadStacked(const std::string& first, const std::string& second, const Shape& each, Range rows = {});
   // Linear layers' weights. Once KeepFp8() was called, a matrix the checkpoint stores as FP8 (every

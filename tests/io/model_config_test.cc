@@ -81,7 +81,7 @@ TEST(ModelConfig, ErrorsNameTheField) {
   EXPECT_NE(ErrorOf(missing).find("missing field 'kv_lora_rank'"), std::string::npos);
 }
 
-TEST(ModelConfig, ParsesSparseAttentionAndV4Fields) {
+TEST(ModelConfig, ParsesSparseAttentionFields) {
   Json j = Base();
   j["model_type"] = "glm_moe_dsa";
   j["index_n_heads"] = 32;
@@ -92,14 +92,6 @@ TEST(ModelConfig, ParsesSparseAttentionAndV4Fields) {
   EXPECT_EQ(c.indexer->topk, 2048);
   j.erase("index_topk");
   EXPECT_NE(ErrorOf(j).find("index_topk"), std::string::npos);
-
-  Json v4 = Json::parse(R"({"model_type": "deepseek_v4", "vocab_size": 129280, "hidden_size": 4096,
-      "num_hidden_layers": 2, "num_attention_heads": 64, "n_routed_experts": 256, "num_experts_per_tok": 6,
-      "moe_intermediate_size": 2048, "sliding_window": 128, "index_n_heads": 64, "index_head_dim": 128,
-      "index_topk": 512, "layer_types": ["sliding_attention", "compressed_sparse_attention"]})");
-  const ModelConfig c4 = ParseModelConfig(v4, "config.json");
-  ASSERT_TRUE(c4.v4.has_value());
-  EXPECT_EQ(c4.v4->layer_types.size(), 2u);
 }
 
 Json Sparse(const char* model_type) {

@@ -79,6 +79,11 @@ void ExpectPrefillAndGreedyDecodeMatch(const std::string& fixture, const LoadOpt
   std::printf("%s: worst relative L2 error %.3g\n", fixture.c_str(), worst);
 }
 
+// DeepSeek-V4 (tools/golden/make_v4_goldens.py): sliding-window, CSA and HCA layers, a
+// hash-routed layer, a window of 8 and index_topk 4, prompts of up to 100 tokens and 32 greedy
+// steps, so the ring wraps many times and the indexer selects a true subset.
+TEST(V4GoldenParity, PrefillAndGreedyDecodeMatchTransformers) { ExpectPrefillAndGreedyDecodeMatch("tiny-deepseek-v4"); }
+
 class GoldenParity : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(GoldenParity, PrefillAndGreedyDecodeMatchTransformers) { ExpectPrefillAndGreedyDecodeMatch(GetParam()); }

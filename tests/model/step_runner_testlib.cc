@@ -42,7 +42,8 @@ const ModelMemory& MemoryOf(CausalLM& model, int rank) {
 
 StepRunner::StepRunner(CausalLM& model, std::int64_t page_size, std::int64_t num_pages, std::uint64_t shuffle_seed)
     : model_(model), page_size_(page_size) {
-  model.AllocateMemory({num_pages, page_size, 0});
+  // A model with per-request state (DeepSeek-V4) gets one state slot per sequence the runner adds.
+  model.AllocateMemory({num_pages, page_size, model.Memory().has_per_request_state() ? kStateSlots : 0});
   for (std::int32_t p = 0; p < num_pages; ++p) free_pages_.push_back(p);
   std::mt19937_64 rng(shuffle_seed);
   std::shuffle(free_pages_.begin(), free_pages_.end(), rng);
@@ -90,6 +91,10 @@ std::vector<std::vector<float>> StepRunner::Step(const std::vector<Chunk>& chunk
       batch.logits_indices.push_back(slice.query_start + i);
     }
     slice.block_table = s.pages;
+    if (model_.Memory().has_per_request_state()) {
+      FISSION_CHECK(c.seq < kStateSlots, "the runner has ", kStateSlots, " state slots");
+      slice.state_slot = c.seq;
+    }
     batch.sequences.push_back(slice);
     s.tokens.insert(s.tokens.end(), c.tokens.begin(), c.tokens.end());
   }

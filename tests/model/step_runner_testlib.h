@@ -23,6 +23,8 @@ const ModelMemory& MemoryOf(CausalLM& model, int rank = 0);
 
 class StepRunner {
  public:
+  // State slots of a model with per-request classes: sequence i has slot i.
+  static constexpr int kStateSlots = 16;
   StepRunner(CausalLM& model, std::int64_t page_size, std::int64_t num_pages, std::uint64_t shuffle_seed);
 
   int AddSequence();

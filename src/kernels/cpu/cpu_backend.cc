@@ -2,6 +2,7 @@
 #include <cstring>
 
 #include "kernels/cpu/cpu_ops.h"
+#include "kernels/cpu/cpu_v4.h"
 #include "tensor/quantize.h"
 
 namespace fission::kernels {
@@ -78,16 +79,11 @@ class CpuBackend final : public Backend {
   }
   void MoeExperts(const Tensor& x, const Tensor& topk_ids, const Tensor& topk_weights,
                   std::span<const WeightView> gate_up, std::span<const WeightView> down, const Tensor& out) override {
-    const WeightFormat format = CommonFormat(gate_up, down, "MoeExperts");
-    const std::vector<Tensor> gu = ValuesOf(gate_up), dn = ValuesOf(down);
-    if (!format.quantized()) return cpu::MoeExperts(x, topk_ids, topk_weights, gu, dn, out);
-    if (format == WeightFormat::Fp8Block128())
-      return cpu::MoeExpertsFp8(x, topk_ids, topk_weights, gu, ScalesOf(gate_up), dn, ScalesOf(down), out);
-    if (IsBlockQuantizedFormat(format)) return cpu::MoeExpertsQuantized(x, topk_ids, topk_weights, gate_up, down, out);
-    Fail("MoeExperts: the CPU backend has no kernel for experts of format ", format.Name());
+    cpu::MoeExperts(x, topk_ids, topk_weights, gate_up, down, /*limit=*/0.0f, out);
   }
   MlaOps& mla() override { return mla_; }
   DsaOps& dsa() override { return dsa_; }
+  V4Ops& v4() override { return v4_; }
   void GatherRows(const Tensor& x, std::span<const std::int32_t> indices, const Tensor& out) override {
     cpu::GatherRows(x, indices, out);
   }
@@ -110,6 +106,7 @@ class CpuBackend final : public Backend {
  private:
   CpuMlaOps mla_;
   CpuDsaOps dsa_;
+  cpu::CpuV4Ops v4_;
 };
 
 }  // namespace

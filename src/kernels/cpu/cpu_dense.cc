@@ -1,4 +1,5 @@
 // Dense and elementwise CPU operations.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -106,7 +107,7 @@ void Add(const Tensor& a, const Tensor& b, const Tensor& out) {
   for (std::int64_t i = 0; i < a.numel(); ++i) op[i] = ap[i] + bp[i];
 }
 
-void SiluMul(const Tensor& gate_up, const Tensor& out) {
+void SiluMul(const Tensor& gate_up, const Tensor& out, float limit) {
   const std::int64_t inter = LastDim(out);
   const std::int64_t n = out.numel() / inter;
   FISSION_CHECK(LastDim(gate_up) == 2 * inter && gate_up.numel() == 2 * out.numel());
@@ -114,7 +115,14 @@ void SiluMul(const Tensor& gate_up, const Tensor& out) {
     const float* g = gate_up.ptr<float>() + i * 2 * inter;
     const float* u = g + inter;
     float* o = out.ptr<float>() + i * inter;
-    for (std::int64_t j = 0; j < inter; ++j) o[j] = (g[j] / (1.0f + std::exp(-g[j]))) * u[j];
+    for (std::int64_t j = 0; j < inter; ++j) {
+      float gate = g[j], up = u[j];
+      if (limit > 0.0f) {  // DeepSeek-V4's clamp: the gate from above, the up projection both ways
+        gate = std::min(gate, limit);
+        up = std::clamp(up, -limit, limit);
+      }
+      o[j] = (gate / (1.0f + std::exp(-gate))) * up;
+    }
   }
 }
 

@@ -79,16 +79,22 @@ void IndexerTopK(const Tensor& q, const Tensor& weights, const Tensor& cache, st
   FISSION_CHECK(q.shape[-1] == sh.head_dim && q.numel() % (sh.n_heads * sh.head_dim) == 0 &&
                     topk.dtype == DType::kI32 && topk.shape[1] == sh.topk,
                 "IndexerTopK q", q.shape.ToString(), " topk", topk.shape.ToString());
-  const std::int64_t d = sh.head_dim, heads = sh.n_heads;
+  const std::int64_t d = sh.head_dim, heads = sh.n_heads, per = sh.tokens_per_entry;
+  // Keys of `per` positions live in the page of their first position (model/memory_spec.h).
+  const std::int64_t keys_per_page = std::max<std::int64_t>(1, sh.page_size / per);
   for (const SeqAttention& s : seqs) {
     // The sequence's keys, decoded once.
-    std::vector<float> keys(static_cast<std::size_t>(s.kv_len * d));
-    for (std::int64_t p = 0; p < s.kv_len; ++p)
-      ReadKey(cache, s.block_table[p / sh.page_size] * sh.page_size + p % sh.page_size, sh, keys.data() + p * d);
-#pragma omp parallel for schedule(dynamic) if (s.query_len * s.kv_len * heads * d > (1 << 16))
+    const std::int64_t num_keys = s.kv_len / per;
+    std::vector<float> keys(static_cast<std::size_t>(num_keys * d));
+    for (std::int64_t k = 0; k < num_keys; ++k) {
+      const std::int64_t first = k * per;
+      ReadKey(cache, s.block_table[first / sh.page_size] * keys_per_page + (first % sh.page_size) / per, sh,
+              keys.data() + k * d);
+    }
+#pragma omp parallel for schedule(dynamic) if (s.query_len * num_keys * heads * d > (1 << 16))
     for (std::int64_t t = 0; t < s.query_len; ++t) {
       const std::int64_t row = s.query_start + t;
-      const std::int64_t visible = s.query_positions[t] + 1;
+      const std::int64_t visible = (s.query_positions[t] + 1) / per;
       std::int32_t* out = topk.ptr<std::int32_t>() + row * sh.topk;
       std::fill(out, out + sh.topk, -1);
       if (visible <= sh.topk) {  // every key is selected

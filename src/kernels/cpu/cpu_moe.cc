@@ -5,10 +5,9 @@
 #include <vector>
 
 #include "kernels/cpu/cpu_ops.h"
+#include "tensor/quantize.h"
 
 namespace fission::kernels::cpu {
-namespace {
-
 // Indices of the k largest values, larger first; ties keep the lower index first.
 std::vector<std::int32_t> TopK(const std::vector<float>& values, std::int64_t k) {
   std::vector<std::int32_t> idx(values.size());
@@ -19,8 +18,6 @@ std::vector<std::int32_t> TopK(const std::vector<float>& values, std::int64_t k)
   idx.resize(k);
   return idx;
 }
-
-}  // namespace
 
 void MoeRoute(const Tensor& router_logits, const Tensor& bias, const MoeRouting& r, const Tensor& topk_ids,
               const Tensor& topk_weights) {
@@ -110,47 +107,23 @@ void RunExperts(const Tensor& x, const Tensor& topk_ids, const Tensor& topk_weig
 
 }  // namespace
 
-void MoeExperts(const Tensor& x, const Tensor& topk_ids, const Tensor& topk_weights, std::span<const Tensor> gate_up,
-                std::span<const Tensor> down, const Tensor& out) {
-  auto expert = [&](std::int64_t e, const Tensor& xin, const Tensor& y) {
-    const std::int64_t m = xin.shape[0], inter = down[e].shape[1];
-    Buffer gu(DType::kF32, Shape{m, 2 * inter}), act(DType::kF32, Shape{m, inter});
-    Linear(xin, gate_up[e], gu);
-    SiluMul(gu, act);
-    Linear(act, down[e], y);
+void MoeExperts(const Tensor& x, const Tensor& topk_ids, const Tensor& topk_weights,
+                std::span<const WeightView> gate_up, std::span<const WeightView> down, float limit, const Tensor& out) {
+  const WeightFormat format = CommonFormat(gate_up, down, "MoeExperts");
+  // The quantized formats quantize each expert's rows per token, as a device computing one expert
+  // at a time would.
+  auto linear = [&](const Tensor& in, const WeightView& w, const Tensor& y) {
+    if (!format.quantized()) return Linear(in, w.values, y);
+    if (format == WeightFormat::Fp8Block128()) return LinearFp8(in, w.values, w.scales, y);
+    if (IsBlockQuantizedFormat(format)) return LinearQuantized(in, w, y);
+    Fail("MoeExperts: the CPU backend has no kernel for experts of format ", format.Name());
   };
-  RunExperts(x, topk_ids, topk_weights, static_cast<std::int64_t>(gate_up.size()), expert, out);
-}
-
-void MoeExpertsFp8(const Tensor& x, const Tensor& topk_ids, const Tensor& topk_weights, std::span<const Tensor> gate_up,
-                   std::span<const Tensor> gate_up_scale, std::span<const Tensor> down,
-                   std::span<const Tensor> down_scale, const Tensor& out) {
-  const std::size_t experts = gate_up.size();
-  FISSION_CHECK(gate_up_scale.size() == experts && down.size() == experts && down_scale.size() == experts,
-                "MoeExpertsFp8: ", experts, " gate_up, ", gate_up_scale.size(), " scales, ", down.size(), " down, ",
-                down_scale.size(), " scales");
-  // LinearFp8 quantizes each expert's rows per token, as a device computing one expert at a time would.
-  auto expert = [&](std::int64_t e, const Tensor& xin, const Tensor& y) {
-    const std::int64_t m = xin.shape[0], inter = down[e].shape[1];
-    Buffer gu(DType::kF32, Shape{m, 2 * inter}), act(DType::kF32, Shape{m, inter});
-    LinearFp8(xin, gate_up[e], gate_up_scale[e], gu);
-    SiluMul(gu, act);
-    LinearFp8(act, down[e], down_scale[e], y);
-  };
-  RunExperts(x, topk_ids, topk_weights, static_cast<std::int64_t>(experts), expert, out);
-}
-
-void MoeExpertsQuantized(const Tensor& x, const Tensor& topk_ids, const Tensor& topk_weights,
-                         std::span<const WeightView> gate_up, std::span<const WeightView> down, const Tensor& out) {
-  FISSION_CHECK(gate_up.size() == down.size(), "MoeExpertsQuantized: ", gate_up.size(), " gate_up, ", down.size(),
-                " down");
-  // Each expert's rows are quantized per token, as a device computing one expert at a time would.
   auto expert = [&](std::int64_t e, const Tensor& xin, const Tensor& y) {
     const std::int64_t m = xin.shape[0], inter = down[e].cols();
     Buffer gu(DType::kF32, Shape{m, 2 * inter}), act(DType::kF32, Shape{m, inter});
-    LinearQuantized(xin, gate_up[e], gu);
-    SiluMul(gu, act);
-    LinearQuantized(act, down[e], y);
+    linear(xin, gate_up[e], gu);
+    SiluMul(gu, act, limit);
+    linear(act, down[e], y);
   };
   RunExperts(x, topk_ids, topk_weights, static_cast<std::int64_t>(gate_up.size()), expert, out);
 }

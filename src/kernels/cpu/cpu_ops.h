@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <span>
+#include <vector>
 
 #include "kernels/backend.h"
 
@@ -25,22 +26,21 @@ void Embedding(const Tensor& table, std::span<const std::int32_t> ids, std::int6
 void Zero(const Tensor& x);
 void RmsNorm(const Tensor& x, const Tensor& weight, float eps, const Tensor& out);
 void Add(const Tensor& a, const Tensor& b, const Tensor& out);
-void SiluMul(const Tensor& gate_up, const Tensor& out);
+// silu(gate) · up; with `limit` > 0 the gate is clamped above and up to [-limit, limit] first.
+void SiluMul(const Tensor& gate_up, const Tensor& out, float limit = 0.0f);
 void Rope(const Tensor& x, std::int64_t rope_offset, std::int64_t rope_dim, std::span<const std::int32_t> positions,
           const Tensor& inv_freq, float scaling, bool interleaved);
 void WriteKv(const Tensor& rows, std::span<const std::int64_t> slots, const Tensor& cache);
 void GatherRows(const Tensor& x, std::span<const std::int32_t> indices, const Tensor& out);
 
+// Indices of the k largest values, larger first; ties keep the lower index first.
+std::vector<std::int32_t> TopK(const std::vector<float>& values, std::int64_t k);
 void MoeRoute(const Tensor& router_logits, const Tensor& bias, const MoeRouting& routing, const Tensor& topk_ids,
               const Tensor& topk_weights);
-void MoeExperts(const Tensor& x, const Tensor& topk_ids, const Tensor& topk_weights, std::span<const Tensor> gate_up,
-                std::span<const Tensor> down, const Tensor& out);
-void MoeExpertsFp8(const Tensor& x, const Tensor& topk_ids, const Tensor& topk_weights, std::span<const Tensor> gate_up,
-                   std::span<const Tensor> gate_up_scale, std::span<const Tensor> down,
-                   std::span<const Tensor> down_scale, const Tensor& out);
-// Routed experts of one of LinearQuantized's formats.
-void MoeExpertsQuantized(const Tensor& x, const Tensor& topk_ids, const Tensor& topk_weights,
-                         std::span<const WeightView> gate_up, std::span<const WeightView> down, const Tensor& out);
+// Routed experts of any format the CPU has (plain, FP8 blocks, LinearQuantized's), each expert's
+// activation SiluMul with `limit`.
+void MoeExperts(const Tensor& x, const Tensor& topk_ids, const Tensor& topk_weights,
+                std::span<const WeightView> gate_up, std::span<const WeightView> down, float limit, const Tensor& out);
 
 // MLA over every key a query sees, or, with `topk` [n, k] (I32, -1 ends a row's list), over the
 // positions each row selected (Backend::dsa().SparseMla).

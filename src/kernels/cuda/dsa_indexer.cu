@@ -410,6 +410,9 @@ void CheckIndexCache(const Tensor& cache, const IndexerShape& sh) {
                     (fp8 ? cache.dtype == DType::kU8 : (cache.dtype == DType::kF32 || cache.dtype == DType::kBF16)),
                 "index key cache ", cache.shape.ToString(), " of ", DTypeName(cache.dtype), " for head_dim ",
                 sh.head_dim, fp8 ? " (fp8: U8 rows of head_dim + 4 bytes)" : " (exact: fp32 or bf16 rows)");
+  if (sh.tokens_per_entry != 1)
+    Fail("the CUDA indexer scores one key per token; keys of ", sh.tokens_per_entry,
+         " positions (DeepSeek-V4's CSA) have no CUDA kernel yet");
 }
 
 // Whether the tensor-core kernel takes the shape.

@@ -15,9 +15,9 @@ double CorrectionDim(double rotations, double dim, double base, double max_posit
 
 }  // namespace
 
-RopeTables ComputeRope(const io::ModelConfig& config) {
-  const io::RopeConfig& rope = config.rope;
-  const std::int64_t dim = config.qk_rope_head_dim;
+RopeTables ComputeRope(const io::ModelConfig& config) { return ComputeRope(config.rope, config.qk_rope_head_dim); }
+
+RopeTables ComputeRope(const io::RopeConfig& rope, std::int64_t dim) {
   const std::int64_t half = dim / 2;
   RopeTables tables;
   tables.inv_freq.resize(half);

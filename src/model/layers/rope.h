@@ -15,6 +15,8 @@ struct RopeTables {
 };
 
 RopeTables ComputeRope(const io::ModelConfig& config);
+// The tables of one rope setting over `dim` rotated dims (DeepSeek-V4 has two settings).
+RopeTables ComputeRope(const io::RopeConfig& rope, std::int64_t dim);
 // The inverse frequencies in the backend's memory, as Backend::Rope takes them.
 Buffer UploadInvFreq(const RopeTables& rope, kernels::Backend& backend);
 // qk_head_dim^-0.5, times mscale² when YaRN has mscale_all_dim.

@@ -1,0 +1,38 @@
+// DeepSeek-V4's operations on the CPU (kernels/v4_ops.h): fp32, one summation order per output
+// element, so results do not depend on the batch or the thread count. The residual streams,
+// rope, projections and routing are in cpu_v4_streams.cc; the compressors and attention in
+// cpu_v4_attention.cc.
+#pragma once
+
+#include "kernels/v4_ops.h"
+
+namespace fission::kernels::cpu {
+
+class CpuV4Ops final : public V4Ops {
+ public:
+  void ExpandStreams(const Tensor& x, const Tensor& out) override;
+  void HyperPre(const Tensor& streams, const Tensor& fn, const Tensor& base, const Tensor& scale,
+                const HyperShape& shape, const Tensor& collapsed, const Tensor& post, const Tensor& comb) override;
+  void HyperPost(const Tensor& block_out, const Tensor& streams, const Tensor& post, const Tensor& comb,
+                 const Tensor& out) override;
+  void HyperHead(const Tensor& streams, const Tensor& fn, const Tensor& base, const Tensor& scale,
+                 const HyperShape& shape, const Tensor& out) override;
+  void Rope(const Tensor& x, std::int64_t offset, std::int64_t dim, std::span<const std::int32_t> positions,
+            const Tensor& inv_freq, bool inverse) override;
+  void Compress(const Tensor& kv, const Tensor& gate, const Tensor& ape, const Tensor& state,
+                std::span<const SeqAttention> seqs, std::span<const ClosedWindow> windows,
+                const CompressorShape& shape, const Tensor& pooled) override;
+  void UpdateCompressorState(const Tensor& kv, const Tensor& gate, const Tensor& state,
+                             std::span<const SeqAttention> seqs, const CompressorShape& shape) override;
+  void Attention(const Tensor& q, const Tensor& kv, const Tensor& window_kv, const Tensor& entries,
+                 const Tensor& selection, const Tensor& sinks, std::span<const SeqAttention> seqs,
+                 const V4AttentionShape& shape, const Tensor& out) override;
+  void GroupedLinear(const Tensor& x, const Tensor& w, std::int64_t groups, const Tensor& out) override;
+  void RouteSqrtSoftplus(const Tensor& router_logits, const Tensor& bias, std::span<const std::int32_t> fixed_ids,
+                         std::int64_t top_k, float scaling, const Tensor& ids, const Tensor& weights) override;
+  void ClampedSwiGlu(const Tensor& gate_up, float limit, const Tensor& out) override;
+  void MoeExperts(const Tensor& x, const Tensor& ids, const Tensor& weights, std::span<const WeightView> gate_up,
+                  std::span<const WeightView> down, float limit, const Tensor& out) override;
+};
+
+}  // namespace fission::kernels::cpu

@@ -1,0 +1,133 @@
+// DeepSeek-V4's operations (Backend::v4()): the mHC residual streams, the compressors that pool
+// windows of tokens into KV entries, attention over a sliding window plus compressed entries with
+// a per-head sink, the grouped output projection, V4's rope (interleaved, with its inverse on the
+// output), and its MoE pieces (sqrt-softplus and hash routing, SwiGLU clamped at a limit).
+//
+// Step metadata comes as host spans (the sequences of kernels::SeqAttention with their state slots,
+// the windows a step closes); a device backend reads them from the step-input block.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "kernels/mla_ops.h"
+#include "tensor/tensor.h"
+#include "tensor/weight.h"
+
+namespace fission::kernels {
+
+// The hyper-connection residual: `mult` streams of `hidden` values per token.
+struct HyperShape {
+  std::int64_t mult = 4;
+  std::int64_t hidden = 0;
+  std::int32_t sinkhorn_iters = 20;
+  float eps = 1e-6f;       // hc_eps: added to the weights and to every Sinkhorn denominator
+  float norm_eps = 1e-6f;  // the unweighted RMSNorm of the flattened streams
+};
+
+// One window a step closes: compressed entry `window` of sequence `seq` (an index into the step's
+// sequences), pooling positions [window·ratio, (window+1)·ratio) (and, overlapping, the window
+// before it).
+struct ClosedWindow {
+  std::int32_t seq = 0;
+  std::int32_t window = 0;
+};
+
+struct CompressorShape {
+  std::int64_t ratio = 4;     // positions per entry
+  std::int64_t head_dim = 0;  // values of one entry
+  // CSA's overlapping windows: each token projects 2·head_dim values; entry w pools the first half
+  // of window w-1's tokens with the second half of window w's (2·ratio slots). HCA pools the
+  // ratio tokens of its window.
+  bool overlap = false;
+  std::int64_t width() const { return overlap ? 2 * head_dim : head_dim; }
+  // Positions a state slot keeps: the last 2·ratio (overlap) or ratio positions before the step.
+  std::int64_t state_positions() const { return overlap ? 2 * ratio : ratio; }
+};
+
+struct V4AttentionShape {
+  std::int64_t heads = 0;     // this rank's heads
+  std::int64_t head_dim = 0;  // of the one shared KV head, used as key and value
+  std::int64_t window = 0;    // sliding_window: a query sees positions (p - window, p]
+  float softmax_scale = 1.0f;
+  std::int64_t page_size = 0;
+  // Compressed entries, one per `ratio` positions (0: a sliding-window layer). Entry e is visible
+  // to a query at position p when e < (p + 1) / ratio: every such entry (HCA), or those the
+  // indexer selected (CSA).
+  std::int64_t ratio = 0;
+  std::int64_t entries_per_page = 0;
+};
+
+class V4Ops {
+ public:
+  virtual ~V4Ops() = default;
+
+  // x [n, hidden] copied into each of the mult streams of out [n, mult, hidden].
+  virtual void ExpandStreams(const Tensor& x, const Tensor& out) = 0;
+  // The mHC weights of one sublayer from streams [n, mult, hidden]: mixes = fn · RMSNorm(flat
+  // streams) (fn [(2+mult)·mult, mult·hidden], no weight), then pre = sigmoid(mixes[:m]·scale[0] +
+  // base) + eps, post = 2·sigmoid(mixes[m:2m]·scale[1] + base), comb [m, m] = softmax over its
+  // rows of mixes[2m:]·scale[2] + base, plus eps, made doubly stochastic by Sinkhorn iterations
+  // (columns first, then sinkhorn_iters - 1 rounds of rows and columns). collapsed [n, hidden] =
+  // Σ_j pre_j · stream_j; post [n, mult]; comb [n, mult, mult].
+  virtual void HyperPre(const Tensor& streams, const Tensor& fn, const Tensor& base, const Tensor& scale,
+                        const HyperShape& shape, const Tensor& collapsed, const Tensor& post, const Tensor& comb) = 0;
+  // out [n, mult, hidden]: stream k = post_k · block_out + Σ_j comb[j, k] · stream_j. `out` must
+  // not alias `streams`.
+  virtual void HyperPost(const Tensor& block_out, const Tensor& streams, const Tensor& post, const Tensor& comb,
+                         const Tensor& out) = 0;
+  // The final collapse: pre = sigmoid((fn · RMSNorm(flat)) · scale[0] + base) + eps (fn [mult,
+  // mult·hidden]); out [n, hidden] = Σ_j pre_j · stream_j.
+  virtual void HyperHead(const Tensor& streams, const Tensor& fn, const Tensor& base, const Tensor& scale,
+                         const HyperShape& shape, const Tensor& out) = 0;
+
+  // V4's rope on dims [offset, offset + dim) of every head of x [n, heads, head_dim], in place:
+  // interleaved pairs (2i, 2i+1) rotated by positions[t]·inv_freq[i] and left interleaved; with
+  // `inverse` the rotation by -angle (V4 undoes the values' rope on the attention output).
+  virtual void Rope(const Tensor& x, std::int64_t offset, std::int64_t dim, std::span<const std::int32_t> positions,
+                    const Tensor& inv_freq, bool inverse) = 0;
+
+  // The pooled rows [len(windows), head_dim] of the windows the step closes, in order:
+  // softmax over the window's slots, per channel, of gate + ape[slot], weighting kv. kv and gate
+  // [rows, width] are the step's projections; a position before the step's first is read from
+  // `state` [state slots · state_positions, 2·width] (kv, then gate, of position p in entry
+  // slot · state_positions + p % state_positions). An overlapping entry 0 has only its second half.
+  virtual void Compress(const Tensor& kv, const Tensor& gate, const Tensor& ape, const Tensor& state,
+                        std::span<const SeqAttention> seqs, std::span<const ClosedWindow> windows,
+                        const CompressorShape& shape, const Tensor& pooled) = 0;
+  // Stores the projections of each sequence's last state_positions new positions into its state
+  // slot, for the windows later steps close.
+  virtual void UpdateCompressorState(const Tensor& kv, const Tensor& gate, const Tensor& state,
+                                     std::span<const SeqAttention> seqs, const CompressorShape& shape) = 0;
+
+  // Attention of q [n, heads, head_dim] (rope applied) over, per query at position p: the window
+  // keys (p - window, p] (this step's rows of `kv` [n, head_dim] for the step's positions, the
+  // sequence's ring `window_kv` [state slots · window, head_dim] at slot · window + pos % window
+  // for earlier ones), and the visible compressed entries of `entries` (paged, [entries,
+  // head_dim]): all of them, or with `selection` [n, k] (I32, -1 ends a row) the entries it lists.
+  // Keys are the values. p_s = softmax over the keys and the head's sink (sinks [heads]) of
+  // softmax_scale · q·k_s; out [n, heads, head_dim] = Σ p_s k_s.
+  virtual void Attention(const Tensor& q, const Tensor& kv, const Tensor& window_kv, const Tensor& entries,
+                         const Tensor& selection, const Tensor& sinks, std::span<const SeqAttention> seqs,
+                         const V4AttentionShape& shape, const Tensor& out) = 0;
+
+  // The grouped output projection: x [n, groups·k] in groups of k, w [groups·r, k] (group g's r
+  // rows after group g-1's); out [n, groups·r], group g = x_g · w_gᵀ.
+  virtual void GroupedLinear(const Tensor& x, const Tensor& w, std::int64_t groups, const Tensor& out) = 0;
+
+  // MoE routing with sqrt(softplus(logits)) scores. ids [n, top_k]: the top_k of scores + bias
+  // (score-routed layers), or `fixed_ids` [n·top_k] (hash-routed layers; bias unused) — either way
+  // in ascending expert order. weights [n, top_k] = score / Σ scores (+1e-20) · scaling.
+  virtual void RouteSqrtSoftplus(const Tensor& router_logits, const Tensor& bias,
+                                 std::span<const std::int32_t> fixed_ids, std::int64_t top_k, float scaling,
+                                 const Tensor& ids, const Tensor& weights) = 0;
+  // SwiGLU clamped at `limit`: gate_up [n, 2I] -> out [n, I] = silu(min(gate, limit)) ·
+  // clamp(up, -limit, limit) (no clamp when limit is 0).
+  virtual void ClampedSwiGlu(const Tensor& gate_up, float limit, const Tensor& out) = 0;
+  // Backend::MoeExperts with each expert's activation clamped as ClampedSwiGlu does.
+  virtual void MoeExperts(const Tensor& x, const Tensor& ids, const Tensor& weights,
+                          std::span<const WeightView> gate_up, std::span<const WeightView> down, float limit,
+                          const Tensor& out) = 0;
+};
+
+}  // namespace fission::kernels

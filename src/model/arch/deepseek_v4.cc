@@ -1,0 +1,155 @@
+#include "model/arch/deepseek_v4.h"
+
+#include <limits>
+
+#include "base/log.h"
+
+namespace fission::model {
+namespace {
+
+constexpr const char* kWindow = "v4_window";
+constexpr const char* kCsaEntries = "v4_csa_entries";
+constexpr const char* kCsaIndexKeys = "v4_csa_index_keys";
+constexpr const char* kCsaState = "v4_csa_state";
+constexpr const char* kCsaIndexState = "v4_csa_index_state";
+constexpr const char* kHcaEntries = "v4_hca_entries";
+constexpr const char* kHcaState = "v4_hca_state";
+
+// V4 steps are never split over the CP group (the header's Decision).
+ShardOptions Unsplit(ShardOptions options) {
+  if (options.rank.cp_size() > 1)
+    Log(LogLevel::kInfo, "DeepSeek-V4: prefill context parallelism runs every step unsplit on each of the ", options.rank.cp_size(),
+            " CP ranks (the V4 split has not landed)");
+  options.pcp_min_tokens = std::numeric_limits<int>::max();
+  return options;
+}
+
+CacheClass Paged(const char* name, std::int64_t ratio, int layers, CacheField field) {
+  CacheClass c;
+  c.name = name;
+  c.kind = CacheKind::kPaged;
+  c.tokens_per_entry = static_cast<std::int32_t>(ratio);
+  c.layers = layers;
+  c.fields = {std::move(field)};
+  return c;
+}
+
+CacheClass PerRequest(const char* name, std::int64_t entries, int layers, CacheField field) {
+  CacheClass c;
+  c.name = name;
+  c.kind = CacheKind::kPerRequest;
+  c.entries_per_request = static_cast<std::int32_t>(entries);
+  c.layers = layers;
+  c.fields = {std::move(field)};
+  return c;
+}
+
+}  // namespace
+
+DeepseekV4Model::DeepseekV4Model(io::ModelConfig config, WeightLoader& loader, const ShardOptions& options)
+    : DecoderModel(std::move(config), loader.backend(), Unsplit(options)) {
+  const io::ModelConfig& c = this->config();
+  const io::V4Config& v4 = *c.v4;
+  Buffer embed = loader.Load("embed.weight", Shape{c.vocab_size, c.hidden_size}, vocab_part());
+  const RopeTables main_rope = ComputeRope(v4.main_rope, c.qk_rope_head_dim);
+  const RopeTables compress_rope = ComputeRope(v4.compress_rope, c.qk_rope_head_dim);
+  for (std::int64_t i = 0; i < c.num_hidden_layers; ++i) {
+    const std::string p = StrCat("layers.", i, ".");
+    Layer& layer = layers_.emplace_back();
+    layer.attn_norm = loader.LoadNorm(p + "attn_norm.weight", c.hidden_size);
+    layer.ffn_norm = loader.LoadNorm(p + "ffn_norm.weight", c.hidden_size);
+    layer.attn_hc = std::make_unique<HyperConnection>(c, p + "hc_attn_", loader);
+    layer.ffn_hc = std::make_unique<HyperConnection>(c, p + "hc_ffn_", loader);
+    layer.attention = std::make_unique<V4Attention>(c, i, loader, options.rank, main_rope, compress_rope);
+    layer.moe = std::make_unique<V4Moe>(c, i, loader, options.rank);
+    if (layer.attention->kind() == io::V4Attention::kCsa) layer.csa = csa_layers_++;
+    if (layer.attention->kind() == io::V4Attention::kHca) layer.hca = hca_layers_++;
+    if (layer.attention->ratio() > 0) ratios_.push_back(layer.attention->ratio());
+  }
+  head_ = std::make_unique<HyperHead>(c, loader);
+  Buffer norm = loader.LoadNorm("norm.weight", c.hidden_size);
+  Buffer lm_head = loader.Load(c.tie_word_embeddings ? "embed.weight" : "head.weight",
+                               Shape{c.vocab_size, c.hidden_size}, vocab_part());
+  SetVocabulary(std::move(embed), std::move(norm), static_cast<float>(c.rms_norm_eps), Weight::Plain(std::move(lm_head)));
+}
+
+MemorySpec DeepseekV4Model::Memory() const {
+  const io::ModelConfig& c = config();
+  const io::V4Config& v4 = *c.v4;
+  const DType dtype = options().kv_dtype;
+  MemorySpec spec;
+  spec.classes.push_back(PerRequest(kWindow, v4.sliding_window, static_cast<int>(layers_.size()),
+                                    {"kv", dtype, v4.head_dim}));
+  const Layer* csa = nullptr;
+  const Layer* hca = nullptr;
+  for (const Layer& l : layers_) {
+    if (l.csa == 0) csa = &l;
+    if (l.hca == 0) hca = &l;
+  }
+  if (csa != nullptr) {
+    const V4Compressor& main = *csa->attention->compressor();
+    const V4Compressor& index = csa->attention->indexer()->compressor();
+    const std::int64_t r = main.shape().ratio;
+    spec.classes.push_back(Paged(kCsaEntries, r, csa_layers_, {"kv", dtype, v4.head_dim}));
+    spec.classes.push_back(Paged(kCsaIndexKeys, r, csa_layers_, {"key", DType::kF32, c.indexer->head_dim}));
+    spec.classes.push_back(PerRequest(kCsaState, main.shape().state_positions(), csa_layers_, main.StateField()));
+    spec.classes.push_back(PerRequest(kCsaIndexState, index.shape().state_positions(), csa_layers_, index.StateField()));
+  }
+  if (hca != nullptr) {
+    const V4Compressor& main = *hca->attention->compressor();
+    spec.classes.push_back(Paged(kHcaEntries, main.shape().ratio, hca_layers_, {"kv", dtype, v4.head_dim}));
+    spec.classes.push_back(PerRequest(kHcaState, main.shape().state_positions(), hca_layers_, main.StateField()));
+  }
+  return spec;
+}
+
+V4LayerMemory DeepseekV4Model::LayerMemory(const ModelMemory& memory, const Layer& layer, std::size_t index) const {
+  const MemorySpec& spec = memory.spec();
+  V4LayerMemory m;
+  m.window = memory.entries(spec.index_of(kWindow), static_cast<int>(index));
+  if (layer.csa >= 0) {
+    m.entries = memory.entries(spec.index_of(kCsaEntries), layer.csa);
+    m.index_keys = memory.entries(spec.index_of(kCsaIndexKeys), layer.csa);
+    m.state = memory.entries(spec.index_of(kCsaState), layer.csa);
+    m.index_state = memory.entries(spec.index_of(kCsaIndexState), layer.csa);
+  } else if (layer.hca >= 0) {
+    m.entries = memory.entries(spec.index_of(kHcaEntries), layer.hca);
+    m.state = memory.entries(spec.index_of(kHcaState), layer.hca);
+  }
+  return m;
+}
+
+Buffer DeepseekV4Model::Hidden(const StepContext& step) {
+  kernels::Backend& b = *step.backend;
+  Allocator* alloc = b.allocator();
+  const io::ModelConfig& c = config();
+  const std::int64_t n = step.layout->rows(), hidden = c.hidden_size, m = c.v4->hc_mult;
+  const V4StepPlan plan(*step.in, c.v4->sliding_window, ratios_);
+  Buffer x(DType::kF32, Shape{n, hidden}, alloc), y(DType::kF32, Shape{n, hidden}, alloc),
+      collapsed(DType::kF32, Shape{n, hidden}, alloc);
+  Buffer streams(DType::kF32, Shape{n, m, hidden}, alloc), next(DType::kF32, Shape{n, m, hidden}, alloc);
+  Buffer post(DType::kF32, Shape{n, m}, alloc), comb(DType::kF32, Shape{n, m, m}, alloc);
+  Embed(step, x);
+  b.v4().ExpandStreams(x, streams);
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  for (std::size_t i = 0; i < layers_.size(); ++i) {
+    const Layer& layer = layers_[i];
+    layer.attn_hc->Before(b, streams, collapsed, post, comb);
+    b.RmsNorm(collapsed, layer.attn_norm, eps, x);
+    layer.attention->Forward(step, x, plan, LayerMemory(*step.memory, layer, i), y);
+    layer.attn_hc->After(b, y, post, comb, streams, next);
+    std::swap(streams, next);
+
+    layer.ffn_hc->Before(b, streams, collapsed, post, comb);
+    b.RmsNorm(collapsed, layer.ffn_norm, eps, x);
+    step.layout->FeedForward(x, y, [&](const Tensor& in, const Tensor& partial) {
+      layer.moe->Forward(b, in, step.in->token_ids, partial);
+    });
+    layer.ffn_hc->After(b, y, post, comb, streams, next);
+    std::swap(streams, next);
+  }
+  head_->Forward(b, streams, x);
+  return x;
+}
+
+}  // namespace fission::model

@@ -1,0 +1,51 @@
+// DeepSeek-V4 (deepseek_v4: V4-Flash, V4-Pro). Every layer keeps hc_mult residual streams mixed by
+// hyper-connections around its attention and its MoE (model/layers/hyper_connection.h). Attention
+// reads a sliding window of keys and, in CSA and HCA layers, entries compressed from windows of
+// positions (model/layers/v4_attention.h); the MoE is sqrt-softplus or hash routed
+// (model/layers/v4_moe.h). Checkpoints use DeepSeek's names (embed, head, norm, hc_head_*,
+// layers.N.{attn,ffn,attn_norm,ffn_norm,hc_attn_*,hc_ffn_*}).
+//
+// **Decision** (prefill context parallelism): V4 steps run unsplit on every rank of a CP group (the
+// split of the window, compressor and indexer state over ranks has not landed), so --attn-cp-size
+// gives the single-rank result without its speed-up; the load logs it.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "model/decoder.h"
+#include "model/layers/hyper_connection.h"
+#include "model/layers/v4_attention.h"
+#include "model/layers/v4_moe.h"
+
+namespace fission::model {
+
+class DeepseekV4Model final : public DecoderModel {
+ public:
+  DeepseekV4Model(io::ModelConfig config, WeightLoader& loader, const ShardOptions& options);
+
+  std::string architecture() const override { return "DeepseekV4ForCausalLM"; }
+  // Per layer a sliding-window ring (per request); per CSA layer paged entries and index keys at
+  // 1/ratio of the tokens and two compressor carry-overs (per request); per HCA layer paged
+  // entries and one carry-over.
+  MemorySpec Memory() const override;
+
+ private:
+  struct Layer {
+    Buffer attn_norm, ffn_norm;
+    std::unique_ptr<HyperConnection> attn_hc, ffn_hc;
+    std::unique_ptr<V4Attention> attention;
+    std::unique_ptr<V4Moe> moe;
+    int csa = -1, hca = -1;  // the layer's index among the CSA (HCA) layers
+  };
+
+  Buffer Hidden(const StepContext& step) override;
+  V4LayerMemory LayerMemory(const ModelMemory& memory, const Layer& layer, std::size_t index) const;
+
+  std::vector<Layer> layers_;
+  std::unique_ptr<HyperHead> head_;
+  int csa_layers_ = 0, hca_layers_ = 0;
+  std::vector<std::int64_t> ratios_;
+};
+
+}  // namespace fission::model

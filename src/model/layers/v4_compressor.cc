@@ -1,0 +1,71 @@
+#include "model/layers/v4_compressor.h"
+
+#include <cmath>
+
+namespace fission::model {
+
+V4Compressor::V4Compressor(const io::ModelConfig& c, const std::string& prefix, std::int64_t head_dim,
+                           std::int64_t ratio, bool overlap, WeightLoader& loader, const RopeTables& rope)
+    : rope_dim_(c.qk_rope_head_dim), norm_eps_(static_cast<float>(c.rms_norm_eps)) {
+  shape_.ratio = ratio;
+  shape_.head_dim = head_dim;
+  shape_.overlap = overlap;
+  const std::int64_t width = shape_.width();
+  wkv_ = loader.LoadLinear(prefix + "wkv.weight", Shape{width, c.hidden_size});
+  wgate_ = loader.LoadLinear(prefix + "wgate.weight", Shape{width, c.hidden_size});
+  ape_ = loader.LoadF32(prefix + "ape", Shape{ratio, width});
+  norm_ = loader.LoadNorm(prefix + "norm.weight", head_dim);
+  inv_freq_ = UploadInvFreq(rope, loader.backend());
+}
+
+void V4Compressor::Forward(const StepContext& step, const Tensor& x, const V4Windows& windows, const Tensor& state,
+                           const Tensor& entries) const {
+  kernels::Backend& b = *step.backend;
+  const std::int64_t n = x.shape[0], width = shape_.width(), m = static_cast<std::int64_t>(windows.windows.size());
+  Buffer kv(DType::kF32, Shape{n, width}, b.allocator()), gate(DType::kF32, Shape{n, width}, b.allocator());
+  b.Linear(x, wkv_, kv);
+  b.Linear(x, wgate_, gate);
+  if (m > 0) {
+    Buffer pooled(DType::kF32, Shape{m, 1, shape_.head_dim}, b.allocator());
+    const Tensor rows = pooled.tensor().View(Shape{m, shape_.head_dim});
+    b.v4().Compress(kv, gate, ape_, state, step.in->seqs, windows.windows, shape_, rows);
+    b.RmsNorm(rows, norm_, norm_eps_, rows);
+    b.v4().Rope(pooled, shape_.head_dim - rope_dim_, rope_dim_, windows.positions, inv_freq_, /*inverse=*/false);
+    b.WriteKv(rows, windows.slots, entries);
+  }
+  b.v4().UpdateCompressorState(kv, gate, state, step.in->seqs, shape_);
+}
+
+V4Indexer::V4Indexer(const io::ModelConfig& c, const std::string& prefix, std::int64_t ratio, WeightLoader& loader,
+                     const RopeTables& rope)
+    : rope_dim_(c.qk_rope_head_dim),
+      compressor_(c, prefix + "compressor.", c.indexer->head_dim, ratio, /*overlap=*/true, loader, rope) {
+  const io::IndexerConfig& idx = *c.indexer;
+  shape_.n_heads = idx.n_heads;
+  shape_.head_dim = idx.head_dim;
+  shape_.topk = idx.topk;
+  // softmax_scale (head_dim^-0.5) on the ReLU'd products and n_heads^-0.5 on the head weights.
+  shape_.weight_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(idx.n_heads)) /
+                                           std::sqrt(static_cast<double>(idx.head_dim)));
+  shape_.tokens_per_entry = ratio;
+  wq_b_ = loader.LoadLinear(prefix + "wq_b.weight", Shape{idx.n_heads * idx.head_dim, c.q_lora_rank});
+  weights_proj_ = Weight::Plain(loader.Load(prefix + "weights_proj.weight", Shape{idx.n_heads, c.hidden_size}));
+  inv_freq_ = UploadInvFreq(rope, loader.backend());
+}
+
+void V4Indexer::Select(const StepContext& step, const Tensor& x, const Tensor& q_latent, const V4Windows& windows,
+                       const Tensor& state, const Tensor& keys, const Tensor& selection) const {
+  kernels::Backend& b = *step.backend;
+  const std::int64_t n = x.shape[0];
+  compressor_.Forward(step, x, windows, state, keys);
+  Buffer q(DType::kF32, Shape{n, shape_.n_heads, shape_.head_dim}, b.allocator());
+  b.Linear(q_latent, wq_b_, q.tensor().View(Shape{n, shape_.n_heads * shape_.head_dim}));
+  b.v4().Rope(q, shape_.head_dim - rope_dim_, rope_dim_, step.in->positions, inv_freq_, /*inverse=*/false);
+  Buffer weights(DType::kF32, Shape{n, shape_.n_heads}, b.allocator());
+  b.Linear(x, weights_proj_, weights);
+  kernels::IndexerShape shape = shape_;
+  shape.page_size = step.in->page_size;
+  b.dsa().IndexerTopK(q, weights, keys, step.in->seqs, shape, selection);
+}
+
+}  // namespace fission::model

@@ -1,0 +1,63 @@
+// DeepSeek-V4's compressors and CSA's lightning indexer.
+//
+// A compressor pools each window of `ratio` positions into one KV entry: the tokens' projections
+// kv = x·wkv and gate = x·wgate, a softmax over the window (per channel, gate + ape), the weighted
+// sum, an RMSNorm and rope at the window's first position. CSA's windows overlap: each token
+// projects two halves and entry w pools window w-1's first halves with window w's second halves.
+// Entries go into a paged class of `ratio` positions per entry; the projections of a sequence's
+// last positions wait in its state slot for the window a later step closes.
+//
+// CSA's indexer runs a compressor of its own (index_head_dim wide) whose entries are its keys, and
+// picks for every query the index_topk entries of highest Σ_h w_h · ReLU(q_h · key).
+#pragma once
+
+#include <string>
+
+#include "io/model_config.h"
+#include "model/layers/rope.h"
+#include "model/layers/v4_step_plan.h"
+#include "model/step_context.h"
+#include "model/weights.h"
+
+namespace fission::model {
+
+class V4Compressor {
+ public:
+  // Loads `prefix`{wkv.weight, wgate.weight, ape, norm.weight} (prefix "layers.N.attn.compressor.").
+  V4Compressor(const io::ModelConfig& config, const std::string& prefix, std::int64_t head_dim, std::int64_t ratio,
+               bool overlap, WeightLoader& loader, const RopeTables& rope);
+  // Writes the entries of the windows the step closes (`windows`, this ratio's) into `entries` and
+  // keeps the step's last positions in `state`.
+  void Forward(const StepContext& step, const Tensor& x, const V4Windows& windows, const Tensor& state,
+               const Tensor& entries) const;
+  // The per-request class field of the carry-over: kv then gate of one position.
+  CacheField StateField() const { return {"kv_gate", DType::kF32, 2 * shape_.width()}; }
+  const kernels::CompressorShape& shape() const { return shape_; }
+
+ private:
+  kernels::CompressorShape shape_;
+  std::int64_t rope_dim_;
+  float norm_eps_;
+  Weight wkv_, wgate_;
+  Buffer ape_, norm_, inv_freq_;
+};
+
+class V4Indexer {
+ public:
+  // Loads `prefix`{wq_b.weight, weights_proj.weight, compressor.*} (prefix "layers.N.attn.indexer.").
+  V4Indexer(const io::ModelConfig& config, const std::string& prefix, std::int64_t ratio, WeightLoader& loader,
+            const RopeTables& rope);
+  // selection [rows, index_topk] (I32): per query the chosen entry indices, -1 after the last.
+  void Select(const StepContext& step, const Tensor& x, const Tensor& q_latent, const V4Windows& windows,
+              const Tensor& state, const Tensor& keys, const Tensor& selection) const;
+  const V4Compressor& compressor() const { return compressor_; }
+
+ private:
+  kernels::IndexerShape shape_;
+  std::int64_t rope_dim_;
+  V4Compressor compressor_;
+  Weight wq_b_, weights_proj_;
+  Buffer inv_freq_;
+};
+
+}  // namespace fission::model

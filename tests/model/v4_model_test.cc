@@ -1,0 +1,157 @@
+// DeepSeek-V4 on the CPU beyond the golden parity (golden_parity_test.cc): the sliding-window
+// ring, the compressors' carry-over and the indexer give the same bits however a prompt is cut
+// into chunks and whatever else shares the step; every TP x CP layout equals one rank.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "model/runtime/model_loader.h"
+#include "model/step_runner_testlib.h"
+
+namespace fission::model {
+namespace {
+
+constexpr const char* kFixture = "tiny-deepseek-v4";
+
+std::unique_ptr<CausalLM> LoadV4(const LoadOptions& options = {}) {
+  return LoadCausalLM(FixtureModelDir(kFixture), options);
+}
+
+// The logits of every position of `tokens` prefilled in chunks of the given sizes (the last chunk
+// takes the rest), with pages of `page_size` positions (a page holds several entries of one ratio
+// and a part of one entry of another).
+std::vector<std::vector<float>> ChunkedPrefill(CausalLM& model, const std::vector<std::int32_t>& tokens,
+                                               const std::vector<std::size_t>& chunks, std::int64_t page_size) {
+  StepRunner runner(model, page_size, 96, 7);
+  const int seq = runner.AddSequence();
+  std::vector<std::vector<float>> rows;
+  std::size_t at = 0;
+  for (std::size_t i = 0; at < tokens.size(); ++i) {
+    const std::size_t len = i < chunks.size() ? std::min(chunks[i], tokens.size() - at) : tokens.size() - at;
+    auto part = runner.Prefill(seq, {tokens.begin() + at, tokens.begin() + at + len}, /*all_logits=*/true);
+    rows.insert(rows.end(), part.begin(), part.end());
+    at += len;
+  }
+  return rows;
+}
+
+TEST(DeepseekV4, ChunkedPrefillAtAnyCutGivesTheSameBits) {
+  auto model = LoadV4();
+  const auto tokens = Tokens(150, 11, model->vocab_size());
+  const auto whole = ChunkedPrefill(*model, tokens, {}, 4);
+  // Cuts inside windows of 4 and of 16, across the ring of 8, and single-token steps.
+  for (const auto& [chunks, page] : std::vector<std::pair<std::vector<std::size_t>, std::int64_t>>{
+           {{1, 6, 3, 17, 5, 40, 28}, 4}, {{15, 1, 1, 16, 33}, 16}, {{2, 2, 2, 9, 31, 7}, 8}, {{63, 2, 50}, 32}, {{1, 1, 1, 1, 1, 1, 1, 1, 1, 1}, 4}}) {
+    const auto cut = ChunkedPrefill(*model, tokens, chunks, page);
+    ASSERT_EQ(cut.size(), whole.size());
+    for (std::size_t p = 0; p < whole.size(); ++p) ASSERT_EQ(cut[p], whole[p]) << "position " << p << " page " << page;
+  }
+}
+
+// Four sequences whose prompts and decode tokens share steps in every combination against each
+// alone: the same bits (the CPU reference's results do not depend on the batch).
+TEST(DeepseekV4, BatchCompositionLeavesOutputsUnchanged) {
+  auto model = LoadV4();
+  const std::int64_t vocab = model->vocab_size();
+  const std::vector<std::vector<std::int32_t>> prompts = {Tokens(37, 1, vocab), Tokens(70, 2, vocab),
+                                                          Tokens(5, 3, vocab), Tokens(129, 4, vocab)};
+  std::vector<std::vector<std::vector<float>>> alone;
+  for (const auto& p : prompts) alone.push_back(ChunkedPrefill(*model, p, {}, 4));
+
+  StepRunner runner(*model, 4, 256, 3);
+  std::vector<int> seqs;
+  for (std::size_t i = 0; i < prompts.size(); ++i) seqs.push_back(runner.AddSequence());
+  std::vector<std::vector<std::vector<float>>> together(prompts.size());
+  auto run = [&](const std::vector<std::pair<std::size_t, std::pair<std::size_t, std::size_t>>>& parts) {
+    std::vector<StepRunner::Chunk> chunks;
+    for (const auto& [s, range] : parts)
+      chunks.push_back({seqs[s], {prompts[s].begin() + range.first, prompts[s].begin() + range.second}});
+    const auto rows = runner.Step(chunks);
+    std::size_t r = 0;
+    for (const auto& [s, range] : parts)
+      for (std::size_t k = range.first; k < range.second; ++k) together[s].push_back(rows[r++]);
+  };
+  run({{0, {0, 20}}, {1, {0, 1}}, {3, {0, 64}}});
+  run({{0, {20, 37}}, {1, {1, 2}}, {2, {0, 5}}, {3, {64, 65}}});
+  run({{1, {2, 70}}, {3, {65, 129}}});
+  for (std::size_t s = 0; s < prompts.size(); ++s) {
+    ASSERT_EQ(together[s].size(), alone[s].size());
+    for (std::size_t p = 0; p < alone[s].size(); ++p) ASSERT_EQ(together[s][p], alone[s][p]) << "sequence " << s << " position " << p;
+  }
+}
+
+// Chunked prompts of several sequences, prefill and decode in one step, then 32 greedy steps;
+// every logits row, and the tokens (recorded from `model` when `tokens` is empty, else forced).
+std::vector<std::vector<float>> Scenario(CausalLM& model, std::vector<std::int32_t>* tokens) {
+  const std::int64_t vocab = model.vocab_size();
+  StepRunner r(model, 4, 256, 5);
+  const auto a = Tokens(140, 21, vocab), b = Tokens(33, 22, vocab), c = Tokens(61, 23, vocab);
+  const int sa = r.AddSequence(), sb = r.AddSequence(), sc = r.AddSequence();
+  std::vector<std::vector<float>> rows;
+  auto keep = [&](const std::vector<std::vector<float>>& s) { rows.insert(rows.end(), s.begin(), s.end()); };
+  keep(r.Step({{sa, {a.begin(), a.begin() + 70}}, {sb, b}}));
+  keep(r.Step({{sa, {a.begin() + 70, a.end()}}, {sb, {5}}, {sc, c}}));
+  const bool record = tokens->empty();
+  std::vector<std::int32_t> next = {2, 3, 4};
+  for (int step = 0, k = 0; step < 32; ++step) {
+    const auto out = r.Step({{sa, {next[0]}}, {sb, {next[1]}}, {sc, {next[2]}}});
+    keep(out);
+    for (std::size_t i = 0; i < 3; ++i) {
+      if (record) tokens->push_back(Argmax(out[i]));
+      next[i] = (*tokens)[k++];
+    }
+  }
+  return rows;
+}
+
+class V4Layouts : public ::testing::TestWithParam<std::pair<int, int>> {};
+
+TEST_P(V4Layouts, EqualSingleRank) {
+  const auto [tp, cp] = GetParam();
+  auto single = LoadV4();
+  LoadOptions options;
+  options.tp_size = tp;
+  options.attn_cp_size = cp;
+  options.pcp_min_tokens = 2;  // V4 still runs unsplit: the model overrides it
+  auto parallel = LoadV4(options);
+  std::vector<std::int32_t> want_tokens, got_tokens;
+  const auto want = Scenario(*single, &want_tokens);
+  const auto got = Scenario(*parallel, &got_tokens);
+  ASSERT_EQ(got.size(), want.size());
+  double worst = 0.0;
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    const double err = RelativeL2(got[i], want[i].data(), single->vocab_size());
+    worst = std::max(worst, err);
+    ASSERT_LE(err, 1e-5) << "row " << i;
+  }
+  EXPECT_EQ(got_tokens, want_tokens);
+  std::printf("tiny-deepseek-v4 tp %d cp %d: worst relative L2 %.3g\n", tp, cp, worst);
+}
+
+INSTANTIATE_TEST_SUITE_P(CpuLocal, V4Layouts, ::testing::Values(std::pair{2, 1}, std::pair{2, 2}, std::pair{4, 2}),
+                         [](const auto& info) { return StrCat("tp", info.param.first, "_cp", info.param.second); });
+
+// The memory the model declares: a window ring per layer and request, CSA's entries and index keys
+// at a quarter of the tokens, HCA's at a sixteenth, the compressors' carry-over per request.
+TEST(DeepseekV4, DeclaresItsMemoryClasses) {
+  auto model = LoadV4();
+  const MemorySpec spec = model->Memory();
+  ASSERT_EQ(spec.classes.size(), 7u);
+  auto cls = [&](const char* name) { return spec.classes[spec.index_of(name)]; };
+  EXPECT_EQ(cls("v4_window").kind, CacheKind::kPerRequest);
+  EXPECT_EQ(cls("v4_window").entries_per_request, 8);
+  EXPECT_EQ(cls("v4_window").layers, 4);
+  EXPECT_EQ(cls("v4_csa_entries").tokens_per_entry, 4);
+  EXPECT_EQ(cls("v4_csa_entries").layers, 2);
+  EXPECT_EQ(cls("v4_csa_index_keys").fields[0].count, 16);
+  EXPECT_EQ(cls("v4_csa_state").entries_per_request, 8);          // two windows of 4
+  EXPECT_EQ(cls("v4_csa_state").fields[0].count, 2 * 2 * 32);     // kv and gate, both halves
+  EXPECT_EQ(cls("v4_hca_entries").tokens_per_entry, 16);
+  EXPECT_EQ(cls("v4_hca_state").entries_per_request, 16);
+  EXPECT_EQ(cls("v4_hca_state").fields[0].count, 2 * 32);
+  // Paged bytes per token: CSA entries (32 fp32 / 4) and keys (16 / 4) in two layers, HCA (32 / 16).
+  EXPECT_DOUBLE_EQ(spec.bytes_per_token(16), (2 * (32.0 + 16.0) / 4 + 32.0 / 16) * 4);
+}
+
+}  // namespace
+}  // namespace fission::model
