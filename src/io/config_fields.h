@@ -21,7 +21,9 @@ std::optional<std::vector<std::string>> GetLayerList(const Json& json, const cha
 // One rope parameter object (`rope_parameters`, `rope_scaling`, or a V4 rope type's entry):
 // default or YaRN, `theta` unless it names its own rope_theta.
 RopeConfig ParseRopeParams(const Json& params, const std::string& params_where, double theta);
-// DeepSeek-V4's own fields (model_config_v4.cc), into c.v4 and the shared attention dims.
+// DeepSeek-V4's own fields (model_config_v4.cc), into c.v4 and the shared attention dims; then,
+// once the indexer's fields are read too, the checks across them.
 void ParseV4(const Json& json, const std::string& where, ModelConfig& c);
+void CheckV4Fits(const ModelConfig& c, const std::string& where);
 
 }  // namespace fission::io

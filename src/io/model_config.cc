@@ -319,6 +319,7 @@ ModelConfig ParseModelConfig(const Json& json, const std::string& source) {
   if (c.model_type == "deepseek_v4") {
     ParseV4(json, source, c);
     ParseIndexer(json, source, c);
+    CheckV4Fits(c, source);
     c.rope = c.v4->compress_rope;
   } else {
     c.intermediate_size = GetInt(json, "intermediate_size", source);

@@ -2,6 +2,8 @@
 // transformers' (layer_types + compress_rates, mlp_layer_types, rope_parameters {main, compress}),
 // which its save_pretrained writes, and DeepSeek's published configs (compress_ratios per layer,
 // num_hash_layers, rope_theta / compress_rope_theta / rope_scaling). Both give the same V4Config.
+#include <algorithm>
+
 #include "io/config_fields.h"
 
 namespace fission::io {
@@ -99,6 +101,11 @@ void CheckV4(const ModelConfig& c, const std::string& where) {
   if (c.num_attention_heads % v4.o_groups != 0)
     Fail(where, ": num_attention_heads (", c.num_attention_heads, ") must be divisible by o_groups (", v4.o_groups, ")");
   if (v4.swiglu_limit < 0) Fail(where, ": field 'swiglu_limit' must not be negative");
+  // The CSA indexer rotates the trailing rope dims of its queries and keys.
+  const bool has_csa = std::find(v4.attention.begin(), v4.attention.end(), V4Attention::kCsa) != v4.attention.end();
+  if (has_csa && c.indexer->head_dim < c.qk_rope_head_dim)
+    Fail(where, ": index_head_dim (", c.indexer->head_dim, ") is smaller than the rope part (", c.qk_rope_head_dim,
+         "), which the CSA indexer rotates");
 }
 
 }  // namespace
@@ -125,7 +132,8 @@ void ParseV4(const Json& json, const std::string& where, ModelConfig& c) {
   c.qk_nope_head_dim = v4.head_dim - c.qk_rope_head_dim;
   c.v_head_dim = v4.head_dim;
   c.v4 = std::move(v4);
-  CheckV4(c, where);
 }
+
+void CheckV4Fits(const ModelConfig& c, const std::string& where) { CheckV4(c, where); }
 
 }  // namespace fission::io

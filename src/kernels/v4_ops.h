@@ -45,6 +45,22 @@ struct CompressorShape {
   std::int64_t state_positions() const { return overlap ? 2 * ratio : ratio; }
 };
 
+// How V4's window keys and compressed entries are stored. kExact: head_dim values in the cache's
+// dtype. kFp8 (--kv-cache-dtype fp8_e4m3): the leading head_dim - rope values ("nope") as e4m3
+// codes with one power-of-two (ue8m0) scale per block of 64 (a shorter last block has its own),
+// then the rope values in bf16, packed in V4KvEntryBytes bytes. It is the rounding DeepSeek's
+// reference trains with (act_quant over blocks of 64 with ue8m0 scales, rope kept in bf16), so
+// storing an entry loses nothing once RoundToStorage has rounded it.
+enum class V4KvFormat : std::uint8_t { kExact, kFp8 };
+
+inline constexpr std::int64_t kV4Fp8Block = 64;
+
+inline std::int64_t V4KvScaleCount(std::int64_t nope) { return (nope + kV4Fp8Block - 1) / kV4Fp8Block; }
+inline std::int64_t V4KvEntryBytes(std::int64_t head_dim, std::int64_t rope) {
+  const std::int64_t nope = head_dim - rope;
+  return nope + V4KvScaleCount(nope) + 2 * rope;
+}
+
 struct V4AttentionShape {
   std::int64_t heads = 0;     // this rank's heads
   std::int64_t head_dim = 0;  // of the one shared KV head, used as key and value
@@ -56,6 +72,9 @@ struct V4AttentionShape {
   // indexer selected (CSA).
   std::int64_t ratio = 0;
   std::int64_t entries_per_page = 0;
+  // How the ring and the entries are stored (the step's own keys come as fp32 rows).
+  V4KvFormat kv_format = V4KvFormat::kExact;
+  std::int64_t rope_dim = 0;
 };
 
 class V4Ops {
@@ -102,14 +121,23 @@ class V4Ops {
 
   // Attention of q [n, heads, head_dim] (rope applied) over, per query at position p: the window
   // keys (p - window, p] (this step's rows of `kv` [n, head_dim] for the step's positions, the
-  // sequence's ring `window_kv` [state slots · window, head_dim] at slot · window + pos % window
-  // for earlier ones), and the visible compressed entries of `entries` (paged, [entries,
-  // head_dim]): all of them, or with `selection` [n, k] (I32, -1 ends a row) the entries it lists.
+  // sequence's ring `window_kv` [state slots · window, ...] at slot · window + pos % window for
+  // earlier ones), and the visible compressed entries of `entries` (paged): all of them, or with
+  // `selection` [n, k] (I32, -1 ends a row) the entries it lists. Ring and entries are stored in
+  // shape.kv_format.
   // Keys are the values. p_s = softmax over the keys and the head's sink (sinks [heads]) of
   // softmax_scale · q·k_s; out [n, heads, head_dim] = Σ p_s k_s.
   virtual void Attention(const Tensor& q, const Tensor& kv, const Tensor& window_kv, const Tensor& entries,
                          const Tensor& selection, const Tensor& sinks, std::span<const SeqAttention> seqs,
                          const V4AttentionShape& shape, const Tensor& out) = 0;
+
+  // kFp8 storage's rounding of rows [n, head_dim] in place: the nope values to their e4m3 code
+  // times the block's ue8m0 scale (2^ceil(log2(max(amax, 1e-4) / 448))), the rope values to bf16.
+  virtual void RoundToStorage(const Tensor& rows, std::int64_t rope_dim) = 0;
+  // Stores rows [n, head_dim] (fp32) in entries `slots` of a window ring or an entries cache (a
+  // slot of -1 skips its row): copied (kExact) or encoded (kFp8; exact for rounded rows).
+  virtual void WriteEntries(const Tensor& rows, std::span<const std::int64_t> slots, const Tensor& cache,
+                            V4KvFormat format, std::int64_t rope_dim) = 0;
 
   // The grouped output projection: x [n, groups·k] in groups of k, w [groups·r, k] (group g's r
   // rows after group g-1's); out [n, groups·r], group g = x_g · w_gᵀ.

@@ -99,6 +99,9 @@ TEST(V4Config, BadFieldsAreNamed) {
   EXPECT_NE(ErrorOf(j).find("scoring_func 'sigmoid' is not supported for deepseek_v4 (supported: sqrtsoftplus)"),
             std::string::npos)
       << ErrorOf(j);
+  j = PublishedTiny();
+  j["qk_rope_head_dim"] = 24;  // wider than index_head_dim (16)
+  EXPECT_NE(ErrorOf(j).find("index_head_dim (16) is smaller than the rope part (24)"), std::string::npos) << ErrorOf(j);
   j = ReadJsonFile(Dir("/tests/fixtures/models/tiny-deepseek-v4/config.json"));
   j["layer_types"] = {"sliding_attention", "dense"};
   EXPECT_NE(ErrorOf(j).find("'layer_types' must be a list of num_hidden_layers (4) strings"), std::string::npos)

@@ -1,4 +1,4 @@
-// The CPU FP8 routed experts (cpu_moe.cc's MoeExpertsFp8) against a double-precision evaluation of
+// The CPU FP8 routed experts (cpu_moe.cc's MoeExperts on Fp8Block128 weights) against a double-precision evaluation of
 // the same formula: each expert's inputs quantized per token and 128-group, products of the
 // dequantized operands, silu(gate)·up, quantized again, the down product, weighted sum over k.
 #include <gtest/gtest.h>
@@ -90,9 +90,14 @@ TEST(CpuMoeFp8, EqualsDoubleProductOfDequantizedOperands) {
       std::sort(pool.begin(), pool.begin() + top_k);
       std::copy(pool.begin(), pool.begin() + top_k, ids.begin() + t * top_k);
     }
-    MoeExpertsFp8(View(x.data(), DType::kF32, Shape{n, hidden}), View(ids.data(), DType::kI32, Shape{n, top_k}),
-                  View(w.data(), DType::kF32, Shape{n, top_k}), gu_t, gus_t, down_t, downs_t,
-                  View(out.data(), DType::kF32, Shape{n, hidden}));
+    std::vector<WeightView> gu_w, down_w;
+    for (int e = 0; e < experts; ++e) {
+      gu_w.emplace_back(gu_t[e], gus_t[e], WeightFormat::Fp8Block128());
+      down_w.emplace_back(down_t[e], downs_t[e], WeightFormat::Fp8Block128());
+    }
+    MoeExperts(View(x.data(), DType::kF32, Shape{n, hidden}), View(ids.data(), DType::kI32, Shape{n, top_k}),
+               View(w.data(), DType::kF32, Shape{n, top_k}), gu_w, down_w, /*limit=*/0.0f,
+               View(out.data(), DType::kF32, Shape{n, hidden}));
     double num = 0, den = 0;
     for (int t = 0; t < n; ++t) {
       const std::vector<double> xq = Dequantized({x.begin() + t * hidden, x.begin() + (t + 1) * hidden});

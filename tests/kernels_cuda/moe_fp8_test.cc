@@ -134,8 +134,9 @@ std::vector<float> Reference(const Case& c, Experts& ex, Inputs& in) {
   hids.dtype = DType::kI32;
   hids.shape = Shape{c.n, c.top_k};
   std::vector<float> ref(c.n * c.hidden);
-  cpu::MoeExpertsFp8(HostView(in.x, Shape{c.n, c.hidden}), hids, HostView(in.weights, Shape{c.n, c.top_k}), ex.hgu,
-                     ex.hgus, ex.hdown, ex.hdowns, HostView(ref, Shape{c.n, c.hidden}));
+  cpu::MoeExperts(HostView(in.x, Shape{c.n, c.hidden}), hids, HostView(in.weights, Shape{c.n, c.top_k}),
+                  Fp8Weights(ex.hgu, ex.hgus), Fp8Weights(ex.hdown, ex.hdowns), /*limit=*/0.0f,
+                  HostView(ref, Shape{c.n, c.hidden}));
   return ref;
 }
 

@@ -12,6 +12,9 @@ namespace fission::model {
 namespace {
 
 constexpr const char* kFixture = "tiny-deepseek-v4";
+// The fp8 KV cache against the exact one (measured, docs/architecture.md).
+constexpr double kV4Fp8Median = 0.10;
+constexpr double kV4Fp8Worst = 0.6;
 
 std::unique_ptr<CausalLM> LoadV4(const LoadOptions& options = {}) {
   return LoadCausalLM(FixtureModelDir(kFixture), options);
@@ -151,6 +154,35 @@ TEST(DeepseekV4, DeclaresItsMemoryClasses) {
   EXPECT_EQ(cls("v4_hca_state").fields[0].count, 2 * 32);
   // Paged bytes per token: CSA entries (32 fp32 / 4) and keys (16 / 4) in two layers, HCA (32 / 16).
   EXPECT_DOUBLE_EQ(spec.bytes_per_token(16), (2 * (32.0 + 16.0) / 4 + 32.0 / 16) * 4);
+}
+
+// --kv-cache-dtype fp8_e4m3: window keys and entries stored as e4m3 nope values with ue8m0 block
+// scales and bf16 rope values. The step's own keys are rounded the same way before attention, so
+// chunking still gives the same bits; against the exact golden the logits move by the rounding
+// (bounds from the measured values, printed).
+TEST(DeepseekV4, Fp8KvCacheIsChunkInvariantAndStaysClose) {
+  LoadOptions options;
+  options.kv_cache_dtype = "fp8_e4m3";
+  auto model = LoadV4(options);
+  const MemorySpec spec = model->Memory();
+  const CacheClass& window = spec.classes[spec.index_of("v4_window")];
+  ASSERT_EQ(window.fields.size(), 3u);
+  EXPECT_EQ(window.entry_bytes(), 24u + 1u + 2u * 8u);  // 24 e4m3 nope values, one scale, 8 bf16 rope values
+  EXPECT_EQ(spec.classes[spec.index_of("v4_csa_entries")].entry_bytes(), window.entry_bytes());
+  const auto tokens = Tokens(150, 11, model->vocab_size());
+  const auto whole = ChunkedPrefill(*model, tokens, {}, 4);
+  const auto cut = ChunkedPrefill(*model, tokens, {1, 6, 3, 17, 5, 40, 28}, 16);
+  for (std::size_t p = 0; p < whole.size(); ++p) ASSERT_EQ(cut[p], whole[p]) << "position " << p;
+  auto exact = LoadV4();
+  const auto want = ChunkedPrefill(*exact, tokens, {}, 4);
+  std::vector<double> errors;
+  for (std::size_t p = 0; p < want.size(); ++p) errors.push_back(RelativeL2(whole[p], want[p].data(), model->vocab_size()));
+  std::sort(errors.begin(), errors.end());
+  const double median = errors[errors.size() / 2], worst = errors.back();
+  std::printf("tiny-deepseek-v4 fp8 KV against exact: median relative L2 %.3g, worst %.3g\n", median, worst);
+  EXPECT_GT(median, 0.0);  // the rounding is real
+  EXPECT_LE(median, kV4Fp8Median);
+  EXPECT_LE(worst, kV4Fp8Worst);
 }
 
 }  // namespace

@@ -1,12 +1,16 @@
 // DeepSeek-V4's operations on the CPU (kernels/v4_ops.h): fp32, one summation order per output
 // element, so results do not depend on the batch or the thread count. The residual streams,
 // rope, projections and routing are in cpu_v4_streams.cc; the compressors and attention in
-// cpu_v4_attention.cc.
+// cpu_v4_attention.cc; the storage formats in cpu_v4_storage.cc.
 #pragma once
 
 #include "kernels/v4_ops.h"
 
 namespace fission::kernels::cpu {
+
+// Entry `slot` of a window ring or an entries cache stored in `format`, decoded to fp32.
+void ReadV4Entry(const Tensor& cache, std::int64_t slot, std::int64_t head_dim, std::int64_t rope, V4KvFormat format,
+                 float* out);
 
 class CpuV4Ops final : public V4Ops {
  public:
@@ -27,6 +31,9 @@ class CpuV4Ops final : public V4Ops {
   void Attention(const Tensor& q, const Tensor& kv, const Tensor& window_kv, const Tensor& entries,
                  const Tensor& selection, const Tensor& sinks, std::span<const SeqAttention> seqs,
                  const V4AttentionShape& shape, const Tensor& out) override;
+  void RoundToStorage(const Tensor& rows, std::int64_t rope_dim) override;
+  void WriteEntries(const Tensor& rows, std::span<const std::int64_t> slots, const Tensor& cache, V4KvFormat format,
+                    std::int64_t rope_dim) override;
   void GroupedLinear(const Tensor& x, const Tensor& w, std::int64_t groups, const Tensor& out) override;
   void RouteSqrtSoftplus(const Tensor& router_logits, const Tensor& bias, std::span<const std::int32_t> fixed_ids,
                          std::int64_t top_k, float scaling, const Tensor& ids, const Tensor& weights) override;

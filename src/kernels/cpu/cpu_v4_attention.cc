@@ -104,49 +104,54 @@ void CpuV4Ops::Attention(const Tensor& q, const Tensor& kv, const Tensor& window
                          const Tensor& selection, const Tensor& sinks, std::span<const SeqAttention> seqs,
                          const V4AttentionShape& sh, const Tensor& out) {
   const std::int64_t heads = sh.heads, d = sh.head_dim, win = sh.window;
-  FISSION_CHECK(q.rank() == 3 && q.shape[1] == heads && q.shape[2] == d && kv.shape[1] == d &&
-                    window_kv.shape[1] == d && sinks.numel() == heads && out.shape == q.shape,
-                "V4 attention q", q.shape.ToString(), " kv", kv.shape.ToString(), " window", window_kv.shape.ToString());
+  FISSION_CHECK(q.rank() == 3 && q.shape[1] == heads && q.shape[2] == d && kv.shape[1] == d && sinks.numel() == heads &&
+                    out.shape == q.shape,
+                "V4 attention q", q.shape.ToString(), " kv", kv.shape.ToString(), " sinks", sinks.shape.ToString());
   const bool selected = selection.data != nullptr;
   for (const SeqAttention& s : seqs) {
     const std::int64_t first = FirstNewPosition(s);
-    // The sequence's compressed entries it may read, by entry index.
-    auto entry_row = [&](std::int64_t e) {
+    // The slot of compressed entry e of the sequence (model/memory_spec.h's rule).
+    auto entry_slot = [&](std::int64_t e) {
       const std::int64_t pos = e * sh.ratio;
-      const std::int64_t slot =
-          s.block_table[pos / sh.page_size] * sh.entries_per_page + (pos % sh.page_size) / sh.ratio;
-      return entries.ptr<float>() + slot * d;
+      return s.block_table[pos / sh.page_size] * sh.entries_per_page + (pos % sh.page_size) / sh.ratio;
     };
 #pragma omp parallel for schedule(dynamic) if (s.query_len * heads * d * (win + 8) > (1 << 16))
     for (std::int64_t t = 0; t < s.query_len; ++t) {
       const std::int64_t row = s.query_start + t, p = s.query_positions[t];
-      std::vector<const float*> keys;
+      // The query's keys, decoded into rows of `keys`: the window, then the compressed entries.
+      std::vector<float> keys;
+      auto add_stored = [&](const Tensor& cache, std::int64_t slot) {
+        keys.resize(keys.size() + static_cast<std::size_t>(d));
+        ReadV4Entry(cache, slot, d, sh.rope_dim, sh.kv_format, keys.data() + keys.size() - d);
+      };
       for (std::int64_t pos = std::max<std::int64_t>(0, p - win + 1); pos <= p; ++pos) {
         if (pos >= first) {
-          keys.push_back(kv.ptr<float>() + (s.query_start + pos - first) * d);
+          const float* r = kv.ptr<float>() + (s.query_start + pos - first) * d;
+          keys.insert(keys.end(), r, r + d);
         } else {
           FISSION_CHECK(s.state_slot >= 0, "a sliding window without a state slot");
-          keys.push_back(window_kv.ptr<float>() + (s.state_slot * win + pos % win) * d);
+          add_stored(window_kv, s.state_slot * win + pos % win);
         }
       }
       if (sh.ratio > 0 && !selected) {
-        for (std::int64_t e = 0; e < (p + 1) / sh.ratio; ++e) keys.push_back(entry_row(e));
+        for (std::int64_t e = 0; e < (p + 1) / sh.ratio; ++e) add_stored(entries, entry_slot(e));
       } else if (sh.ratio > 0) {
         const std::int32_t* sel = selection.ptr<std::int32_t>() + row * selection.shape[1];
-        for (std::int64_t j = 0; j < selection.shape[1] && sel[j] >= 0; ++j) keys.push_back(entry_row(sel[j]));
+        for (std::int64_t j = 0; j < selection.shape[1] && sel[j] >= 0; ++j) add_stored(entries, entry_slot(sel[j]));
       }
-      std::vector<float> logit(keys.size());
+      const std::size_t count = keys.size() / static_cast<std::size_t>(d);
+      std::vector<float> logit(count);
       for (std::int64_t h = 0; h < heads; ++h) {
         const float* qh = q.ptr<float>() + (row * heads + h) * d;
         const float sink = sinks.ptr<float>()[h];
         float top = sink;
-        for (std::size_t k = 0; k < keys.size(); ++k) top = std::max(top, logit[k] = sh.softmax_scale * Dot(qh, keys[k], d));
+        for (std::size_t k = 0; k < count; ++k) top = std::max(top, logit[k] = sh.softmax_scale * Dot(qh, &keys[k * d], d));
         float sum = std::exp(sink - top);
         for (float& l : logit) sum += (l = std::exp(l - top));
         float* o = out.ptr<float>() + (row * heads + h) * d;
         for (std::int64_t c = 0; c < d; ++c) {
           float acc = 0.0f;
-          for (std::size_t k = 0; k < keys.size(); ++k) acc += (logit[k] / sum) * keys[k][c];
+          for (std::size_t k = 0; k < count; ++k) acc += (logit[k] / sum) * keys[k * d + c];
           o[c] = acc;
         }
       }

@@ -139,7 +139,7 @@ void CpuV4Ops::HyperHead(const Tensor& streams, const Tensor& fn, const Tensor& 
 
 void CpuV4Ops::Rope(const Tensor& x, std::int64_t offset, std::int64_t dim, std::span<const std::int32_t> positions,
                     const Tensor& inv_freq, bool inverse) {
-  FISSION_CHECK(x.rank() == 3 && offset + dim <= x.shape[2] && dim % 2 == 0 && inv_freq.numel() == dim / 2 &&
+  FISSION_CHECK(x.rank() == 3 && offset >= 0 && offset + dim <= x.shape[2] && dim % 2 == 0 && inv_freq.numel() == dim / 2 &&
                     static_cast<std::int64_t>(positions.size()) == x.shape[0],
                 "V4 rope over ", x.shape.ToString(), " dims [", offset, ", ", offset + dim, ")");
   const std::int64_t heads = x.shape[1], head_dim = x.shape[2], half = dim / 2;

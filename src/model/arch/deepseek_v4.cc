@@ -24,24 +24,28 @@ ShardOptions Unsplit(ShardOptions options) {
   return options;
 }
 
-CacheClass Paged(const char* name, std::int64_t ratio, int layers, CacheField field) {
+CacheClass Paged(const char* name, std::int64_t ratio, int layers, std::vector<CacheField> fields) {
   CacheClass c;
   c.name = name;
   c.kind = CacheKind::kPaged;
   c.tokens_per_entry = static_cast<std::int32_t>(ratio);
   c.layers = layers;
-  c.fields = {std::move(field)};
+  c.fields = std::move(fields);
   return c;
 }
 
-CacheClass PerRequest(const char* name, std::int64_t entries, int layers, CacheField field) {
+CacheClass PerRequest(const char* name, std::int64_t entries, int layers, std::vector<CacheField> fields) {
   CacheClass c;
   c.name = name;
   c.kind = CacheKind::kPerRequest;
   c.entries_per_request = static_cast<std::int32_t>(entries);
   c.layers = layers;
-  c.fields = {std::move(field)};
+  c.fields = std::move(fields);
   return c;
+}
+
+kernels::V4KvFormat KvFormatOf(const ShardOptions& options) {
+  return options.latent_format == kernels::LatentFormat::kFp8 ? kernels::V4KvFormat::kFp8 : kernels::V4KvFormat::kExact;
 }
 
 }  // namespace
@@ -60,7 +64,8 @@ DeepseekV4Model::DeepseekV4Model(io::ModelConfig config, WeightLoader& loader, c
     layer.ffn_norm = loader.LoadNorm(p + "ffn_norm.weight", c.hidden_size);
     layer.attn_hc = std::make_unique<HyperConnection>(c, p + "hc_attn_", loader);
     layer.ffn_hc = std::make_unique<HyperConnection>(c, p + "hc_ffn_", loader);
-    layer.attention = std::make_unique<V4Attention>(c, i, loader, options.rank, main_rope, compress_rope);
+    layer.attention =
+        std::make_unique<V4Attention>(c, i, loader, options.rank, main_rope, compress_rope, KvFormatOf(options));
     layer.moe = std::make_unique<V4Moe>(c, i, loader, options.rank);
     if (layer.attention->kind() == io::V4Attention::kCsa) layer.csa = csa_layers_++;
     if (layer.attention->kind() == io::V4Attention::kHca) layer.hca = hca_layers_++;
@@ -76,10 +81,16 @@ DeepseekV4Model::DeepseekV4Model(io::ModelConfig config, WeightLoader& loader, c
 MemorySpec DeepseekV4Model::Memory() const {
   const io::ModelConfig& c = config();
   const io::V4Config& v4 = *c.v4;
-  const DType dtype = options().kv_dtype;
+  // A key or entry: head_dim values exactly, or kernels::V4KvFormat::kFp8's packed fields.
+  const std::int64_t d = v4.head_dim, rope = c.qk_rope_head_dim;
+  const std::vector<CacheField> kv =
+      KvFormatOf(options()) == kernels::V4KvFormat::kFp8
+          ? std::vector<CacheField>{{"nope_codes", DType::kF8E4M3, d - rope},
+                                    {"nope_scales", DType::kU8, kernels::V4KvScaleCount(d - rope)},
+                                    {"rope", DType::kBF16, rope}}
+          : std::vector<CacheField>{{"kv", options().kv_dtype, d}};
   MemorySpec spec;
-  spec.classes.push_back(PerRequest(kWindow, v4.sliding_window, static_cast<int>(layers_.size()),
-                                    {"kv", dtype, v4.head_dim}));
+  spec.classes.push_back(PerRequest(kWindow, v4.sliding_window, static_cast<int>(layers_.size()), kv));
   const Layer* csa = nullptr;
   const Layer* hca = nullptr;
   for (const Layer& l : layers_) {
@@ -90,15 +101,16 @@ MemorySpec DeepseekV4Model::Memory() const {
     const V4Compressor& main = *csa->attention->compressor();
     const V4Compressor& index = csa->attention->indexer()->compressor();
     const std::int64_t r = main.shape().ratio;
-    spec.classes.push_back(Paged(kCsaEntries, r, csa_layers_, {"kv", dtype, v4.head_dim}));
-    spec.classes.push_back(Paged(kCsaIndexKeys, r, csa_layers_, {"key", DType::kF32, c.indexer->head_dim}));
-    spec.classes.push_back(PerRequest(kCsaState, main.shape().state_positions(), csa_layers_, main.StateField()));
-    spec.classes.push_back(PerRequest(kCsaIndexState, index.shape().state_positions(), csa_layers_, index.StateField()));
+    spec.classes.push_back(Paged(kCsaEntries, r, csa_layers_, kv));
+    spec.classes.push_back(Paged(kCsaIndexKeys, r, csa_layers_, {{"key", DType::kF32, c.indexer->head_dim}}));
+    spec.classes.push_back(PerRequest(kCsaState, main.shape().state_positions(), csa_layers_, {main.StateField()}));
+    spec.classes.push_back(
+        PerRequest(kCsaIndexState, index.shape().state_positions(), csa_layers_, {index.StateField()}));
   }
   if (hca != nullptr) {
     const V4Compressor& main = *hca->attention->compressor();
-    spec.classes.push_back(Paged(kHcaEntries, main.shape().ratio, hca_layers_, {"kv", dtype, v4.head_dim}));
-    spec.classes.push_back(PerRequest(kHcaState, main.shape().state_positions(), hca_layers_, main.StateField()));
+    spec.classes.push_back(Paged(kHcaEntries, main.shape().ratio, hca_layers_, kv));
+    spec.classes.push_back(PerRequest(kHcaState, main.shape().state_positions(), hca_layers_, {main.StateField()}));
   }
   return spec;
 }

@@ -5,11 +5,12 @@
 namespace fission::model {
 
 V4Attention::V4Attention(const io::ModelConfig& c, std::int64_t layer, WeightLoader& loader, const RankInfo& rank,
-                         const RopeTables& main_rope, const RopeTables& compress_rope)
+                         const RopeTables& main_rope, const RopeTables& compress_rope, kernels::V4KvFormat format)
     : config_(c),
       kind_(c.v4->attention[static_cast<std::size_t>(layer)]),
       ratio_(c.v4->compress_ratio[static_cast<std::size_t>(layer)]),
-      eps_(static_cast<float>(c.rms_norm_eps)) {
+      eps_(static_cast<float>(c.rms_norm_eps)),
+      format_(format) {
   const io::V4Config& v4 = *c.v4;
   const std::string prefix = StrCat("layers.", layer, ".attn.");
   const std::int64_t d = v4.head_dim, hidden = c.hidden_size;
@@ -38,7 +39,8 @@ V4Attention::V4Attention(const io::ModelConfig& c, std::int64_t layer, WeightLoa
   inv_freq_ = UploadInvFreq(rope, loader.backend());
   if (kind_ != io::V4Attention::kSliding)
     compressor_ = std::make_unique<V4Compressor>(c, prefix + "compressor.", d, ratio_,
-                                                 /*overlap=*/kind_ == io::V4Attention::kCsa, loader, compress_rope);
+                                                 /*overlap=*/kind_ == io::V4Attention::kCsa, loader, compress_rope,
+                                                 format);
   if (kind_ == io::V4Attention::kCsa)
     indexer_ = std::make_unique<V4Indexer>(c, prefix + "indexer.", ratio_, loader, compress_rope);
 }
@@ -63,6 +65,8 @@ void V4Attention::Forward(const StepContext& step, const Tensor& x, const V4Step
   b.Linear(x, wkv_, kv_rows);
   b.RmsNorm(kv_rows, kv_norm_, eps_, kv_rows);
   b.v4().Rope(kv, d - rope, rope, in.positions, inv_freq_, /*inverse=*/false);
+  // Attention sees the step's keys as the ring will hold them, so no chunking changes a result.
+  if (format_ == kernels::V4KvFormat::kFp8) b.v4().RoundToStorage(kv_rows, rope);
 
   Buffer selection;
   if (compressor_) compressor_->Forward(step, x, plan.closed.at(ratio_), memory.state, memory.entries);
@@ -78,9 +82,12 @@ void V4Attention::Forward(const StepContext& step, const Tensor& x, const V4Step
   shape.page_size = in.page_size;
   shape.ratio = ratio_;
   shape.entries_per_page = ratio_ > 0 ? std::max<std::int64_t>(1, in.page_size / ratio_) : 0;
+  shape.kv_format = format_;
+  shape.rope_dim = rope;
   Buffer attn(DType::kF32, Shape{n, heads_, d}, alloc);
   b.v4().Attention(q, kv_rows, memory.window, memory.entries, selection.tensor(), sinks_, in.seqs, shape, attn);
-  b.WriteKv(kv_rows, plan.window_slots, memory.window);  // after attention: the ring still held the old keys
+  // After attention: the ring still held the old keys.
+  b.v4().WriteEntries(kv_rows, plan.window_slots, memory.window, format_, rope);
   b.v4().Rope(attn, d - rope, rope, in.positions, inv_freq_, /*inverse=*/true);
 
   Buffer grouped(DType::kF32, Shape{n, groups_ * v4.o_lora_rank}, alloc);

@@ -27,8 +27,9 @@ struct V4LayerMemory {
 
 class V4Attention {
  public:
+  // `format`: how the window ring and the entries are stored.
   V4Attention(const io::ModelConfig& config, std::int64_t layer, WeightLoader& loader, const RankInfo& rank,
-              const RopeTables& main_rope, const RopeTables& compress_rope);
+              const RopeTables& main_rope, const RopeTables& compress_rope, kernels::V4KvFormat format);
   // out [rows, hidden]: this rank's partial sum (the caller reduces it over the attention-TP group).
   void Forward(const StepContext& step, const Tensor& x, const V4StepPlan& plan, const V4LayerMemory& memory,
                const Tensor& out) const;
@@ -44,6 +45,7 @@ class V4Attention {
   std::int64_t ratio_;
   std::int64_t heads_, groups_;  // this rank's
   float eps_;
+  kernels::V4KvFormat format_;
   Weight wq_a_, wq_b_, wkv_, wo_b_;
   Buffer q_norm_, kv_norm_, head_norm_, wo_a_, sinks_, inv_freq_;
   std::unique_ptr<V4Compressor> compressor_;

@@ -5,8 +5,9 @@
 namespace fission::model {
 
 V4Compressor::V4Compressor(const io::ModelConfig& c, const std::string& prefix, std::int64_t head_dim,
-                           std::int64_t ratio, bool overlap, WeightLoader& loader, const RopeTables& rope)
-    : rope_dim_(c.qk_rope_head_dim), norm_eps_(static_cast<float>(c.rms_norm_eps)) {
+                           std::int64_t ratio, bool overlap, WeightLoader& loader, const RopeTables& rope,
+                           kernels::V4KvFormat format)
+    : rope_dim_(c.qk_rope_head_dim), norm_eps_(static_cast<float>(c.rms_norm_eps)), format_(format) {
   shape_.ratio = ratio;
   shape_.head_dim = head_dim;
   shape_.overlap = overlap;
@@ -31,7 +32,7 @@ void V4Compressor::Forward(const StepContext& step, const Tensor& x, const V4Win
     b.v4().Compress(kv, gate, ape_, state, step.in->seqs, windows.windows, shape_, rows);
     b.RmsNorm(rows, norm_, norm_eps_, rows);
     b.v4().Rope(pooled, shape_.head_dim - rope_dim_, rope_dim_, windows.positions, inv_freq_, /*inverse=*/false);
-    b.WriteKv(rows, windows.slots, entries);
+    b.v4().WriteEntries(rows, windows.slots, entries, format_, rope_dim_);
   }
   b.v4().UpdateCompressorState(kv, gate, state, step.in->seqs, shape_);
 }

@@ -24,8 +24,10 @@ namespace fission::model {
 class V4Compressor {
  public:
   // Loads `prefix`{wkv.weight, wgate.weight, ape, norm.weight} (prefix "layers.N.attn.compressor.").
+  // `format`: how its entries are stored (the indexer's keys are always exact).
   V4Compressor(const io::ModelConfig& config, const std::string& prefix, std::int64_t head_dim, std::int64_t ratio,
-               bool overlap, WeightLoader& loader, const RopeTables& rope);
+               bool overlap, WeightLoader& loader, const RopeTables& rope,
+               kernels::V4KvFormat format = kernels::V4KvFormat::kExact);
   // Writes the entries of the windows the step closes (`windows`, this ratio's) into `entries` and
   // keeps the step's last positions in `state`.
   void Forward(const StepContext& step, const Tensor& x, const V4Windows& windows, const Tensor& state,
@@ -38,6 +40,7 @@ class V4Compressor {
   kernels::CompressorShape shape_;
   std::int64_t rope_dim_;
   float norm_eps_;
+  kernels::V4KvFormat format_;
   Weight wkv_, wgate_;
   Buffer ape_, norm_, inv_freq_;
 };

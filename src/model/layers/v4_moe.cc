@@ -23,7 +23,9 @@ V4Moe::V4Moe(const io::ModelConfig& c, std::int64_t layer, WeightLoader& loader,
     gate_up_views_.push_back(gate_up_.back().view());
     down_views_.push_back(down_.back().view());
   }
-  const std::int64_t shared = c.moe_intermediate_size * c.n_shared_experts;
+  // One shared expert of the routed experts' width, whatever n_shared_experts says (transformers
+  // builds it so, and DeepSeek's reference requires n_shared_experts == 1).
+  const std::int64_t shared = c.moe_intermediate_size;
   const Range shared_part = EvenPart(shared, rank.world_size(), rank.world_rank(), "shared experts' intermediate size");
   shared_inter_ = shared_part.size(shared);
   const std::string s = prefix + "shared_experts.";

@@ -258,9 +258,6 @@ std::unique_ptr<CausalLM> LoadCausalLM(const std::string& dir, const LoadOptions
     Fail(config.source, ": quantized DeepSeek-V4 checkpoints (quant_method ", config.quantization.method,
          ": FP8 blocks with ue8m0 `.scale` tensors, FP4 experts) are not read yet; --load-format dummy runs the "
          "architecture");
-  if (config.model_type == "deepseek_v4" && options.kv_cache_dtype == "fp8_e4m3")
-    Fail(config.source, ": --kv-cache-dtype fp8_e4m3 for DeepSeek-V4 has not landed (its entries are stored exactly; "
-         "use auto)");
   if (config.quantization.method == "quark")
     Log(LogLevel::kInfo, config.source, ": MXFP4 weights (Quark) are dequantized exactly at load into ",
         device.cuda && options.dtype == "bfloat16" ? "bf16" : "fp32", " (no MXFP4 kernels run them as stored)",
