@@ -24,6 +24,11 @@ struct SeqAttention {
   bool decode = false;
   // Its slot in the model's per-request classes (-1: none).
   std::int32_t state_slot = -1;
+  // The sequence's new tokens in the step's token order (the rows TokenLayout::KvRowsOfAllTokens
+  // returns): all of them, whichever this rank's queries are. Equal to query_start and query_len
+  // in an unsplit step.
+  std::int32_t token_start = 0;
+  std::int32_t new_tokens = 0;
 };
 
 // How the latent cache stores a token's row [kv_lora_rank | rope]. kExact: the row as it is, in the

@@ -108,7 +108,8 @@ class V4Ops {
 
   // The pooled rows [len(windows), head_dim] of the windows the step closes, in order:
   // softmax over the window's slots, per channel, of gate + ape[slot], weighting kv. kv and gate
-  // [rows, width] are the step's projections; a position before the step's first is read from
+  // [tokens, width] are the projections of every token of the step in token order, `seqs` the
+  // step's sequences over them (StepView::token_seqs); a position before the step's first is read from
   // `state` [state slots · state_positions, 2·width] (kv, then gate, of position p in entry
   // slot · state_positions + p % state_positions). An overlapping entry 0 has only its second half.
   virtual void Compress(const Tensor& kv, const Tensor& gate, const Tensor& ape, const Tensor& state,
@@ -119,8 +120,9 @@ class V4Ops {
   virtual void UpdateCompressorState(const Tensor& kv, const Tensor& gate, const Tensor& state,
                                      std::span<const SeqAttention> seqs, const CompressorShape& shape) = 0;
 
-  // Attention of q [n, heads, head_dim] (rope applied) over, per query at position p: the window
-  // keys (p - window, p] (this step's rows of `kv` [n, head_dim] for the step's positions, the
+  // Attention of q [n, heads, head_dim] (rope applied; this rank's rows, `seqs` its queries) over,
+  // per query at position p: the window keys (p - window, p] (rows of `kv` [tokens, head_dim], the
+  // keys of every token of the step in token order, for the step's positions; the
   // sequence's ring `window_kv` [state slots · window, ...] at slot · window + pos % window for
   // earlier ones), and the visible compressed entries of `entries` (paged): all of them, or with
   // `selection` [n, k] (I32, -1 ends a row) the entries it lists. Ring and entries are stored in

@@ -32,7 +32,8 @@ StepInputs::Layout StepInputs::MakeLayout(std::int64_t rows, std::int64_t tokens
              m = static_cast<std::size_t>(logits), s = static_cast<std::size_t>(sequences);
   Layout l;
   l.token_ids = 0;
-  l.positions = AlignUp(l.token_ids + r * 4);
+  l.all_token_ids = AlignUp(l.token_ids + r * 4);
+  l.positions = AlignUp(l.all_token_ids + t * 4);
   l.kv_slots = AlignUp(l.positions + r * 4);
   l.entry_slots = AlignUp(l.kv_slots + t * 8);
   l.logits = AlignUp(l.entry_slots + multi_token_classes_.size() * t * 8);
@@ -86,6 +87,8 @@ const StepView& StepInputs::Write(const ForwardBatch& batch, const PcpPlan& plan
 
   const auto ids = At<std::int32_t>(l.token_ids, r), positions = At<std::int32_t>(l.positions, r);
   std::copy(plan.token_ids.begin(), plan.token_ids.end(), ids.begin());
+  const auto all_ids = At<std::int32_t>(l.all_token_ids, t);
+  std::copy(batch.token_ids.begin(), batch.token_ids.end(), all_ids.begin());
   std::copy(plan.positions.begin(), plan.positions.end(), positions.begin());
   const auto kv_slots = At<std::int64_t>(l.kv_slots, t);
   std::copy(batch.kv_slots.begin(), batch.kv_slots.end(), kv_slots.begin());
@@ -137,15 +140,31 @@ const StepView& StepInputs::Write(const ForwardBatch& batch, const PcpPlan& plan
     a.query_positions = positions.subspan(q.first_row, q.len);
     a.block_table = tables.subspan(static_cast<std::size_t>(q.sequence) * w, w);
     a.state_slot = seq.state_slot;
+    a.token_start = seq.query_start;
+    a.new_tokens = seq.query_len;
     // A verify run's rows are decode rows: each gets the logits a plain decode step would.
     a.decode = !plan.split() && (seq.query_len == 1 || seq.verify);
     seqs_.push_back(a);
     (a.decode ? decode_seqs_ : prefill_seqs_).push_back(a);
   }
 
+  token_seqs_.clear();
+  for (std::size_t k = 0; k < s; ++k) {
+    const SequenceSlice& seq = batch.sequences[k];
+    kernels::SeqAttention a;
+    a.query_start = a.token_start = seq.query_start;
+    a.query_len = a.new_tokens = seq.query_len;
+    a.kv_len = seq.kv_len();
+    a.block_table = tables.subspan(k * w, w);
+    a.state_slot = seq.state_slot;
+    token_seqs_.push_back(a);
+  }
+
   WriteIndexerSplit(l, positions, indexer_rows);
 
   view_.token_ids = ids;
+  view_.all_token_ids = all_ids;
+  view_.token_seqs = token_seqs_;
   view_.positions = positions;
   view_.kv_slots = kv_slots;
   view_.logits_indices = logits;

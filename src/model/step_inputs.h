@@ -24,6 +24,7 @@ namespace fission::model {
 
 struct StepView {
   std::span<const std::int32_t> token_ids;       // [rows] this rank's rows
+  std::span<const std::int32_t> all_token_ids;   // [tokens] every token of the step, in token order
   std::span<const std::int32_t> positions;       // [rows]
   std::span<const std::int64_t> kv_slots;        // [tokens] every token of the step, one entry per token
   std::span<const std::int32_t> logits_indices;  // [m] batch rows whose logits are returned
@@ -31,6 +32,10 @@ struct StepView {
   std::span<const std::int32_t> block_tables;    // [sequences, table_width]
   // This rank's queries by sequence, and the same split by kernels::SeqAttention::decode.
   std::span<const kernels::SeqAttention> seqs, decode_seqs, prefill_seqs;
+  // Every sequence of the step over all its new tokens in token order (query_start = token_start,
+  // query_len = new_tokens, no query_positions): what an operation over the gathered rows of every
+  // token (a compressor writing the full state on every rank) iterates.
+  std::span<const kernels::SeqAttention> token_seqs;
   // The token layout's arrays (token_layout.h).
   std::span<const std::int32_t> gathered_rows;  // [tokens] token i's row after a CP all-gather
   std::span<const std::int32_t> own_rows;       // [rows] this rank's rows among the gathered ones
@@ -80,7 +85,7 @@ class StepInputs {
 
  private:
   struct Layout {
-    std::size_t token_ids, positions, kv_slots, entry_slots, logits, state_slots, gathered, own, logit_rows,
+    std::size_t token_ids, all_token_ids, positions, kv_slots, entry_slots, logits, state_slots, gathered, own, logit_rows,
         vocab_order, indexer_rows, indexer_positions, indexer_order, tables, bytes;
   };
   // `indexer_rows`: the compact rows of the indexer's query split (0 when it is off).
@@ -102,7 +107,7 @@ class StepInputs {
   std::span<std::byte> host_;
   Layout layout_{};
   StepView view_;
-  std::vector<kernels::SeqAttention> seqs_, decode_seqs_, prefill_seqs_, indexer_seqs_;
+  std::vector<kernels::SeqAttention> seqs_, decode_seqs_, prefill_seqs_, indexer_seqs_, token_seqs_;
   int indexer_ranks_ = 1, indexer_rank_ = 0;
 };
 

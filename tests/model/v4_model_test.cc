@@ -1,6 +1,7 @@
 // DeepSeek-V4 on the CPU beyond the golden parity (golden_parity_test.cc): the sliding-window
 // ring, the compressors' carry-over and the indexer give the same bits however a prompt is cut
-// into chunks and whatever else shares the step; every TP x CP layout equals one rank.
+// into chunks and whatever else shares the step; every TP x CP layout (prefill steps split
+// round-robin over the CP group) equals one rank.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -115,7 +116,7 @@ TEST_P(V4Layouts, EqualSingleRank) {
   LoadOptions options;
   options.tp_size = tp;
   options.attn_cp_size = cp;
-  options.pcp_min_tokens = 2;  // V4 still runs unsplit: the model overrides it
+  options.pcp_min_tokens = 2;  // split every prefill step, however short
   auto parallel = LoadV4(options);
   std::vector<std::int32_t> want_tokens, got_tokens;
   const auto want = Scenario(*single, &want_tokens);
@@ -131,7 +132,8 @@ TEST_P(V4Layouts, EqualSingleRank) {
   std::printf("tiny-deepseek-v4 tp %d cp %d: worst relative L2 %.3g\n", tp, cp, worst);
 }
 
-INSTANTIATE_TEST_SUITE_P(CpuLocal, V4Layouts, ::testing::Values(std::pair{2, 1}, std::pair{2, 2}, std::pair{4, 2}),
+INSTANTIATE_TEST_SUITE_P(CpuLocal, V4Layouts,
+                         ::testing::Values(std::pair{2, 1}, std::pair{2, 2}, std::pair{4, 2}, std::pair{4, 4}, std::pair{1, 1}),
                          [](const auto& info) { return StrCat("tp", info.param.first, "_cp", info.param.second); });
 
 // The memory the model declares: a window ring per layer and request, CSA's entries and index keys

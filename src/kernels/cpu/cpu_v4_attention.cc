@@ -13,11 +13,12 @@
 namespace fission::kernels::cpu {
 namespace {
 
-// The first position of a sequence's new tokens in an unsplit step: its rows are consecutive.
-std::int64_t FirstNewPosition(const SeqAttention& s) { return s.kv_len - s.query_len; }
+// The first position of a sequence's new tokens; new position p is row token_start + p - first of
+// the step's rows in token order.
+std::int64_t FirstNewPosition(const SeqAttention& s) { return s.kv_len - s.new_tokens; }
 
-// Where the projections [kv | gate] of position p of sequence s are: the step's row for a new
-// position, the state slot's entry for an earlier one.
+// Where the projections [kv | gate] of position p of sequence s are: the step's row (in token
+// order) for a new position, the state slot's entry for an earlier one.
 struct ProjectionSource {
   const Tensor& kv;
   const Tensor& gate;
@@ -27,7 +28,7 @@ struct ProjectionSource {
   void Find(const SeqAttention& s, std::int64_t p, const float*& kv_row, const float*& gate_row) const {
     const std::int64_t first = FirstNewPosition(s);
     if (p >= first) {
-      const std::int64_t row = s.query_start + (p - first);
+      const std::int64_t row = s.token_start + (p - first);
       kv_row = kv.ptr<float>() + row * width;
       gate_row = gate.ptr<float>() + row * width;
       return;
@@ -92,7 +93,7 @@ void CpuV4Ops::UpdateCompressorState(const Tensor& kv, const Tensor& gate, const
     FISSION_CHECK((s.state_slot + 1) * keep <= state.shape[0], "state slot ", s.state_slot);
     const std::int64_t first = FirstNewPosition(s);
     for (std::int64_t p = std::max(first, s.kv_len - keep); p < s.kv_len; ++p) {
-      const std::int64_t row = s.query_start + (p - first);
+      const std::int64_t row = s.token_start + (p - first);
       float* entry = state.ptr<float>() + (s.state_slot * keep + p % keep) * 2 * width;
       std::memcpy(entry, kv.ptr<float>() + row * width, width * sizeof(float));
       std::memcpy(entry + width, gate.ptr<float>() + row * width, width * sizeof(float));
@@ -126,7 +127,7 @@ void CpuV4Ops::Attention(const Tensor& q, const Tensor& kv, const Tensor& window
       };
       for (std::int64_t pos = std::max<std::int64_t>(0, p - win + 1); pos <= p; ++pos) {
         if (pos >= first) {
-          const float* r = kv.ptr<float>() + (s.query_start + pos - first) * d;
+          const float* r = kv.ptr<float>() + (s.token_start + pos - first) * d;
           keys.insert(keys.end(), r, r + d);
         } else {
           FISSION_CHECK(s.state_slot >= 0, "a sliding window without a state slot");

@@ -1,9 +1,5 @@
 #include "model/arch/deepseek_v4.h"
 
-#include <limits>
-
-#include "base/log.h"
-
 namespace fission::model {
 namespace {
 
@@ -14,15 +10,6 @@ constexpr const char* kCsaState = "v4_csa_state";
 constexpr const char* kCsaIndexState = "v4_csa_index_state";
 constexpr const char* kHcaEntries = "v4_hca_entries";
 constexpr const char* kHcaState = "v4_hca_state";
-
-// V4 steps are never split over the CP group (the header's Decision).
-ShardOptions Unsplit(ShardOptions options) {
-  if (options.rank.cp_size() > 1)
-    Log(LogLevel::kInfo, "DeepSeek-V4: prefill context parallelism runs every step unsplit on each of the ", options.rank.cp_size(),
-            " CP ranks (the V4 split has not landed)");
-  options.pcp_min_tokens = std::numeric_limits<int>::max();
-  return options;
-}
 
 CacheClass Paged(const char* name, std::int64_t ratio, int layers, std::vector<CacheField> fields) {
   CacheClass c;
@@ -51,7 +38,7 @@ kernels::V4KvFormat KvFormatOf(const ShardOptions& options) {
 }  // namespace
 
 DeepseekV4Model::DeepseekV4Model(io::ModelConfig config, WeightLoader& loader, const ShardOptions& options)
-    : DecoderModel(std::move(config), loader.backend(), Unsplit(options)) {
+    : DecoderModel(std::move(config), loader.backend(), options) {
   const io::ModelConfig& c = this->config();
   const io::V4Config& v4 = *c.v4;
   Buffer embed = loader.Load("embed.weight", Shape{c.vocab_size, c.hidden_size}, vocab_part());
@@ -155,7 +142,7 @@ Buffer DeepseekV4Model::Hidden(const StepContext& step) {
     layer.ffn_hc->Before(b, streams, collapsed, post, comb);
     b.RmsNorm(collapsed, layer.ffn_norm, eps, x);
     step.layout->FeedForward(x, y, [&](const Tensor& in, const Tensor& partial) {
-      layer.moe->Forward(b, in, step.in->token_ids, partial);
+      layer.moe->Forward(b, in, plan.moe_token_ids, partial);
     });
     layer.ffn_hc->After(b, y, post, comb, streams, next);
     std::swap(streams, next);

@@ -5,9 +5,9 @@
 // (model/layers/v4_moe.h). Checkpoints use DeepSeek's names (embed, head, norm, hc_head_*,
 // layers.N.{attn,ffn,attn_norm,ffn_norm,hc_attn_*,hc_ffn_*}).
 //
-// **Decision** (prefill context parallelism): V4 steps run unsplit on every rank of a CP group (the
-// split of the window, compressor and indexer state over ranks has not landed), so --attn-cp-size
-// gives the single-rank result without its speed-up; the load logs it.
+// Prefill context parallelism as ATOM does it for V4: every projection, the indexer's queries and
+// attention run on the rank's own rows; the window keys and the compressors' projections are
+// all-gathered, so every rank writes the full ring, entries and carry-over.
 #pragma once
 
 #include <memory>

@@ -84,10 +84,15 @@ void V4Attention::Forward(const StepContext& step, const Tensor& x, const V4Step
   shape.entries_per_page = ratio_ > 0 ? std::max<std::int64_t>(1, in.page_size / ratio_) : 0;
   shape.kv_format = format_;
   shape.rope_dim = rope;
+  // The keys of every token of the step (all-gathered over the CP group when split): every rank
+  // attends its own queries to them and writes the full ring.
+  Buffer kv_gathered;
+  const Tensor kv_all = step.layout->KvRowsOfAllTokens(kv_rows, &kv_gathered);
   Buffer attn(DType::kF32, Shape{n, heads_, d}, alloc);
-  b.v4().Attention(q, kv_rows, memory.window, memory.entries, selection.tensor(), sinks_, in.seqs, shape, attn);
+  b.Zero(attn);  // padding rows stay zero
+  b.v4().Attention(q, kv_all, memory.window, memory.entries, selection.tensor(), sinks_, in.seqs, shape, attn);
   // After attention: the ring still held the old keys.
-  b.v4().WriteEntries(kv_rows, plan.window_slots, memory.window, format_, rope);
+  b.v4().WriteEntries(kv_all, plan.window_slots, memory.window, format_, rope);
   b.v4().Rope(attn, d - rope, rope, in.positions, inv_freq_, /*inverse=*/true);
 
   Buffer grouped(DType::kF32, Shape{n, groups_ * v4.o_lora_rank}, alloc);

@@ -23,18 +23,23 @@ void V4Compressor::Forward(const StepContext& step, const Tensor& x, const V4Win
                            const Tensor& entries) const {
   kernels::Backend& b = *step.backend;
   const std::int64_t n = x.shape[0], width = shape_.width(), m = static_cast<std::int64_t>(windows.windows.size());
-  Buffer kv(DType::kF32, Shape{n, width}, b.allocator()), gate(DType::kF32, Shape{n, width}, b.allocator());
-  b.Linear(x, wkv_, kv);
-  b.Linear(x, wgate_, gate);
+  Buffer kv_own(DType::kF32, Shape{n, width}, b.allocator()), gate_own(DType::kF32, Shape{n, width}, b.allocator());
+  b.Linear(x, wkv_, kv_own);
+  b.Linear(x, wgate_, gate_own);
+  // Every rank pools every window from the projections of all the step's tokens.
+  Buffer kv_all, gate_all;
+  const Tensor kv = step.layout->KvRowsOfAllTokens(kv_own, &kv_all);
+  const Tensor gate = step.layout->KvRowsOfAllTokens(gate_own, &gate_all);
+  const std::span<const kernels::SeqAttention> seqs = step.in->token_seqs;
   if (m > 0) {
     Buffer pooled(DType::kF32, Shape{m, 1, shape_.head_dim}, b.allocator());
     const Tensor rows = pooled.tensor().View(Shape{m, shape_.head_dim});
-    b.v4().Compress(kv, gate, ape_, state, step.in->seqs, windows.windows, shape_, rows);
+    b.v4().Compress(kv, gate, ape_, state, seqs, windows.windows, shape_, rows);
     b.RmsNorm(rows, norm_, norm_eps_, rows);
     b.v4().Rope(pooled, shape_.head_dim - rope_dim_, rope_dim_, windows.positions, inv_freq_, /*inverse=*/false);
     b.v4().WriteEntries(rows, windows.slots, entries, format_, rope_dim_);
   }
-  b.v4().UpdateCompressorState(kv, gate, state, step.in->seqs, shape_);
+  b.v4().UpdateCompressorState(kv, gate, state, seqs, shape_);
 }
 
 V4Indexer::V4Indexer(const io::ModelConfig& c, const std::string& prefix, std::int64_t ratio, WeightLoader& loader,
