@@ -280,6 +280,10 @@ ChatRequest ParseChatRequest(const std::string& body_text) {
     if (!kwargs->is_object()) throw ApiError(400, "'chat_template_kwargs' must be an object", "chat_template_kwargs");
     r.chat_template_kwargs = *kwargs;
   }
+  if (const OrderedJson* effort = Field(body, "reasoning_effort"); effort != nullptr && !effort->is_null()) {
+    if (!effort->is_string()) throw ApiError(400, "'reasoning_effort' must be a string", "reasoning_effort");
+    r.reasoning_effort = *effort;
+  }
   r.params = Sampling(body);
   const char* max_key = Field(body, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
   if (Field(body, max_key)) {

@@ -48,6 +48,9 @@ struct ChatRequest {
   OrderedJson response_format = nullptr;                 // passed to the chat template
   std::optional<ConstraintSpec> constraint;              // regex, ebnf, json_schema or response_format
   OrderedJson chat_template_kwargs = OrderedJson::object();
+  // OpenAI's reasoning_effort (a string), null when absent: the chat_template_kwargs
+  // reasoning_effort unless those set their own (request_decoding.h).
+  OrderedJson reasoning_effort = nullptr;
   engine::SamplingParams params;
   bool max_tokens_given = false;  // otherwise the engine runs to the context length
   bool logprobs = false;

@@ -180,6 +180,10 @@ DecodedChat DecodeChat(const std::string& body, const RouteContext& c) {
   DecodedChat d;
   d.request = ParseChatRequest(body);
   d.model = ModelName(d.request.model, c);
+  // As SGLang passes it to a template: the request's reasoning_effort, under its own kwargs and
+  // over the environment's default.
+  if (!d.request.reasoning_effort.is_null() && !d.request.chat_template_kwargs.contains("reasoning_effort"))
+    d.request.chat_template_kwargs["reasoning_effort"] = d.request.reasoning_effort;
   for (const auto& [key, value] : c.default_chat_template_kwargs.items())
     if (!d.request.chat_template_kwargs.contains(key)) d.request.chat_template_kwargs[key] = value;
   CheckChoices(1, d.request.params.n);

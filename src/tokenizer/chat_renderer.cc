@@ -4,6 +4,7 @@
 
 #include "tokenizer/chat_template.h"
 #include "tokenizer/deepseek_v32_encoding.h"
+#include "tokenizer/deepseek_v4_encoding.h"
 
 namespace fission::tokenizer {
 
@@ -13,6 +14,9 @@ std::unique_ptr<ChatRenderer> ChatRendererForModel(const TokenizerConfig& config
   // DeepSeek-V3.2 ships no template: its format is code. A template given or shipped still wins.
   if (!override_file && config.chat_template.empty() && model_type == "deepseek_v32")
     return std::make_unique<DeepSeekV32Encoding>();
+  // SGLang encodes every DeepSeek-V4 checkpoint with its encoder, a shipped template or not; a
+  // template the operator names still wins.
+  if (!override_file && model_type == "deepseek_v4") return std::make_unique<DeepSeekV4Encoding>();
   return std::make_unique<ChatTemplate>(ChatTemplate::ForModel(config, override_file));
 }
 

@@ -1,5 +1,6 @@
 // What turns a chat (OpenAI messages and tools) into the prompt text a model reads: a Jinja chat
-// template (chat_template.h) or a model's own encoder written in code (deepseek_v32_encoding.h).
+// template (chat_template.h) or a model's own encoder written in code (deepseek_v32_encoding.h,
+// deepseek_v4_encoding.h).
 // The server, `fission tokenize` and the tests hold one through this interface.
 #pragma once
 
@@ -33,7 +34,8 @@ class ChatRenderer {
 
 // The renderer of a model, as SGLang chooses it: `override_file` (--chat-template) when given;
 // else, for model_type deepseek_v32 whose tokenizer has no chat template, the DeepSeek-V3.2
-// encoder; else the tokenizer's template. Fails when there is none.
+// encoder; for model_type deepseek_v4, the DeepSeek-V4 encoder (whatever the tokenizer ships);
+// else the tokenizer's template. Fails when there is none.
 std::unique_ptr<ChatRenderer> ChatRendererForModel(const TokenizerConfig& config,
                                                    const std::optional<std::string>& override_file,
                                                    std::string_view model_type);

@@ -7,6 +7,7 @@
 #include "server/api_error.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/deepseek_v32_encoding.h"
+#include "tokenizer/deepseek_v4_encoding.h"
 
 namespace fission::server {
 namespace {
@@ -127,6 +128,50 @@ TEST_F(RequestDecodingTest, DeepSeekV32EncoderRendersTheChat) {
   }();
   EXPECT_EQ(status, 400);
   EXPECT_NE(message.find("a tool result must follow an assistant message"), std::string::npos) << message;
+}
+
+// A deepseek_v4 model renders through its own encoder; reasoning_effort comes from the request's
+// chat_template_kwargs, else its reasoning_effort field, else the environment's default, and only
+// "max" changes the prompt (in thinking mode).
+TEST_F(RequestDecodingTest, DeepSeekV4EncoderTakesThinkingAndReasoningEffort) {
+  const tokenizer::DeepSeekV4Encoding encoder;
+  RouteContext c = Context();
+  c.chat_template = &encoder;
+  auto text_of = [&](const RouteContext& context, const std::string& fields) {
+    const std::string body = R"({"messages": [{"role": "user", "content": "Hi"}])" + fields + "}";
+    return tokenizer_->Decode(DecodeChat(body, context).prompt, false);
+  };
+  const std::string bos = "<｜begin▁of▁sentence｜>", user = "<｜User｜>Hi<｜Assistant｜>";
+  const std::string think = R"(, "chat_template_kwargs": {"thinking": true})";
+  EXPECT_EQ(text_of(c, ""), bos + user + "</think>");
+  EXPECT_EQ(text_of(c, think), bos + user + "<think>");
+  const std::string max = text_of(c, think + R"(, "reasoning_effort": "max")");
+  EXPECT_EQ(max.rfind(bos + "Reasoning Effort: Absolute maximum", 0), 0u) << max;
+  EXPECT_EQ(max.substr(max.size() - user.size() - 7), user + "<think>");
+  EXPECT_EQ(text_of(c, R"(, "chat_template_kwargs": {"thinking": true, "reasoning_effort": "high"}, "reasoning_effort": "max")"),
+            bos + user + "<think>") << "the kwargs win over the field";
+  RouteContext env = c;
+  env.default_chat_template_kwargs = OrderedJson{{"reasoning_effort", "max"}};
+  EXPECT_EQ(text_of(env, think), max) << "the environment's default applies";
+  EXPECT_EQ(text_of(env, think + R"(, "reasoning_effort": "medium")"), bos + user + "<think>")
+      << "the request's own effort, dropped by the encoder, wins over the default";
+  EXPECT_EQ(Decode("chat", R"({"messages": [{"role": "user", "content": "Hi"}], "reasoning_effort": 3})").first, 400);
+  const std::string tool_turn = tokenizer_->Decode(
+      DecodeChat(R"({"messages": [{"role": "user", "content": "Hi"},
+                                  {"role": "assistant", "tool_calls": [{"id": "a", "type": "function",
+                                    "function": {"name": "f", "arguments": {"x": 1}}}]},
+                                  {"role": "tool", "tool_call_id": "a", "content": "done"}]})", c).prompt, false);
+  EXPECT_NE(tool_turn.find("<｜DSML｜parameter name=\"x\" string=\"false\">1</｜DSML｜parameter>"), std::string::npos)
+      << tool_turn;
+  EXPECT_NE(tool_turn.find("<｜User｜><tool_result>done</tool_result><｜Assistant｜></think>"), std::string::npos)
+      << tool_turn;
+  try {
+    DecodeChat(R"({"messages": [{"role": "developer", "content": ""}]})", c);
+    ADD_FAILURE() << "expected a 400";
+  } catch (const ApiError& e) {
+    EXPECT_EQ(e.status(), 400);
+    EXPECT_NE(std::string(e.what()).find("a developer message needs content"), std::string::npos) << e.what();
+  }
 }
 
 TEST_F(RequestDecodingTest, BadBodiesAre4xxNamingTheProblem) {

@@ -2,10 +2,12 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <random>
 
 #include "base/error.h"
 #include "tokenizer/deepseek_v32_encoding.h"
+#include "tokenizer/deepseek_v4_encoding.h"
 
 namespace fission::server {
 namespace {
@@ -322,22 +324,34 @@ TEST(ToolCallParserTest, DsmlBlockNamesAreNotMixed) {
   EXPECT_FALSE(ToolCallParser::Create("deepseekv32")->HasToolCall(v4));
 }
 
-// What the V3.2 encoder writes for an assistant's tool calls parses back to the same arguments.
-TEST(ToolCallParserTest, DeepSeekV32ReadsWhatItsEncoderWrites) {
+// What a DeepSeek encoder (V3.2's, V4's) writes for an assistant's tool calls parses back, with
+// `parser`, to the same arguments.
+void ExpectParserReadsWhatTheEncoderWrites(const std::string& parser,
+                                           const std::function<std::string(const OrderedJson&)>& encode) {
   const OrderedJson arguments = OrderedJson::parse(
       R"({"city": "Zürich", "days": 2, "ratio": 0.25, "metric": false, "tags": ["a"], "coords": {"lat": 47.4}})");
   OrderedJson messages = OrderedJson::array();
   messages.push_back({{"role", "user"}, {"content", "Q"}});
   OrderedJson call = {{"type", "function"}, {"function", {{"name", "get_weather"}, {"arguments", arguments.dump()}}}};
   messages.push_back({{"role", "assistant"}, {"content", "Checking."}, {"tool_calls", OrderedJson::array({call})}});
-  std::string text = tokenizer::EncodeDeepSeekV32(messages, {});
+  std::string text = encode(messages);
   // The model's output is the assistant turn: after the user turn's "</think>", without the EOS.
   text = text.substr(text.find("</think>") + 8);
   text.resize(text.rfind("<｜end▁of▁sentence｜>"));
-  ToolCallResult r = ParseChecked("deepseekv32", text);
+  ToolCallResult r = ParseChecked(parser, text);
   EXPECT_EQ(r.content, "Checking.");
   ASSERT_EQ(r.tool_calls.size(), 1u);
   EXPECT_EQ(OrderedJson::parse(r.tool_calls[0].arguments), arguments);
+}
+
+TEST(ToolCallParserTest, DeepSeekV32ReadsWhatItsEncoderWrites) {
+  ExpectParserReadsWhatTheEncoderWrites("deepseekv32",
+                                        [](const OrderedJson& m) { return tokenizer::EncodeDeepSeekV32(m, {}); });
+}
+
+TEST(ToolCallParserTest, DeepSeekV4ReadsWhatItsEncoderWrites) {
+  ExpectParserReadsWhatTheEncoderWrites("deepseekv4",
+                                        [](const OrderedJson& m) { return tokenizer::EncodeDeepSeekV4(m, {}); });
 }
 
 TEST(ToolCallParserTest, Glm45KeyValueMarkupUsesTheSchema) {

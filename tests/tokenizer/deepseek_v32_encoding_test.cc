@@ -9,6 +9,7 @@
 #include "base/error.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/corpus_testlib.h"
+#include "tokenizer/deepseek_encoding_testlib.h"
 #include "tokenizer/test_paths.h"
 
 namespace fission::tokenizer {
@@ -16,17 +17,7 @@ namespace {
 
 using nlohmann::ordered_json;
 
-ordered_json Fixture() {
-  return ordered_json::parse(testing::ReadFile(testing::FixtureDir() + "/dsv32_encoding.json"));
-}
-
-ChatRenderOptions RequestOptions(const ordered_json& c) {
-  ChatRenderOptions o;
-  o.add_generation_prompt = c["add_generation_prompt"].get<bool>();
-  o.tools = c["tools"];
-  o.extra = c["chat_template_kwargs"];
-  return o;
-}
+ordered_json Fixture() { return testing::EncodingFixture("dsv32_encoding.json"); }
 
 DeepSeekV32Options EncoderOptions(const ordered_json& c) {
   DeepSeekV32Options o;
@@ -38,49 +29,17 @@ DeepSeekV32Options EncoderOptions(const ordered_json& c) {
 
 // What the C++ side makes of a case: the server's renderer for a request, the bare encoder else.
 std::string Render(const ordered_json& c) {
-  if (c["kind"] == "request") return DeepSeekV32Encoding().Apply(c["messages"], RequestOptions(c), TokenizerConfig());
+  if (c["kind"] == "request")
+    return DeepSeekV32Encoding().Apply(c["messages"], testing::RequestOptions(c), TokenizerConfig());
   return EncodeDeepSeekV32(c["messages"], EncoderOptions(c));
 }
 
 // Recorded from the reference encoder (tools/golden/make_dsv32_encoding_goldens.py).
-TEST(DeepSeekV32Encoding, MatchesTheReferenceEncoder) {
-  const ordered_json fixture = Fixture();
-  int outputs = 0, errors = 0;
-  for (const ordered_json& c : fixture["cases"]) {
-    const std::string name = c["name"].get<std::string>();
-    if (c.contains("error")) {
-      EXPECT_THROW(Render(c), Error) << name << "\nreference: " << c["error"];
-      ++errors;
-      continue;
-    }
-    try {
-      EXPECT_EQ(Render(c), c["output"].get<std::string>()) << name;
-    } catch (const Error& e) {
-      ADD_FAILURE() << name << ": " << e.what();
-    }
-    ++outputs;
-  }
-  EXPECT_GE(outputs, 30);
-  EXPECT_GE(errors, 6);
-}
+TEST(DeepSeekV32Encoding, MatchesTheReferenceEncoder) { testing::ExpectMatchesReference(Fixture(), Render, 30, 6); }
 
-// The request cases also record what SGLang hands the encoder: the encoder alone gives the same.
 TEST(DeepSeekV32Encoding, EncoderAloneMatchesOnShapedRequests) {
-  const ordered_json fixture = Fixture();
-  int n = 0;
-  for (const ordered_json& c : fixture["cases"]) {
-    if (c["kind"] != "request" || c.contains("error")) continue;
-    std::string expected = c["output"].get<std::string>();
-    if (!c["add_generation_prompt"].get<bool>()) {
-      // The continued assistant text follows the encoding; the encoder alone stops before it.
-      const std::string tail = c["messages"].back()["content"].get<std::string>();
-      ASSERT_EQ(expected.substr(expected.size() - tail.size()), tail);
-      expected.resize(expected.size() - tail.size());
-    }
-    EXPECT_EQ(EncodeDeepSeekV32(c["encoder_messages"], EncoderOptions(c)), expected) << c["name"];
-    ++n;
-  }
-  EXPECT_GE(n, 20);
+  testing::ExpectEncoderMatchesShapedRequests(
+      Fixture(), [](const ordered_json& c) { return EncodeDeepSeekV32(c["encoder_messages"], EncoderOptions(c)); }, 20);
 }
 
 TEST(DeepSeekV32Encoding, ThinkingOpensTheBlockAndDropsEarlierReasoning) {
