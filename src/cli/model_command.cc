@@ -7,6 +7,7 @@
 #include "cli/commands.h"
 #include "io/checkpoint.h"
 #include "io/model_config.h"
+#include "model/arch/deepseek_v4.h"
 
 namespace fission::cli {
 namespace {
@@ -24,6 +25,51 @@ std::string LayerList(std::int64_t layers, const std::function<bool(std::int64_t
   return out.empty() ? "none" : out;
 }
 
+// MLA's dims and, for the DSA families, the indexer.
+void PrintMla(const io::ModelConfig& c) {
+  std::printf("attention         MLA: %lld heads, q_lora %lld, kv_lora %lld, nope %lld, rope %lld, v %lld\n",
+              static_cast<long long>(c.num_attention_heads), static_cast<long long>(c.q_lora_rank),
+              static_cast<long long>(c.kv_lora_rank), static_cast<long long>(c.qk_nope_head_dim),
+              static_cast<long long>(c.qk_rope_head_dim), static_cast<long long>(c.v_head_dim));
+  std::printf("kv row            %lld values per token per layer\n",
+              static_cast<long long>(c.kv_lora_rank + c.qk_rope_head_dim));
+  if (!c.indexer) return;
+  const io::IndexerConfig& idx = *c.indexer;
+  const auto full = [&](std::int64_t i) { return idx.full_layers[static_cast<std::size_t>(i)]; };
+  std::printf("sparse attention  DSA indexer: %lld heads of %lld, top-k %lld, %s rope; one index key of %lld "
+              "values per token per full layer\n",
+              static_cast<long long>(idx.n_heads), static_cast<long long>(idx.head_dim),
+              static_cast<long long>(idx.topk), idx.rope_interleave ? "interleaved" : "half-split",
+              static_cast<long long>(idx.head_dim));
+  std::printf("index share       full layers %s; shared layers %s\n", LayerList(c.num_hidden_layers, full).c_str(),
+              LayerList(c.num_hidden_layers, [&](std::int64_t i) { return !full(i); }).c_str());
+}
+
+// DeepSeek-V4's attention kinds, mHC and the memory it declares (bytes per token of the paged
+// classes and per request of the others, with bf16 and with fp8 keys and entries).
+void PrintV4(const io::ModelConfig& c) {
+  const io::V4Config& v4 = *c.v4;
+  auto layers = [&](const std::function<bool(std::size_t)>& pick) {
+    return LayerList(c.num_hidden_layers, [&](std::int64_t i) { return pick(static_cast<std::size_t>(i)); });
+  };
+  auto kind = [&](io::V4Attention k) { return layers([&](std::size_t i) { return v4.attention[i] == k; }); };
+  std::printf("attention         V4: %lld heads of %lld (rope %lld), one shared KV head, window %lld, q_lora %lld, "
+              "%lld output groups of rank %lld\n",
+              static_cast<long long>(c.num_attention_heads), static_cast<long long>(v4.head_dim),
+              static_cast<long long>(c.qk_rope_head_dim), static_cast<long long>(v4.sliding_window),
+              static_cast<long long>(c.q_lora_rank), static_cast<long long>(v4.o_groups),
+              static_cast<long long>(v4.o_lora_rank));
+  std::printf("layer kinds       sliding %s; CSA %s; HCA %s\n", kind(io::V4Attention::kSliding).c_str(),
+              kind(io::V4Attention::kCsa).c_str(), kind(io::V4Attention::kHca).c_str());
+  std::printf("hash routing      layers %s; hyper-connections %lld streams\n",
+              layers([&](std::size_t i) { return v4.hash_routed[i]; }).c_str(), static_cast<long long>(v4.hc_mult));
+  for (auto [format, name] : {std::pair{kernels::V4KvFormat::kExact, "bf16"}, {kernels::V4KvFormat::kFp8, "fp8_e4m3"}}) {
+    const model::MemorySpec spec = model::V4MemorySpec(c, format, DType::kBF16);
+    std::printf("memory %-10s %.1f bytes per token (pages of 256) and %lld bytes per request\n", name,
+                spec.bytes_per_token(256), static_cast<long long>(spec.state_slot_bytes()));
+  }
+}
+
 void PrintArchitecture(const io::ModelConfig& c) {
   std::printf("model_type        %s\n", c.model_type.c_str());
   std::printf("architectures     %s\n", c.architectures.empty() ? "-" : c.architectures[0].c_str());
@@ -31,22 +77,10 @@ void PrintArchitecture(const io::ModelConfig& c) {
               LayerList(c.num_hidden_layers, [&](std::int64_t i) { return c.IsMoeLayer(i); }).c_str());
   std::printf("hidden / vocab    %lld / %lld\n", static_cast<long long>(c.hidden_size),
               static_cast<long long>(c.vocab_size));
-  std::printf("attention         MLA: %lld heads, q_lora %lld, kv_lora %lld, nope %lld, rope %lld, v %lld\n",
-              static_cast<long long>(c.num_attention_heads), static_cast<long long>(c.q_lora_rank),
-              static_cast<long long>(c.kv_lora_rank), static_cast<long long>(c.qk_nope_head_dim),
-              static_cast<long long>(c.qk_rope_head_dim), static_cast<long long>(c.v_head_dim));
-  std::printf("kv row            %lld values per token per layer\n",
-              static_cast<long long>(c.kv_lora_rank + c.qk_rope_head_dim));
-  if (c.indexer && c.model_type != "deepseek_v4") {
-    const io::IndexerConfig& idx = *c.indexer;
-    const auto full = [&](std::int64_t i) { return idx.full_layers[static_cast<std::size_t>(i)]; };
-    std::printf("sparse attention  DSA indexer: %lld heads of %lld, top-k %lld, %s rope; one index key of %lld "
-                "values per token per full layer\n",
-                static_cast<long long>(idx.n_heads), static_cast<long long>(idx.head_dim),
-                static_cast<long long>(idx.topk), idx.rope_interleave ? "interleaved" : "half-split",
-                static_cast<long long>(idx.head_dim));
-    std::printf("index share       full layers %s; shared layers %s\n", LayerList(c.num_hidden_layers, full).c_str(),
-                LayerList(c.num_hidden_layers, [&](std::int64_t i) { return !full(i); }).c_str());
+  if (c.v4) {
+    PrintV4(c);
+  } else {
+    PrintMla(c);
   }
   if (c.n_routed_experts)
     std::printf("moe               %lld routed (top %lld, %lld groups, top %lld groups) + %lld shared, inter %lld\n",

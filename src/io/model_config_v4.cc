@@ -101,6 +101,17 @@ void CheckV4(const ModelConfig& c, const std::string& where) {
   if (c.num_attention_heads % v4.o_groups != 0)
     Fail(where, ": num_attention_heads (", c.num_attention_heads, ") must be divisible by o_groups (", v4.o_groups, ")");
   if (v4.swiglu_limit < 0) Fail(where, ": field 'swiglu_limit' must not be negative");
+  // One cache class per layer kind holds every such layer's entries: one ratio per kind.
+  for (V4Attention kind : {V4Attention::kCsa, V4Attention::kHca}) {
+    std::int64_t ratio = 0;
+    for (std::size_t i = 0; i < v4.attention.size(); ++i) {
+      if (v4.attention[i] != kind) continue;
+      if (ratio != 0 && v4.compress_ratio[i] != ratio)
+        Fail(where, ": ", kind == V4Attention::kCsa ? "CSA" : "HCA", " layers with different compress ratios (",
+             ratio, " and ", v4.compress_ratio[i], " at layer ", i, ") are not supported");
+      ratio = v4.compress_ratio[i];
+    }
+  }
   // The CSA indexer rotates the trailing rope dims of its queries and keys.
   const bool has_csa = std::find(v4.attention.begin(), v4.attention.end(), V4Attention::kCsa) != v4.attention.end();
   if (has_csa && c.indexer->head_dim < c.qk_rope_head_dim)

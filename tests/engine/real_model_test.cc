@@ -88,8 +88,11 @@ class RealModelTest : public ::testing::TestWithParam<std::string> {
   }
 
   // Prompts, then each prompt extended by half its reference continuation: the second round hits
-  // the cache and must continue with the other half.
+  // the cache and must continue with the other half. A model with per-request state (DeepSeek-V4)
+  // runs with the prefix cache off: the second round recomputes everything and still continues
+  // right.
   void CheckPrefixHits() {
+    const bool stateful = model_->Memory().has_per_request_state();
     // Each golden sequence extended by its own reference continuation shares the prompt as prefix.
     Engine engine(model_.get(), Config());
     Collector collector;
@@ -115,11 +118,12 @@ class RealModelTest : public ::testing::TestWithParam<std::string> {
                 std::vector<std::int32_t>(g.continuation.begin() + half, g.continuation.end()));
       const std::int64_t len = static_cast<std::int64_t>(g.prompt.size() + half);
       second_prompt_tokens += len;
-      expected_hits += (len - 1) / 4 * 4;
-      EXPECT_EQ(collector.results(second[i])[0].cached_tokens, (len - 1) / 4 * 4);
+      const std::int64_t hit = stateful ? 0 : (len - 1) / 4 * 4;
+      expected_hits += hit;
+      EXPECT_EQ(collector.results(second[i])[0].cached_tokens, hit);
     }
     EXPECT_EQ(engine.stats().computed_prompt_tokens - computed_before, second_prompt_tokens - expected_hits);
-    EXPECT_GT(expected_hits, 0);
+    if (!stateful) EXPECT_GT(expected_hits, 0);
   }
 
   std::unique_ptr<model::CausalLM> model_;
@@ -155,7 +159,10 @@ TEST_P(RealModelTest, TinyKvBudgetCompletesViaPreemption) {
   CheckPrefixHits();
 }
 
-TEST_P(RealModelTest, PrefixCacheHitsReproduceTheReferenceWithFewerComputedTokens) { CheckPrefixHits(); }
+TEST_P(RealModelTest, PrefixCacheHitsReproduceTheReferenceWithFewerComputedTokens) {
+  if (model_->Memory().has_per_request_state()) GTEST_SKIP() << "the prefix cache is off for per-request state";
+  CheckPrefixHits();
+}
 
 TEST_P(RealModelTest, SeededSamplingDoesNotDependOnTheBatch) {
   auto params = [](std::uint64_t seed) {
@@ -217,9 +224,12 @@ TEST_P(RealModelTest, TensorAndContextParallelRanksReproduceTheReference) {
 }
 
 // The DSA fixtures' longer prompts (to 260 tokens, index_topk 32) run the indexer's key cache
-// through the engine's chunking, prefix cache and preemption.
+// through the engine's chunking, prefix cache and preemption; DeepSeek-V4's (to 100 tokens, window
+// 8) its state slots, window rings and compressor carry-over through chunking, preemption and the
+// CP split.
 INSTANTIATE_TEST_SUITE_P(Fixtures, RealModelTest,
-                         ::testing::Values("tiny-deepseek-v3", "tiny-deepseek-v3-fp8", "tiny-deepseek-v32", "tiny-glm-dsa"),
+                         ::testing::Values("tiny-deepseek-v3", "tiny-deepseek-v3-fp8", "tiny-deepseek-v32", "tiny-glm-dsa",
+                                           "tiny-deepseek-v4"),
                          [](const auto& info) {
                            std::string name = info.param;
                            for (char& c : name)

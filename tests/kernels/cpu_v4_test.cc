@@ -82,6 +82,7 @@ TEST(CpuV4Compressor, PoolsWindowsBySoftmaxOverSlots) {
     s.query_start = 0;
     s.query_len = static_cast<std::int32_t>(n);
     s.kv_len = static_cast<std::int32_t>(n);
+    s.new_tokens = static_cast<std::int32_t>(n);
     s.state_slot = 0;
     const std::vector<SeqAttention> seqs = {s};
     const std::vector<ClosedWindow> windows = {{0, 1}};  // positions 4..7 (and 0..3 overlapping)

@@ -159,7 +159,8 @@ TEST(DeepseekV4, DeclaresItsMemoryClasses) {
 }
 
 // --kv-cache-dtype fp8_e4m3: window keys and entries stored as e4m3 nope values with ue8m0 block
-// scales and bf16 rope values. The step's own keys are rounded the same way before attention, so
+// scales and bf16 rope values, the indexer's keys as e4m3 with a per-key scale. The step's own
+// keys are rounded the same way before attention, so
 // chunking still gives the same bits; against the exact golden the logits move by the rounding
 // (bounds from the measured values, printed).
 TEST(DeepseekV4, Fp8KvCacheIsChunkInvariantAndStaysClose) {
@@ -171,6 +172,7 @@ TEST(DeepseekV4, Fp8KvCacheIsChunkInvariantAndStaysClose) {
   ASSERT_EQ(window.fields.size(), 3u);
   EXPECT_EQ(window.entry_bytes(), 24u + 1u + 2u * 8u);  // 24 e4m3 nope values, one scale, 8 bf16 rope values
   EXPECT_EQ(spec.classes[spec.index_of("v4_csa_entries")].entry_bytes(), window.entry_bytes());
+  EXPECT_EQ(spec.classes[spec.index_of("v4_csa_index_keys")].entry_bytes(), 16u + 4u);  // e4m3 key and its scale
   const auto tokens = Tokens(150, 11, model->vocab_size());
   const auto whole = ChunkedPrefill(*model, tokens, {}, 4);
   const auto cut = ChunkedPrefill(*model, tokens, {1, 6, 3, 17, 5, 40, 28}, 16);

@@ -1,5 +1,7 @@
 #include "model/arch/deepseek_v4.h"
 
+#include "model/layers/lightning_indexer.h"
+
 namespace fission::model {
 namespace {
 
@@ -65,42 +67,46 @@ DeepseekV4Model::DeepseekV4Model(io::ModelConfig config, WeightLoader& loader, c
   SetVocabulary(std::move(embed), std::move(norm), static_cast<float>(c.rms_norm_eps), Weight::Plain(std::move(lm_head)));
 }
 
-MemorySpec DeepseekV4Model::Memory() const {
-  const io::ModelConfig& c = config();
+MemorySpec V4MemorySpec(const io::ModelConfig& c, kernels::V4KvFormat format, DType kv_dtype) {
   const io::V4Config& v4 = *c.v4;
   // A key or entry: head_dim values exactly, or kernels::V4KvFormat::kFp8's packed fields.
   const std::int64_t d = v4.head_dim, rope = c.qk_rope_head_dim;
   const std::vector<CacheField> kv =
-      KvFormatOf(options()) == kernels::V4KvFormat::kFp8
+      format == kernels::V4KvFormat::kFp8
           ? std::vector<CacheField>{{"nope_codes", DType::kF8E4M3, d - rope},
                                     {"nope_scales", DType::kU8, kernels::V4KvScaleCount(d - rope)},
                                     {"rope", DType::kBF16, rope}}
-          : std::vector<CacheField>{{"kv", options().kv_dtype, d}};
+          : std::vector<CacheField>{{"kv", kv_dtype, d}};
+  // The carry-over of a compressor: kv and gate of each kept position, fp32.
+  auto state = [](std::int64_t width) { return std::vector<CacheField>{{"kv_gate", DType::kF32, 2 * width}}; };
+  int csa = 0, hca = 0;
+  std::int64_t csa_ratio = 0, hca_ratio = 0;
+  for (std::size_t i = 0; i < v4.attention.size(); ++i) {
+    if (v4.attention[i] == io::V4Attention::kCsa) {
+      ++csa;
+      csa_ratio = v4.compress_ratio[i];
+    } else if (v4.attention[i] == io::V4Attention::kHca) {
+      ++hca;
+      hca_ratio = v4.compress_ratio[i];
+    }
+  }
   MemorySpec spec;
-  spec.classes.push_back(PerRequest(kWindow, v4.sliding_window, static_cast<int>(layers_.size()), kv));
-  const Layer* csa = nullptr;
-  const Layer* hca = nullptr;
-  for (const Layer& l : layers_) {
-    if (l.csa == 0) csa = &l;
-    if (l.hca == 0) hca = &l;
-  }
-  if (csa != nullptr) {
-    const V4Compressor& main = *csa->attention->compressor();
-    const V4Compressor& index = csa->attention->indexer()->compressor();
-    const std::int64_t r = main.shape().ratio;
-    spec.classes.push_back(Paged(kCsaEntries, r, csa_layers_, kv));
-    spec.classes.push_back(Paged(kCsaIndexKeys, r, csa_layers_, {{"key", DType::kF32, c.indexer->head_dim}}));
-    spec.classes.push_back(PerRequest(kCsaState, main.shape().state_positions(), csa_layers_, {main.StateField()}));
+  spec.classes.push_back(PerRequest(kWindow, v4.sliding_window, static_cast<int>(v4.attention.size()), kv));
+  if (csa > 0) {
+    spec.classes.push_back(Paged(kCsaEntries, csa_ratio, csa, kv));
     spec.classes.push_back(
-        PerRequest(kCsaIndexState, index.shape().state_positions(), csa_layers_, {index.StateField()}));
+        Paged(kCsaIndexKeys, csa_ratio, csa, LightningIndexer::KeyFields(c, V4IndexKeyFormat(format), DType::kF32)));
+    spec.classes.push_back(PerRequest(kCsaState, 2 * csa_ratio, csa, state(2 * d)));
+    spec.classes.push_back(PerRequest(kCsaIndexState, 2 * csa_ratio, csa, state(2 * c.indexer->head_dim)));
   }
-  if (hca != nullptr) {
-    const V4Compressor& main = *hca->attention->compressor();
-    spec.classes.push_back(Paged(kHcaEntries, main.shape().ratio, hca_layers_, kv));
-    spec.classes.push_back(PerRequest(kHcaState, main.shape().state_positions(), hca_layers_, {main.StateField()}));
+  if (hca > 0) {
+    spec.classes.push_back(Paged(kHcaEntries, hca_ratio, hca, kv));
+    spec.classes.push_back(PerRequest(kHcaState, hca_ratio, hca, state(d)));
   }
   return spec;
 }
+
+MemorySpec DeepseekV4Model::Memory() const { return V4MemorySpec(config(), KvFormatOf(options()), options().kv_dtype); }
 
 V4LayerMemory DeepseekV4Model::LayerMemory(const ModelMemory& memory, const Layer& layer, std::size_t index) const {
   const MemorySpec& spec = memory.spec();

@@ -20,15 +20,18 @@
 
 namespace fission::model {
 
+// The model's memory from its config alone (for `fission model inspect` too): per layer a
+// sliding-window ring (per request); per CSA layer paged entries and index keys at 1/ratio of the
+// tokens and two compressor carry-overs (per request); per HCA layer paged entries and one
+// carry-over. Keys and entries are stored in `format` (exact: `kv_dtype`).
+MemorySpec V4MemorySpec(const io::ModelConfig& config, kernels::V4KvFormat format, DType kv_dtype);
+
 class DeepseekV4Model final : public DecoderModel {
  public:
   DeepseekV4Model(io::ModelConfig config, WeightLoader& loader, const ShardOptions& options);
 
   std::string architecture() const override { return "DeepseekV4ForCausalLM"; }
-  // Per layer a sliding-window ring (per request); per CSA layer paged entries and index keys at
-  // 1/ratio of the tokens and two compressor carry-overs (per request); per HCA layer paged
-  // entries and one carry-over.
-  MemorySpec Memory() const override;
+  MemorySpec Memory() const override;  // V4MemorySpec
 
  private:
   struct Layer {

@@ -39,10 +39,9 @@ V4Attention::V4Attention(const io::ModelConfig& c, std::int64_t layer, WeightLoa
   inv_freq_ = UploadInvFreq(rope, loader.backend());
   if (kind_ != io::V4Attention::kSliding)
     compressor_ = std::make_unique<V4Compressor>(c, prefix + "compressor.", d, ratio_,
-                                                 /*overlap=*/kind_ == io::V4Attention::kCsa, loader, compress_rope,
-                                                 format);
+                                                 /*overlap=*/kind_ == io::V4Attention::kCsa, loader, compress_rope);
   if (kind_ == io::V4Attention::kCsa)
-    indexer_ = std::make_unique<V4Indexer>(c, prefix + "indexer.", ratio_, loader, compress_rope);
+    indexer_ = std::make_unique<V4Indexer>(c, prefix + "indexer.", ratio_, loader, compress_rope, V4IndexKeyFormat(format));
 }
 
 void V4Attention::Forward(const StepContext& step, const Tensor& x, const V4StepPlan& plan,
@@ -69,7 +68,13 @@ void V4Attention::Forward(const StepContext& step, const Tensor& x, const V4Step
   if (format_ == kernels::V4KvFormat::kFp8) b.v4().RoundToStorage(kv_rows, rope);
 
   Buffer selection;
-  if (compressor_) compressor_->Forward(step, x, plan.closed.at(ratio_), memory.state, memory.entries);
+  if (compressor_) {
+    const V4Windows& windows = plan.closed.at(ratio_);
+    const Buffer entries = compressor_->Pool(step, x, windows, memory.state);
+    if (entries.tensor().data != nullptr)
+      b.v4().WriteEntries(entries.tensor().View(Shape{entries.tensor().shape[0], d}), windows.slots, memory.entries,
+                          format_, rope);
+  }
   if (indexer_) {
     selection = Buffer(DType::kI32, Shape{n, config_.indexer->topk}, alloc);
     indexer_->Select(step, x, q_latent, plan.closed.at(ratio_), memory.index_state, memory.index_keys, selection);

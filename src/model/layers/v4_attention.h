@@ -25,6 +25,12 @@ struct V4LayerMemory {
   Tensor index_state;     // CSA: the indexer compressor's carry-over
 };
 
+// How the CSA indexer's keys are stored next to window keys and entries of `format`: e4m3 with a
+// per-key scale beside fp8 entries (DSA's rule, kernels/dsa_ops.h), exactly otherwise.
+inline kernels::IndexKeyFormat V4IndexKeyFormat(kernels::V4KvFormat format) {
+  return format == kernels::V4KvFormat::kFp8 ? kernels::IndexKeyFormat::kFp8 : kernels::IndexKeyFormat::kExact;
+}
+
 class V4Attention {
  public:
   // `format`: how the window ring and the entries are stored.
@@ -36,8 +42,6 @@ class V4Attention {
 
   io::V4Attention kind() const { return kind_; }
   std::int64_t ratio() const { return ratio_; }
-  const V4Compressor* compressor() const { return compressor_.get(); }
-  const V4Indexer* indexer() const { return indexer_.get(); }
 
  private:
   const io::ModelConfig& config_;

@@ -5,9 +5,8 @@
 namespace fission::model {
 
 V4Compressor::V4Compressor(const io::ModelConfig& c, const std::string& prefix, std::int64_t head_dim,
-                           std::int64_t ratio, bool overlap, WeightLoader& loader, const RopeTables& rope,
-                           kernels::V4KvFormat format)
-    : rope_dim_(c.qk_rope_head_dim), norm_eps_(static_cast<float>(c.rms_norm_eps)), format_(format) {
+                           std::int64_t ratio, bool overlap, WeightLoader& loader, const RopeTables& rope)
+    : rope_dim_(c.qk_rope_head_dim), norm_eps_(static_cast<float>(c.rms_norm_eps)) {
   shape_.ratio = ratio;
   shape_.head_dim = head_dim;
   shape_.overlap = overlap;
@@ -19,8 +18,8 @@ V4Compressor::V4Compressor(const io::ModelConfig& c, const std::string& prefix, 
   inv_freq_ = UploadInvFreq(rope, loader.backend());
 }
 
-void V4Compressor::Forward(const StepContext& step, const Tensor& x, const V4Windows& windows, const Tensor& state,
-                           const Tensor& entries) const {
+Buffer V4Compressor::Pool(const StepContext& step, const Tensor& x, const V4Windows& windows,
+                          const Tensor& state) const {
   kernels::Backend& b = *step.backend;
   const std::int64_t n = x.shape[0], width = shape_.width(), m = static_cast<std::int64_t>(windows.windows.size());
   Buffer kv_own(DType::kF32, Shape{n, width}, b.allocator()), gate_own(DType::kF32, Shape{n, width}, b.allocator());
@@ -31,19 +30,20 @@ void V4Compressor::Forward(const StepContext& step, const Tensor& x, const V4Win
   const Tensor kv = step.layout->KvRowsOfAllTokens(kv_own, &kv_all);
   const Tensor gate = step.layout->KvRowsOfAllTokens(gate_own, &gate_all);
   const std::span<const kernels::SeqAttention> seqs = step.in->token_seqs;
+  Buffer pooled;
   if (m > 0) {
-    Buffer pooled(DType::kF32, Shape{m, 1, shape_.head_dim}, b.allocator());
+    pooled = Buffer(DType::kF32, Shape{m, 1, shape_.head_dim}, b.allocator());
     const Tensor rows = pooled.tensor().View(Shape{m, shape_.head_dim});
     b.v4().Compress(kv, gate, ape_, state, seqs, windows.windows, shape_, rows);
     b.RmsNorm(rows, norm_, norm_eps_, rows);
     b.v4().Rope(pooled, shape_.head_dim - rope_dim_, rope_dim_, windows.positions, inv_freq_, /*inverse=*/false);
-    b.v4().WriteEntries(rows, windows.slots, entries, format_, rope_dim_);
   }
   b.v4().UpdateCompressorState(kv, gate, state, seqs, shape_);
+  return pooled;
 }
 
 V4Indexer::V4Indexer(const io::ModelConfig& c, const std::string& prefix, std::int64_t ratio, WeightLoader& loader,
-                     const RopeTables& rope)
+                     const RopeTables& rope, kernels::IndexKeyFormat key_format)
     : rope_dim_(c.qk_rope_head_dim),
       compressor_(c, prefix + "compressor.", c.indexer->head_dim, ratio, /*overlap=*/true, loader, rope) {
   const io::IndexerConfig& idx = *c.indexer;
@@ -54,6 +54,7 @@ V4Indexer::V4Indexer(const io::ModelConfig& c, const std::string& prefix, std::i
   shape_.weight_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(idx.n_heads)) /
                                            std::sqrt(static_cast<double>(idx.head_dim)));
   shape_.tokens_per_entry = ratio;
+  shape_.key_format = key_format;
   wq_b_ = loader.LoadLinear(prefix + "wq_b.weight", Shape{idx.n_heads * idx.head_dim, c.q_lora_rank});
   weights_proj_ = Weight::Plain(loader.Load(prefix + "weights_proj.weight", Shape{idx.n_heads, c.hidden_size}));
   inv_freq_ = UploadInvFreq(rope, loader.backend());
@@ -63,14 +64,17 @@ void V4Indexer::Select(const StepContext& step, const Tensor& x, const Tensor& q
                        const Tensor& state, const Tensor& keys, const Tensor& selection) const {
   kernels::Backend& b = *step.backend;
   const std::int64_t n = x.shape[0];
-  compressor_.Forward(step, x, windows, state, keys);
+  kernels::IndexerShape shape = shape_;
+  shape.page_size = step.in->page_size;
+  const Buffer new_keys = compressor_.Pool(step, x, windows, state);
+  if (new_keys.tensor().data != nullptr)
+    b.dsa().WriteIndexKeys(new_keys.tensor().View(Shape{new_keys.tensor().shape[0], shape_.head_dim}), windows.slots,
+                           keys, shape);
   Buffer q(DType::kF32, Shape{n, shape_.n_heads, shape_.head_dim}, b.allocator());
   b.Linear(q_latent, wq_b_, q.tensor().View(Shape{n, shape_.n_heads * shape_.head_dim}));
   b.v4().Rope(q, shape_.head_dim - rope_dim_, rope_dim_, step.in->positions, inv_freq_, /*inverse=*/false);
   Buffer weights(DType::kF32, Shape{n, shape_.n_heads}, b.allocator());
   b.Linear(x, weights_proj_, weights);
-  kernels::IndexerShape shape = shape_;
-  shape.page_size = step.in->page_size;
   b.dsa().IndexerTopK(q, weights, keys, step.in->seqs, shape, selection);
 }
 

@@ -24,36 +24,29 @@ namespace fission::model {
 class V4Compressor {
  public:
   // Loads `prefix`{wkv.weight, wgate.weight, ape, norm.weight} (prefix "layers.N.attn.compressor.").
-  // `format`: how its entries are stored (the indexer's keys are always exact).
   V4Compressor(const io::ModelConfig& config, const std::string& prefix, std::int64_t head_dim, std::int64_t ratio,
-               bool overlap, WeightLoader& loader, const RopeTables& rope,
-               kernels::V4KvFormat format = kernels::V4KvFormat::kExact);
-  // Writes the entries of the windows the step closes (`windows`, this ratio's) into `entries` and
-  // keeps the step's last positions in `state`.
-  void Forward(const StepContext& step, const Tensor& x, const V4Windows& windows, const Tensor& state,
-               const Tensor& entries) const;
-  // The per-request class field of the carry-over: kv then gate of one position.
-  CacheField StateField() const { return {"kv_gate", DType::kF32, 2 * shape_.width()}; }
-  const kernels::CompressorShape& shape() const { return shape_; }
+               bool overlap, WeightLoader& loader, const RopeTables& rope);
+  // The entries [len(windows), head_dim] of the windows the step closes (`windows`, this ratio's;
+  // empty when none), for the caller to store; keeps the step's last positions in `state`.
+  Buffer Pool(const StepContext& step, const Tensor& x, const V4Windows& windows, const Tensor& state) const;
 
  private:
   kernels::CompressorShape shape_;
   std::int64_t rope_dim_;
   float norm_eps_;
-  kernels::V4KvFormat format_;
   Weight wkv_, wgate_;
   Buffer ape_, norm_, inv_freq_;
 };
 
 class V4Indexer {
  public:
-  // Loads `prefix`{wq_b.weight, weights_proj.weight, compressor.*} (prefix "layers.N.attn.indexer.").
+  // Loads `prefix`{wq_b.weight, weights_proj.weight, compressor.*} (prefix "layers.N.attn.indexer.");
+  // its keys are stored in `key_format` (kernels/dsa_ops.h).
   V4Indexer(const io::ModelConfig& config, const std::string& prefix, std::int64_t ratio, WeightLoader& loader,
-            const RopeTables& rope);
+            const RopeTables& rope, kernels::IndexKeyFormat key_format);
   // selection [rows, index_topk] (I32): per query the chosen entry indices, -1 after the last.
   void Select(const StepContext& step, const Tensor& x, const Tensor& q_latent, const V4Windows& windows,
               const Tensor& state, const Tensor& keys, const Tensor& selection) const;
-  const V4Compressor& compressor() const { return compressor_; }
 
  private:
   kernels::IndexerShape shape_;
