@@ -276,5 +276,27 @@ TEST(StructuredOutputsFlags, TaggedFormatsForceValidCalls) {
   }
 }
 
+// DeepSeek-V4 served end to end as its seed recipe serves it (TP 4 x CP 2, fp8 KV, page size
+// 256, deepseek-v4 reasoning and deepseekv4 tool calls) on random weights: the chat request is
+// rendered by V4's own encoding, and a forced single call comes back as a valid call of the tool
+// (random weights would repeat calls until max_tokens if parallel calls were allowed).
+TEST(StructuredOutputsFlags, DeepseekV4ForcesValidCallsThroughItsEncoding) {
+  const Json tools = Json::parse(R"([{"type": "function", "function": {"name": "measure", "parameters": {
+      "type": "object", "properties": {"length": {"type": "integer", "minimum": 0, "maximum": 99}},
+      "required": ["length"]}}}])");
+  const Json body = {{"messages", {{{"role", "user"}, {"content", "How long is the table?"}}}}, {"tools", tools},
+                     {"tool_choice", {{"type", "function"}, {"function", {{"name", "measure"}}}}},
+                     {"parallel_tool_calls", false}, {"max_tokens", 300}, {"temperature", 0}};
+  ServeProcess server({"--model-path", std::string(FISSION_SOURCE_DIR) + "/tests/fixtures/recipes/models/deepseek_v4",
+                       "--load-format", "dummy", "--json-model-override-args", R"({"vocab_size": 129280})",
+                       "--tokenizer-path", DemoModelDir(), "--tp", "4", "--attn-cp-size", "2", "--kv-cache-dtype",
+                       "fp8_e4m3", "--page-size", "256", "--reasoning-parser", "deepseek-v4", "--tool-call-parser",
+                       "deepseekv4"});
+  const Reply reply = Post(server.port(), "/v1/chat/completions", body.dump());
+  ASSERT_EQ(reply.status, 200) << reply.body;
+  ExpectValidCalls(reply.json["choices"][0], tools, "measure");
+  EXPECT_EQ(server.Stop(), 0);
+}
+
 }  // namespace
 }  // namespace fission::server
