@@ -111,18 +111,41 @@ Buffer Checkpoint::LoadF32(const std::string& name, const Shape& expected, int b
   return LoadF32Rows(name, expected, 0, expected.rank() == 0 ? 1 : expected[0], block);
 }
 
-bool Checkpoint::IsMxfp4(const std::string& name) const {
-  const std::string scale = name + "_scale";
-  if (!Has(name) || !Has(scale) || Info(name).dtype != DType::kU8) return false;
-  const DType s = Info(scale).dtype;
-  return s == DType::kU8 || s == DType::kE8M0;
+namespace {
+
+// DeepSeek-V4's companion of `X.weight` is `X.scale`.
+std::string DotScaleOf(const std::string& name) {
+  const std::string suffix = ".weight";
+  if (name.size() <= suffix.size() || name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0) return "";
+  return name.substr(0, name.size() - suffix.size()) + ".scale";
 }
+
+}  // namespace
+
+std::string Checkpoint::Fp8ScaleOf(const std::string& name) const {
+  if (Has(name + "_scale_inv")) return name + "_scale_inv";
+  const std::string dot = DotScaleOf(name);
+  if (!dot.empty() && Has(dot) && Has(name) && Info(name).dtype == DType::kF8E4M3) return dot;
+  return "";
+}
+
+std::string Checkpoint::Mxfp4ScaleOf(const std::string& name) const {
+  if (!Has(name) || (Info(name).dtype != DType::kU8 && Info(name).dtype != DType::kI8)) return "";
+  for (const std::string& scale : {name + "_scale", DotScaleOf(name)}) {
+    if (scale.empty() || !Has(scale)) continue;
+    const DType s = Info(scale).dtype;
+    if (s == DType::kU8 || s == DType::kE8M0) return scale;
+  }
+  return "";
+}
+
+bool Checkpoint::IsMxfp4(const std::string& name) const { return !Mxfp4ScaleOf(name).empty(); }
 
 const Checkpoint::Location& Checkpoint::FindWithShape(const std::string& name, const Shape& expected) const {
   const Location& loc = Find(name);
   if (IsMxfp4(name)) {
     const Shape& stored = loc.info->shape;
-    const Shape& scales = Info(name + "_scale").shape;
+    const Shape& scales = Info(Mxfp4ScaleOf(name)).shape;
     if (expected.rank() != 2 || expected[1] % 2 != 0 || !(stored == Shape{expected[0], expected[1] / 2}) ||
         !(scales == Shape{expected[0], (expected[1] + 31) / 32}))
       Fail(loc.file->path(), ": MXFP4 tensor '", name, "' has packed shape ", stored.ToString(), " and scales ",
@@ -145,7 +168,7 @@ void Checkpoint::DecodeMxfp4(const Location& loc, std::int64_t first, std::int64
 void Checkpoint::ApplyBlockScales(const std::string& name, const Shape& expected, std::int64_t row0,
                                   std::int64_t col0, const Buffer& slice, int block) const {
   if (IsMxfp4(name)) {
-    const Tensor scales = View(name + "_scale");  // e8m0 codes, one per 32 columns of a row
+    const Tensor scales = View(Mxfp4ScaleOf(name));  // e8m0 codes, one per 32 columns of a row
     const std::int64_t groups = scales.shape[1];
     const Tensor& t = slice.tensor();
     const std::int64_t slice_rows = t.shape[0], slice_cols = t.shape[1];
@@ -156,8 +179,8 @@ void Checkpoint::ApplyBlockScales(const std::string& name, const Shape& expected
     }
     return;
   }
-  const std::string scale_name = name + "_scale_inv";
-  if (!Has(scale_name)) return;
+  const std::string scale_name = Fp8ScaleOf(name);
+  if (scale_name.empty()) return;
   if (expected.rank() != 2) Fail(FileOf(name), ": tensor '", name, "' has a block scale but is not 2-D");
   const std::int64_t rows = expected[0], cols = expected[1];
   const std::int64_t scale_cols = (cols + block - 1) / block;

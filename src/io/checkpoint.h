@@ -27,9 +27,9 @@ class Checkpoint {
   std::vector<std::string> Names() const;
 
   // Loads `name` as fp32, checking its shape against `expected` (Error naming the tensor on a
-  // mismatch). Block-quantized FP8 weights (a companion `<name>_scale_inv` of one fp32 scale per
-  // `block`×`block` tile) are dequantized: w = q * scale_inv[row / block][col / block]. So are
-  // MXFP4 weights in Quark's layout (IsMxfp4): w = e2m1 * 2^(scale[row][col / 32] - 127).
+  // mismatch). Block-quantized FP8 weights (Fp8ScaleOf: one scale per `block`×`block` tile) are
+  // dequantized: w = q * scale[row / block][col / block]. So are MXFP4 weights (IsMxfp4):
+  // w = e2m1 * 2^(scale[row][col / 32] - 127).
   Buffer LoadF32(const std::string& name, const Shape& expected, int block = 128) const;
   // Rows [begin, end) of the first dimension of a 2-D (or 1-D) tensor, dequantized likewise: a
   // tensor-parallel rank reads only its own slice from the map.
@@ -39,10 +39,15 @@ class Checkpoint {
   // those bytes of each row are read.
   Buffer LoadF32Cols(const std::string& name, const Shape& expected, std::int64_t begin, std::int64_t end,
                      int block = 128) const;
-  // Quark's MXFP4 layout: `name` holds U8 [rows, cols / 2] (two e2m1 codes a byte, the even column
-  // in the low nibble) and `<name>_scale` U8 or F8_E8M0 [rows, ceil(cols / 32)] e8m0 scales.
-  // Such a tensor has the logical shape [rows, cols] everywhere in this class.
+  // MXFP4: `name` holds U8 or I8 [rows, cols / 2] (two e2m1 codes a byte, the even column in the
+  // low nibble) with U8 or F8_E8M0 [rows, ceil(cols / 32)] e8m0 scales in `<name>_scale` (Quark)
+  // or, for `X.weight`, `X.scale` (DeepSeek-V4's FP4 experts). Such a tensor has the logical
+  // shape [rows, cols] everywhere in this class.
   bool IsMxfp4(const std::string& name) const;
+  std::string Mxfp4ScaleOf(const std::string& name) const;  // "" unless IsMxfp4
+  // The block scales of an FP8 weight: `<name>_scale_inv` (fp32, DeepSeek-V3) or, for an e4m3
+  // `X.weight`, `X.scale` (ue8m0, DeepSeek-V4); "" when it has none.
+  std::string Fp8ScaleOf(const std::string& name) const;
 
   // Rows [row0, row1) × columns [col0, col1) of a 2-D tensor of at least 8 bits, in its stored
   // dtype (FP8 weights kept as codes on a device).

@@ -142,7 +142,7 @@ Buffer WeightLoader::LoadStacked(const std::string& first, const std::string& se
 bool WeightLoader::KeptFp8(const std::string& name) const {
   if (!keep_fp8_) return false;
   if (dummy()) return true;
-  return checkpoint_->Has(name + "_scale_inv") && checkpoint_->Info(name).dtype == DType::kF8E4M3;
+  return !checkpoint_->Fp8ScaleOf(name).empty() && checkpoint_->Info(name).dtype == DType::kF8E4M3;
 }
 
 WeightLoader::HostFp8 WeightLoader::ReadFp8(const std::string& name, const Shape& shape, Range rows,
@@ -151,7 +151,7 @@ WeightLoader::HostFp8 WeightLoader::ReadFp8(const std::string& name, const Shape
   HostFp8 host;
   host.codes = checkpoint_->LoadRaw(name, shape, r0, r1, c0, c1);
   const std::int64_t kb = CeilDiv(shape[1], kFp8Block);
-  const Buffer all = checkpoint_->LoadF32(name + "_scale_inv", Shape{CeilDiv(shape[0], kFp8Block), kb});
+  const Buffer all = checkpoint_->LoadF32(checkpoint_->Fp8ScaleOf(name), Shape{CeilDiv(shape[0], kFp8Block), kb});
   // The blocks the slice covers (its ends are block-aligned or the matrix's ends).
   const std::int64_t b0 = r0 / kFp8Block, b1 = CeilDiv(r1, kFp8Block), g0 = c0 / kFp8Block, g1 = CeilDiv(c1, kFp8Block);
   host.scales = Buffer(DType::kF32, Shape{b1 - b0, g1 - g0});
