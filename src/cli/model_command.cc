@@ -67,6 +67,15 @@ void PrintV4(const io::ModelConfig& c) {
     const model::MemorySpec spec = model::V4MemorySpec(c, format, DType::kBF16);
     std::printf("memory %-10s %.1f bytes per token (pages of 256) and %lld bytes per request\n", name,
                 spec.bytes_per_token(256), static_cast<long long>(spec.state_slot_bytes()));
+    for (const model::CacheClass& cls : spec.classes) {
+      const double bytes = static_cast<double>(cls.entry_bytes()) * cls.layers;
+      if (cls.kind == model::CacheKind::kPaged) {
+        std::printf("  %-22s %3d layers, %.1f bytes per token\n", cls.name.c_str(), cls.layers, bytes / cls.tokens_per_entry);
+      } else {
+        std::printf("  %-22s %3d layers, %.0f bytes per request\n", cls.name.c_str(), cls.layers,
+                    bytes * cls.entries_per_request);
+      }
+    }
   }
 }
 

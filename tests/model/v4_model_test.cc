@@ -6,6 +6,8 @@
 
 #include <algorithm>
 
+#include "io/model_config.h"
+#include "model/arch/deepseek_v4.h"
 #include "model/runtime/model_loader.h"
 #include "model/step_runner_testlib.h"
 
@@ -156,6 +158,14 @@ TEST(DeepseekV4, DeclaresItsMemoryClasses) {
   EXPECT_EQ(cls("v4_hca_state").fields[0].count, 2 * 32);
   // Paged bytes per token: CSA entries (32 fp32 / 4) and keys (16 / 4) in two layers, HCA (32 / 16).
   EXPECT_DOUBLE_EQ(spec.bytes_per_token(16), (2 * (32.0 + 16.0) / 4 + 32.0 / 16) * 4);
+  // What `fission model inspect` reports from the config alone is what the loaded model declares.
+  const MemorySpec from_config = V4MemorySpec(io::LoadModelConfig(FixtureModelDir(kFixture)), kernels::V4KvFormat::kExact,
+                                              DType::kF32);
+  ASSERT_EQ(from_config.classes.size(), spec.classes.size());
+  for (std::size_t i = 0; i < spec.classes.size(); ++i) {
+    EXPECT_EQ(from_config.classes[i].name, spec.classes[i].name);
+    EXPECT_EQ(from_config.classes[i].entry_bytes(), spec.classes[i].entry_bytes()) << spec.classes[i].name;
+  }
 }
 
 // --kv-cache-dtype fp8_e4m3: window keys and entries stored as e4m3 nope values with ue8m0 block
