@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include "io/config_testlib.h"
 #include "io/model_config.h"
 
 namespace fission::io {
@@ -20,14 +21,7 @@ Json Base() {
                             "weight_block_size": [128, 128]}})");
 }
 
-std::string ErrorOf(const Json& j) {
-  try {
-    ParseModelConfig(j, "config.json");
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+std::string ErrorOf(const Json& j) { return ParseErrorOf(j); }
 
 TEST(ModelConfig, ParsesDeepSeekV3) {
   const ModelConfig c = ParseModelConfig(Base(), "config.json");

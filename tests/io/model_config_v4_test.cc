@@ -2,6 +2,7 @@
 // save_pretrained wrote) and DeepSeek's published one (bench/configs/deepseek-v4-flash).
 #include <gtest/gtest.h>
 
+#include "io/config_testlib.h"
 #include "io/model_config.h"
 
 namespace fission::io {
@@ -9,14 +10,7 @@ namespace {
 
 std::string Dir(const char* rel) { return std::string(FISSION_SOURCE_DIR) + rel; }
 
-std::string ErrorOf(const Json& j) {
-  try {
-    ParseModelConfig(j, "config.json");
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+std::string ErrorOf(const Json& j) { return ParseErrorOf(j); }
 
 // The published spelling of tests/fixtures/models/tiny-deepseek-v4/config.json.
 Json PublishedTiny() {

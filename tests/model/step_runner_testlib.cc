@@ -1,5 +1,7 @@
 #include "model/step_runner_testlib.h"
 
+#include <gtest/gtest.h>
+
 #include <cstdlib>
 
 #include <algorithm>
@@ -25,6 +27,24 @@ double RelativeL2(const std::vector<float>& got, const float* want, std::int64_t
     norm += static_cast<double>(want[i]) * want[i];
   }
   return std::sqrt(diff / std::max(norm, 1e-30));
+}
+
+double WorstRowError(const std::vector<std::vector<float>>& got, const std::vector<std::vector<float>>& want,
+                     std::int64_t vocab, double tolerance) {
+  if (got.size() != want.size()) {
+    ADD_FAILURE() << got.size() << " rows, expected " << want.size();
+    return INFINITY;
+  }
+  double worst = 0.0;
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    const double err = RelativeL2(got[i], want[i].data(), vocab);
+    worst = std::max(worst, err);
+    if (err > tolerance) {
+      ADD_FAILURE() << "row " << i << ": relative L2 " << err << " above " << tolerance;
+      break;
+    }
+  }
+  return worst;
 }
 
 std::int32_t Argmax(const std::vector<float>& logits) {

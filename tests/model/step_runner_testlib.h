@@ -14,6 +14,10 @@ namespace fission::model {
 
 std::string FixtureModelDir(const std::string& name);
 double RelativeL2(const std::vector<float>& got, const float* want, std::int64_t n);
+// The worst relative L2 of logits rows `got` against `want` (as many, each `vocab` wide); a test
+// failure names the first row above `tolerance` (or a count mismatch), and the comparison stops there.
+double WorstRowError(const std::vector<std::vector<float>>& got, const std::vector<std::vector<float>>& want,
+                     std::int64_t vocab, double tolerance);
 std::int32_t Argmax(const std::vector<float>& logits);
 // n pseudo-random token ids below `vocab` from `seed`.
 std::vector<std::int32_t> Tokens(std::size_t n, std::uint64_t seed, std::int64_t vocab);

@@ -20,32 +20,12 @@ A case the reference refuses records "error" (the exception) instead of "output"
 import copy
 import importlib.util
 import json
+import os
 import sys
 
-WEATHER_TOOL = {
-    "type": "function",
-    "function": {
-        "name": "get_weather",
-        "description": "Current weather for a city.",
-        "parameters": {
-            "type": "object",
-            "properties": {"city": {"type": "string"}, "days": {"type": "integer"}},
-            "required": ["city"],
-        },
-    },
-}
-# Keys in a client's order and no description: SGLang's request model dumps them in its own order.
-SEARCH_TOOL = {
-    "function": {
-        "parameters": {"type": "object", "properties": {"query": {"type": "string", "description": "検索語"}}},
-        "name": "search",
-    },
-    "type": "function",
-}
-
-
-def call(name, arguments, call_id="call_0"):
-    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# The tools, calls and argument values V3.2's recording uses, shared.
+from make_dsv32_encoding_goldens import ARGS, SEARCH_TOOL, THINK, WEATHER_TOOL, call, request  # noqa: E402
 
 
 def tool(content, call_id=None):
@@ -107,20 +87,12 @@ def request_to_encoder(messages, tools, kwargs, add_generation_prompt):
     return shaped, thinking, effort, prefix
 
 
-def request(name, messages, tools=None, kwargs=None, add_generation_prompt=True):
-    return {"kind": "request", "name": name, "messages": messages, "tools": tools,
-            "chat_template_kwargs": kwargs or {}, "add_generation_prompt": add_generation_prompt}
-
-
 def encoder(name, messages, thinking_mode, drop_thinking=True, add_default_bos_token=True, reasoning_effort=None):
     return {"kind": "encoder", "name": name, "messages": messages, "thinking_mode": thinking_mode,
             "drop_thinking": drop_thinking, "add_default_bos_token": add_default_bos_token,
             "reasoning_effort": reasoning_effort}
 
 
-THINK = {"thinking": True}
-ARGS = {"city": "Paris", "days": 3, "ratio": 0.5, "big": 1e20, "tiny": 1e-07, "metric": True, "none": None,
-        "tags": ["a", "b"], "where": {"lat": 48.85, "名前": "巴黎"}}
 HI = [{"role": "user", "content": "Hi"}]
 
 CASES = [

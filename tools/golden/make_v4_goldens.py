@@ -36,6 +36,9 @@ import torch
 import transformers
 from safetensors.torch import load_file, save_file
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from make_dsa_goldens import IndexGaps  # noqa: E402  (the same top-k gap watcher)
+
 GREEDY_STEPS = 32
 PROMPT_LENGTHS = (1, 7, 37, 100)
 MIN_RELATIVE_GAP = 2e-6
@@ -174,33 +177,6 @@ def deepseek_layout(sd):
         else:
             raise SystemExit(f"no DeepSeek name for transformers tensor {k}")
     return out
-
-
-class IndexGaps:
-    """Records the smallest relative gap at the indexer's top-k cutoff over every forward."""
-
-    def __init__(self, topk):
-        self.topk, self.min_gap, self.code = topk, float("inf"), set()
-
-    def watch(self, model):
-        for m in model.modules():
-            if type(m).__name__.endswith("Indexer"):
-                self.code.add(inspect.unwrap(type(m).forward).__code__)
-
-    def __call__(self, frame, event, arg):
-        if event != "return" or frame.f_code not in self.code:
-            return
-        scores = frame.f_locals.get("index_scores")
-        if scores is None:
-            return
-        s = scores.reshape(-1, scores.shape[-1]).float()
-        for row in s:
-            vals = row[torch.isfinite(row)]
-            if vals.numel() <= self.topk:
-                continue
-            top = vals.topk(self.topk + 1).values
-            scale = max(float(vals.abs().max()), 1e-6)
-            self.min_gap = min(self.min_gap, float(top[self.topk - 1] - top[self.topk]) / scale)
 
 
 @torch.no_grad()

@@ -13,24 +13,21 @@ constexpr const char* kCsaIndexState = "v4_csa_index_state";
 constexpr const char* kHcaEntries = "v4_hca_entries";
 constexpr const char* kHcaState = "v4_hca_state";
 
-CacheClass Paged(const char* name, std::int64_t ratio, int layers, std::vector<CacheField> fields) {
+// A class of `layers` copies: paged at one entry per `n` positions, or `n` entries per request.
+CacheClass Class(const char* name, CacheKind kind, std::int64_t n, int layers, std::vector<CacheField> fields) {
   CacheClass c;
   c.name = name;
-  c.kind = CacheKind::kPaged;
-  c.tokens_per_entry = static_cast<std::int32_t>(ratio);
+  c.kind = kind;
+  (kind == CacheKind::kPaged ? c.tokens_per_entry : c.entries_per_request) = static_cast<std::int32_t>(n);
   c.layers = layers;
   c.fields = std::move(fields);
   return c;
 }
-
+CacheClass Paged(const char* name, std::int64_t ratio, int layers, std::vector<CacheField> fields) {
+  return Class(name, CacheKind::kPaged, ratio, layers, std::move(fields));
+}
 CacheClass PerRequest(const char* name, std::int64_t entries, int layers, std::vector<CacheField> fields) {
-  CacheClass c;
-  c.name = name;
-  c.kind = CacheKind::kPerRequest;
-  c.entries_per_request = static_cast<std::int32_t>(entries);
-  c.layers = layers;
-  c.fields = std::move(fields);
-  return c;
+  return Class(name, CacheKind::kPerRequest, entries, layers, std::move(fields));
 }
 
 kernels::V4KvFormat KvFormatOf(const ShardOptions& options) {

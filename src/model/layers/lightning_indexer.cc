@@ -27,14 +27,19 @@ std::vector<CacheField> LightningIndexer::KeyFields(const io::ModelConfig& c, ke
   return {{"key", exact_dtype, d}};
 }
 
-kernels::IndexerShape LightningIndexer::Shape(std::int64_t page_size) const {
-  const io::IndexerConfig& idx = *config_.indexer;
+kernels::IndexerShape IndexerShapeOf(const io::ModelConfig& c) {
+  const io::IndexerConfig& idx = *c.indexer;
   kernels::IndexerShape shape;
   shape.n_heads = idx.n_heads;
   shape.head_dim = idx.head_dim;
   shape.topk = idx.topk;
   shape.weight_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(idx.n_heads)) /
                                           std::sqrt(static_cast<double>(idx.head_dim)));
+  return shape;
+}
+
+kernels::IndexerShape LightningIndexer::Shape(std::int64_t page_size) const {
+  kernels::IndexerShape shape = IndexerShapeOf(config_);
   shape.page_size = page_size;
   shape.key_format = key_format_;
   return shape;

@@ -20,6 +20,10 @@
 
 namespace fission::model {
 
+// The scoring shape of a config's indexer (heads, dims, top-k, and the head weights' scale
+// index_n_heads^-0.5 · index_head_dim^-0.5); page size and key format are the caller's.
+kernels::IndexerShape IndexerShapeOf(const io::ModelConfig& config);
+
 class LightningIndexer {
  public:
   // Loads `prefix`wq_b, wk, k_norm (weight and bias) and weights_proj.

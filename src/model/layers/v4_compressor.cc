@@ -1,6 +1,6 @@
 #include "model/layers/v4_compressor.h"
 
-#include <cmath>
+#include "model/layers/lightning_indexer.h"
 
 namespace fission::model {
 
@@ -47,12 +47,7 @@ V4Indexer::V4Indexer(const io::ModelConfig& c, const std::string& prefix, std::i
     : rope_dim_(c.qk_rope_head_dim),
       compressor_(c, prefix + "compressor.", c.indexer->head_dim, ratio, /*overlap=*/true, loader, rope) {
   const io::IndexerConfig& idx = *c.indexer;
-  shape_.n_heads = idx.n_heads;
-  shape_.head_dim = idx.head_dim;
-  shape_.topk = idx.topk;
-  // softmax_scale (head_dim^-0.5) on the ReLU'd products and n_heads^-0.5 on the head weights.
-  shape_.weight_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(idx.n_heads)) /
-                                           std::sqrt(static_cast<double>(idx.head_dim)));
+  shape_ = IndexerShapeOf(c);
   shape_.tokens_per_entry = ratio;
   shape_.key_format = key_format;
   wq_b_ = loader.LoadLinear(prefix + "wq_b.weight", Shape{idx.n_heads * idx.head_dim, c.q_lora_rank});
