@@ -1,14 +1,17 @@
-// What structured outputs add to a decode step on the demo model, on the CPU (not a test).
+// What structured outputs add to a decode step on the demo model, on the CPU or a GPU (not a test).
 //
 // The same batch runs twice through the engine on tests/fixtures/models/demo-tools: N prompts
 // constrained by a nested JSON schema (compiled by server::StructuredOutputs, as `fission serve`
 // does), then unconstrained with each request's max_new_tokens set to what its constrained run
 // produced and EOS ignored, so both runs decode the same tokens in the same batch shapes. Each
 // decode-only step is timed; the engine's own count of mask time gives the mask share.
-//   structured_decode_bench [--requests N] [--repeat R]
+//   structured_decode_bench [--requests N] [--repeat R] [--device cpu|cuda]
+// The fixture is read under $FISSION_SOURCE_DIR when set (a device host's checkout), else the
+// source tree this was built from.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -81,13 +84,16 @@ double Median(std::vector<double> v) {
 
 int main(int argc, char** argv) {
   int requests = 16, repeat = 3;
+  model::LoadOptions options;
   for (int i = 1; i + 1 < argc; ++i) {
     if (std::strcmp(argv[i], "--requests") == 0) requests = std::atoi(argv[++i]);
     if (std::strcmp(argv[i], "--repeat") == 0) repeat = std::atoi(argv[++i]);
+    if (std::strcmp(argv[i], "--device") == 0) options.device = argv[++i];
   }
-  const std::string dir = std::string(FISSION_SOURCE_DIR) + "/tests/fixtures/models/demo-tools";
+  const char* root = std::getenv("FISSION_SOURCE_DIR");
+  const std::string dir = std::string(root != nullptr ? root : FISSION_SOURCE_DIR) + "/tests/fixtures/models/demo-tools";
   const auto tokenizer = tokenizer::Tokenizer::Load(dir);
-  const auto model = model::LoadCausalLM(dir);
+  const auto model = model::LoadCausalLM(dir, options);
   engine::EngineConfig config;
   config.eos_token_ids = io::ReadEosTokenIds(dir);
   server::TokenizerDetokenizer detok(*tokenizer);
@@ -97,7 +103,7 @@ int main(int argc, char** argv) {
   std::vector<std::vector<std::int32_t>> prompts;
   for (int i = 0; i < requests; ++i)
     prompts.push_back(tokenizer->Encode(StrCat("Describe person ", i, " as JSON:\n"), true));
-  std::printf("demo-tools on the CPU, %d requests decoding together, %d repeats\n", requests, repeat);
+  std::printf("demo-tools on %s, %d requests decoding together, %d repeats\n", options.device.c_str(), requests, repeat);
   std::printf("%-7s %-14s %-14s %-14s %-16s %-12s\n", "repeat", "constrained", "plain", "difference", "mask per step",
               "mask per token");
   for (int r = 0; r < repeat; ++r) {
