@@ -96,6 +96,9 @@ int main(int argc, char** argv) {
   const auto model = model::LoadCausalLM(dir, options);
   engine::EngineConfig config;
   config.eos_token_ids = io::ReadEosTokenIds(dir);
+  // Each run makes an engine over the same model: a fixed KV budget, so that on a GPU the second
+  // does not size its pool from the memory the first one's still holds.
+  config.kv_cache_bytes = std::int64_t{256} << 20;
   server::TokenizerDetokenizer detok(*tokenizer);
   server::StructuredOutputs structured(*tokenizer, model->vocab_size());
   const auto constraint = structured.Constraint({"json_schema", kSchema, "json_schema", ""});
