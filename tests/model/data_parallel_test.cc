@@ -120,6 +120,7 @@ TEST(AllToAllV, LocalExchangeDeliversEveryChunk) {
 }
 
 struct DpLayout {
+  const char* fixture;
   int tp, dp, ep, cp;
 };
 
@@ -175,7 +176,7 @@ class DataParallelLayouts : public ::testing::TestWithParam<DpLayout> {};
 // single-rank model's on the same sequences within 1e-5, and the greedy tokens agree.
 TEST_P(DataParallelLayouts, EqualSingleRank) {
   const DpLayout layout = GetParam();
-  const std::string dir = FixtureModelDir("tiny-deepseek-v3");
+  const std::string dir = FixtureModelDir(layout.fixture);
   auto single = LoadCausalLM(dir);
   LoadOptions options;
   options.tp_size = layout.tp;
@@ -266,24 +267,35 @@ TEST_P(DataParallelLayouts, EqualSingleRank) {
             tokens * config.num_experts_per_tok * moe_layers);
   if (layout.ep > 1)
     for (std::int64_t l : load) EXPECT_GT(l, 0);
-  std::printf("tp %d dp %d ep %d cp %d: worst relative L2 %.3g, load", layout.tp, layout.dp, layout.ep, layout.cp,
-              worst);
+  std::printf("%s tp %d dp %d ep %d cp %d: worst relative L2 %.3g, load", layout.fixture, layout.tp, layout.dp,
+              layout.ep, layout.cp, worst);
   for (std::int64_t l : load) std::printf(" %lld", static_cast<long long>(l));
   std::printf("\n");
 }
 
 std::vector<DpLayout> AllDpLayouts() {
   std::vector<DpLayout> layouts;
-  for (int tp : {2, 4})
-    for (int dp : {1, 2, 4})
-      for (int ep : {1, 2, 4})
-        for (int cp : {1, 2})
-          if (tp % (dp * cp) == 0 && tp % ep == 0 && !(dp == 1 && ep == 1)) layouts.push_back({tp, dp, ep, cp});
+  // The DeepSeek-V3 checkpoints (fp32, FP8 experts) and the DSA ones (DeepSeek-V3.2, GLM-5 with
+  // IndexShare, GLM's routing).
+  for (const char* fixture :
+       {"tiny-deepseek-v3", "tiny-deepseek-v3-fp8", "tiny-deepseek-v32", "tiny-glm-dsa", "tiny-glm-routing"})
+    for (int tp : {2, 4})
+      for (int dp : {1, 2, 4})
+        for (int ep : {1, 2, 4})
+          for (int cp : {1, 2})
+            if (tp % (dp * cp) == 0 && tp % ep == 0 && !(dp == 1 && ep == 1) &&
+                // The FP8 checkpoint has two attention heads: at most two attention-TP ranks.
+                (std::string(fixture) != "tiny-deepseek-v3-fp8" || tp / (dp * cp) <= 2))
+              layouts.push_back({fixture, tp, dp, ep, cp});
   return layouts;
 }
 
 INSTANTIATE_TEST_SUITE_P(CpuLocal, DataParallelLayouts, ::testing::ValuesIn(AllDpLayouts()), [](const auto& info) {
-  return StrCat("tp", info.param.tp, "_dp", info.param.dp, "_ep", info.param.ep, "_cp", info.param.cp);
+  std::string name = StrCat(info.param.fixture, "_tp", info.param.tp, "_dp", info.param.dp, "_ep", info.param.ep,
+                            "_cp", info.param.cp);
+  for (char& c : name)
+    if (c == '-') c = '_';
+  return name;
 });
 
 }  // namespace
