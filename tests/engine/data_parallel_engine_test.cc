@@ -192,5 +192,30 @@ TEST(DataParallelEngineGroups, ShortestQueuePicksTheLeastBusyGroup) {
   EXPECT_THROW(Engine(model.get(), bad), Error);
 }
 
+// Every 40 model steps with DP attention or EP the log shows each group's queue and the expert
+// load per EP rank since the previous line.
+TEST(DataParallelEngineGroups, TheStepLogShowsQueuesAndExpertLoad) {
+  model::LoadOptions options;
+  options.tp_size = 2;
+  options.dp_size = 2;
+  options.enable_dp_attention = true;
+  options.ep_size = 2;
+  auto model = model::LoadCausalLM(TinyDir(), options);
+  EngineConfig config;
+  config.page_size = 4;
+  config.max_total_tokens = 256;
+  Engine engine(model.get(), config);
+  Collector collector;
+  collector.Submit(engine, MakePrompt(5, 6, model->vocab_size()), Greedy(44));
+  ::testing::internal::CaptureStderr();
+  engine.RunUntilIdle();
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  const std::size_t at = log.find("Parallel step 40: #running/#queue per DP group [1/0 0/0], expert load per EP rank");
+  ASSERT_NE(at, std::string::npos) << log;
+  // 40 steps: the 6-token prompt, then 39 decode tokens of group 0, times top-k 4 and 2 MoE layers.
+  EXPECT_NE(log.find("token-expert pairs", at), std::string::npos) << log;
+  EXPECT_NE(log.find(StrCat("(", (6 + 39) * 4 * 2, " token-expert pairs)"), at), std::string::npos) << log;
+}
+
 }  // namespace
 }  // namespace fission::engine
