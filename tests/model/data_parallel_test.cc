@@ -122,6 +122,7 @@ TEST(AllToAllV, LocalExchangeDeliversEveryChunk) {
 struct DpLayout {
   const char* fixture;
   int tp, dp, ep, cp;
+  bool indexer_split = false;  // --dsa-indexer-query-split (DSA checkpoints)
 };
 
 // A sequence of the scenario: its prompt, its DP group, the step it arrives at.
@@ -133,7 +134,7 @@ struct ScenarioSeq {
 };
 
 constexpr std::int64_t kPageSize = 4;
-constexpr std::int32_t kPagesPerGroup = 24;
+constexpr std::int32_t kPagesPerGroup = 32;
 constexpr std::int32_t kChunk = 8;
 constexpr std::int32_t kGenerate = 4;
 
@@ -173,7 +174,8 @@ class DataParallelLayouts : public ::testing::TestWithParam<DpLayout> {};
 // Five sequences of odd prompt lengths arrive over the first steps into DP groups k % dp (so
 // groups have uneven work and are empty at times), prefill in chunks of 8 (split over the CP
 // group), decode 4 greedy tokens; steps mix prefill and decode. Every step's logits equal the
-// single-rank model's on the same sequences within 1e-5, and the greedy tokens agree.
+// single-rank model's on the same sequences within 1e-5, the greedy tokens agree, and each step's
+// expert load is its tokens times top-k per MoE layer.
 TEST_P(DataParallelLayouts, EqualSingleRank) {
   const DpLayout layout = GetParam();
   const std::string dir = FixtureModelDir(layout.fixture);
@@ -185,6 +187,7 @@ TEST_P(DataParallelLayouts, EqualSingleRank) {
   options.ep_size = layout.ep;
   options.attn_cp_size = layout.cp;
   options.pcp_min_tokens = 2;
+  options.indexer_query_split = layout.indexer_split;
   auto parallel = LoadCausalLM(dir, options);
   ASSERT_EQ(parallel->dp_size(), layout.dp);
   const int dp = layout.dp;
@@ -197,7 +200,8 @@ TEST_P(DataParallelLayouts, EqualSingleRank) {
   single->AllocateMemory(whole);
 
   std::vector<ScenarioSeq> seqs;
-  const std::int32_t prompts[] = {9, 13, 6, 11, 7};
+  // The 41-token prompt outgrows the DSA checkpoints' index_topk (32): their indexer selects.
+  const std::int32_t prompts[] = {9, 41, 6, 11, 7};
   for (int k = 0; k < 5; ++k) {
     ScenarioSeq s;
     s.tokens = Tokens(prompts[k], 40 + k, single->vocab_size());
@@ -209,12 +213,20 @@ TEST_P(DataParallelLayouts, EqualSingleRank) {
   std::vector<std::vector<int>> members(dp);
   for (int k = 0; k < 5; ++k) members[seqs[k].group].push_back(k);
   std::vector<std::int32_t> next_page(dp, 0);
+  const io::ModelConfig config = io::LoadModelConfig(dir);
+  std::int64_t moe_layers = 0;
+  for (std::int64_t layer = 0; layer < config.num_hidden_layers; ++layer) moe_layers += config.IsMoeLayer(layer);
+  auto load_sum = [&] {
+    const std::vector<std::int64_t> load = parallel->ExpertLoad();
+    return std::accumulate(load.begin(), load.end(), std::int64_t{0});
+  };
   std::int64_t tokens = 0;
   int empty_group_steps = 0;
   double worst = 0.0;
-  for (int step = 0; step < 12; ++step) {
+  for (int step = 0; step < 14; ++step) {
     std::vector<ForwardBatch> batches(dp), reference(dp);
     std::vector<std::vector<int>> sampled(dp);
+    const std::int64_t tokens_before = tokens, load_before = load_sum();
     for (int g = 0; g < dp; ++g) {
       std::vector<std::int32_t> reference_pages = next_page;
       std::vector<ScenarioSeq> before = seqs;
@@ -225,6 +237,9 @@ TEST_P(DataParallelLayouts, EqualSingleRank) {
       empty_group_steps += batches[g].token_ids.empty();
     }
     std::vector<StepLogits> got = parallel->ForwardGroups(batches);
+    // This step's expert load: its tokens (empty groups count none) times top-k per MoE layer.
+    EXPECT_EQ(load_sum() - load_before, (tokens - tokens_before) * config.num_experts_per_tok * moe_layers)
+        << "step " << step;
     ASSERT_EQ(got.size(), static_cast<std::size_t>(dp));
     for (int g = 0; g < dp; ++g) {
       if (batches[g].token_ids.empty()) continue;
@@ -260,9 +275,6 @@ TEST_P(DataParallelLayouts, EqualSingleRank) {
   // Expert load: every token of every step once per MoE layer and routed expert, over ep ranks.
   const std::vector<std::int64_t> load = parallel->ExpertLoad();
   ASSERT_EQ(load.size(), static_cast<std::size_t>(layout.ep));
-  const io::ModelConfig config = io::LoadModelConfig(dir);
-  std::int64_t moe_layers = 0;
-  for (std::int64_t layer = 0; layer < config.num_hidden_layers; ++layer) moe_layers += config.IsMoeLayer(layer);
   EXPECT_EQ(std::accumulate(load.begin(), load.end(), std::int64_t{0}),
             tokens * config.num_experts_per_tok * moe_layers);
   if (layout.ep > 1)
@@ -287,12 +299,18 @@ std::vector<DpLayout> AllDpLayouts() {
                 // The FP8 checkpoint has two attention heads: at most two attention-TP ranks.
                 (std::string(fixture) != "tiny-deepseek-v3-fp8" || tp / (dp * cp) <= 2))
               layouts.push_back({fixture, tp, dp, ep, cp});
+  // DSA's indexer queries split over each group's attention-TP ranks, with DP attention and EP.
+  for (const char* fixture : {"tiny-deepseek-v32", "tiny-glm-dsa"})
+    for (DpLayout l : {DpLayout{fixture, 4, 2, 4, 1}, DpLayout{fixture, 4, 1, 2, 1}, DpLayout{fixture, 4, 2, 2, 1}}) {
+      l.indexer_split = true;
+      layouts.push_back(l);
+    }
   return layouts;
 }
 
 INSTANTIATE_TEST_SUITE_P(CpuLocal, DataParallelLayouts, ::testing::ValuesIn(AllDpLayouts()), [](const auto& info) {
   std::string name = StrCat(info.param.fixture, "_tp", info.param.tp, "_dp", info.param.dp, "_ep", info.param.ep,
-                            "_cp", info.param.cp);
+                            "_cp", info.param.cp, info.param.indexer_split ? "_indexer_split" : "");
   for (char& c : name)
     if (c == '-') c = '_';
   return name;
