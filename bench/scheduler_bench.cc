@@ -1,4 +1,7 @@
 // Scheduler overhead per step with 512 running requests (not a test; it never fails).
+// `scheduler_bench [page_size] [dp]`: with dp > 1 the null model reports dp data-parallel
+// attention groups, so the engine keeps one scheduler, pool and prefix cache per group and the
+// requests are spread over them round-robin (the new scheduling's CPU cost against dp 1).
 //
 // The model costs nothing: it writes no rows and returns zero logits over a small vocabulary, so
 // a step's time is the engine's own work. Two measurements:
@@ -25,6 +28,13 @@ using Clock = std::chrono::steady_clock;
 
 class NullModel : public model::CausalLM {
  public:
+  explicit NullModel(int dp) : dp_(dp) {}
+  int dp_size() const override { return dp_; }
+  std::vector<model::StepLogits> ForwardGroups(const std::vector<model::ForwardBatch>& batches) override {
+    std::vector<model::StepLogits> out;
+    for (const model::ForwardBatch& b : batches) out.push_back(b.token_ids.empty() ? model::StepLogits() : Forward(b));
+    return out;
+  }
   std::string architecture() const override { return "NullModel"; }
   std::int64_t vocab_size() const override { return 32; }
   std::int64_t max_position_embeddings() const override { return 1 << 20; }
@@ -40,6 +50,9 @@ class NullModel : public model::CausalLM {
     std::memset(logits.tensor().data, 0, logits.tensor().bytes());
     return model::StepLogits(std::move(logits));
   }
+
+ private:
+  int dp_;
 };
 
 struct Summary {
@@ -59,9 +72,10 @@ int main(int argc, char** argv) {
   const int kRequests = 512, kPromptLen = 128, kWarmup = 200, kSteps = 2000;
   int page_size = 16;
   if (argc > 1) page_size = std::stoi(argv[1]);
+  const int dp = argc > 2 ? std::stoi(argv[2]) : 1;
 
   // 1. Engine::Step with the null model.
-  NullModel model;
+  NullModel model(dp);
   engine::EngineConfig config;
   config.page_size = page_size;
   config.max_running_requests = kRequests;
@@ -117,8 +131,8 @@ int main(int argc, char** argv) {
   }
   const Summary schedule = Summarize(schedule_us);
 
-  std::printf("scheduler_bench: %d running requests, prompt %d, page size %d, %d steps\n", kRequests, kPromptLen,
-              page_size, kSteps);
+  std::printf("scheduler_bench: %d running requests, prompt %d, page size %d, %d steps, %d DP group(s)\n", kRequests,
+              kPromptLen, page_size, kSteps, dp);
   std::printf("  engine step (null model):  mean %.1f us  p50 %.1f us  p99 %.1f us\n", step.mean_us, step.p50_us,
               step.p99_us);
   std::printf("  schedule + commit only:    mean %.1f us  p50 %.1f us  p99 %.1f us\n", schedule.mean_us,

@@ -106,7 +106,7 @@ int main(int argc, char** argv) {
     Check(cudaSetDevice(r), "cudaSetDevice");
     Check(cudaStreamCreateWithFlags(&streams[r], cudaStreamNonBlocking), "cudaStreamCreate");
   }
-  fission::comm::NcclWorld world(tp, cp, device_ids, streams);
+  fission::comm::NcclWorld world(fission::comm::LayoutSizes{tp, cp}, device_ids, streams);
   for (const std::int64_t tokens : token_counts) {
     // Every rank builds its buffers on its own device, then all run each collective in lockstep.
     std::vector<std::vector<Collective>> per_rank(tp);

@@ -5,7 +5,9 @@
 // views on the backend's device (fp32; NCCL also takes bf16).
 #pragma once
 
+#include <cstdint>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "tensor/tensor.h"
@@ -25,22 +27,47 @@ class Communicator {
   virtual void ReduceScatterSum(const Tensor& in, const Tensor& out) = 0;
   // Every member's `buffer` becomes `root`'s.
   virtual void Broadcast(const Tensor& buffer, int root) = 0;
+  // Personalised exchange: member r sends `send_counts[p]` elements of `in` to member p (the
+  // chunks lie in `in` in member order) and receives `recv_counts[p]` elements from member p into
+  // `out`, also in member order. Counts are elements of the tensors' dtype; every member's
+  // send_counts[p] must equal member p's recv_counts[r]. A member may send or receive nothing.
+  virtual void AllToAllV(const Tensor& in, std::span<const std::int64_t> send_counts, const Tensor& out,
+                         std::span<const std::int64_t> recv_counts) = 0;
   virtual void Barrier() = 0;
 };
 
-// The groups one rank belongs to under SGLang's layout: the world of `tp_size` ranks; for
-// attention, `cp_size` context-parallel groups of `tp_size / cp_size` attention-TP ranks.
-// World rank r has cp_rank = r / attn_tp_size and attn_tp_rank = r % attn_tp_size.
+// The sizes of a parallel layout (SGLang's --tp-size, --attn-cp-size, --dp-size with
+// --enable-dp-attention, --ep-size).
+struct LayoutSizes {
+  int tp = 1;
+  int cp = 1;
+  int dp = 1;
+  int ep = 1;
+};
+
+// The groups one rank belongs to under SGLang's layout: the world of `tp` ranks; for attention,
+// `dp` data-parallel attention groups (each its own batch), each split into `cp` context-parallel
+// groups of `tp / (dp · cp)` attention-TP ranks. World rank r has attn_tp_rank = r % attn_tp_size,
+// cp_rank = (r / attn_tp_size) % cp_size and dp_rank = r / (attn_tp_size · cp_size). For the
+// routed experts, `ep` expert-parallel ranks of `tp / ep` ranks each: ep_rank = r / (tp / ep).
 struct ProcessGroups {
   int world_rank = 0;
   int world_size = 1;
+  int dp_rank = 0;
+  int dp_size = 1;
   int cp_rank = 0;
   int cp_size = 1;
   int attn_tp_rank = 0;
   int attn_tp_size = 1;
+  int ep_rank = 0;
+  int ep_size = 1;
+  int moe_tp_size() const { return world_size / ep_size; }  // ranks sharing one EP rank's experts
   Communicator* world = nullptr;
   Communicator* attn_tp = nullptr;  // the ranks that share this rank's tokens, splitting heads
-  Communicator* cp = nullptr;       // the ranks with the same attention-TP rank, splitting tokens
+  Communicator* cp = nullptr;       // the ranks of this DP group with the same attention-TP rank, splitting tokens
+  // The ranks with this rank's CP and attention-TP ranks in every DP group, in DP order: where the
+  // groups' rows meet for the feed-forward. Null with one DP group.
+  Communicator* dp = nullptr;
 };
 
 // The communicators of every rank this process runs. Groups(r) is what world rank r uses. A
@@ -56,11 +83,11 @@ class World {
   virtual int num_local_ranks() const { return size(); }
 };
 
-// Ranks as threads of one process on the host: `tp_size` ranks, `cp_size` context-parallel groups.
-// Owns the communicators.
+// Ranks as threads of one process on the host, laid out by `sizes`. Owns the communicators.
 class LocalWorld final : public World {
  public:
-  LocalWorld(int tp_size, int cp_size);
+  explicit LocalWorld(LayoutSizes sizes);
+  LocalWorld(int tp_size, int cp_size) : LocalWorld(LayoutSizes{tp_size, cp_size}) {}
   ~LocalWorld() override;
   const ProcessGroups& Groups(int world_rank) const override { return groups_[world_rank]; }
   int size() const override { return static_cast<int>(groups_.size()); }
@@ -73,16 +100,20 @@ class LocalWorld final : public World {
   std::vector<ProcessGroups> groups_;
 };
 
-// Checks a parallel layout and says what is wrong (C must divide tp).
-void ValidateLayout(int tp_size, int cp_size);
+// Checks a parallel layout and says what is wrong, naming the flags: dp · cp must divide tp, ep
+// must divide tp.
+void ValidateLayout(const LayoutSizes& sizes);
+inline void ValidateLayout(int tp_size, int cp_size) { ValidateLayout(LayoutSizes{tp_size, cp_size}); }
 
-// The layout of `tp_size` ranks in `cp_size` context-parallel groups: every rank's place (its
-// communicators left null) and the members of each group, in group-rank order.
+// The layout of `sizes`: every rank's place (its communicators left null) and the members of each
+// group, in group-rank order.
 struct Layout {
   std::vector<ProcessGroups> ranks;
-  std::vector<std::vector<int>> attn_tp_groups;  // one per cp_rank
-  std::vector<std::vector<int>> cp_groups;       // one per attn_tp_rank
+  std::vector<std::vector<int>> attn_tp_groups;  // one per (dp_rank, cp_rank), dp-major
+  std::vector<std::vector<int>> cp_groups;       // one per (dp_rank, attn_tp_rank), dp-major
+  std::vector<std::vector<int>> dp_groups;       // one per (cp_rank, attn_tp_rank); empty with one DP group
 };
-Layout MakeLayout(int tp_size, int cp_size);
+Layout MakeLayout(const LayoutSizes& sizes);
+inline Layout MakeLayout(int tp_size, int cp_size) { return MakeLayout(LayoutSizes{tp_size, cp_size}); }
 
 }  // namespace fission::comm

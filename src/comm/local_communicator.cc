@@ -8,9 +8,10 @@
 namespace fission::comm {
 
 struct LocalWorld::Shared {
-  explicit Shared(int n) : barrier(n), slots(n) {}
+  explicit Shared(int n) : barrier(n), slots(n), counts(n) {}
   std::barrier<> barrier;
   std::vector<const float*> slots;
+  std::vector<const std::int64_t*> counts;  // AllToAllV: each member's send counts
 };
 
 namespace {
@@ -63,6 +64,36 @@ class LocalCommunicator final : public Communicator {
     shared_->barrier.arrive_and_wait();
   }
 
+  // Member r reads its chunk from every member p at p's offset for r (the sum of p's counts for
+  // the members before r): a copy, so the bits are the sender's.
+  void AllToAllV(const Tensor& in, std::span<const std::int64_t> send_counts, const Tensor& out,
+                 std::span<const std::int64_t> recv_counts) override {
+    FISSION_CHECK(static_cast<int>(send_counts.size()) == size_ && static_cast<int>(recv_counts.size()) == size_,
+                  "AllToAllV takes one count per member");
+    const std::size_t element = DTypeBytes(in.dtype, 1);
+    FISSION_CHECK(DTypeBytes(out.dtype, 1) == element, "AllToAllV element sizes differ");
+    std::int64_t sent = 0;
+    for (std::int64_t c : send_counts) sent += c;
+    FISSION_CHECK(sent <= in.numel(), "AllToAllV sends ", sent, " elements of ", in.numel());
+    shared_->counts[rank_] = send_counts.data();
+    Publish(static_cast<const float*>(in.data));
+    auto* dst = static_cast<std::byte*>(out.data);
+    std::int64_t at = 0;
+    for (int p = 0; p < size_; ++p) {
+      std::int64_t offset = 0;
+      for (int q = 0; q < rank_; ++q) offset += shared_->counts[p][q];
+      const std::int64_t n = shared_->counts[p][rank_];
+      FISSION_CHECK(n == recv_counts[p], "AllToAllV: member ", p, " sends ", n, " elements to member ", rank_,
+                    ", which expects ", recv_counts[p]);
+      FISSION_CHECK(at + n <= out.numel(), "AllToAllV receives more than `out` holds");
+      if (n > 0)
+        std::memcpy(dst + at * element, reinterpret_cast<const std::byte*>(shared_->slots[p]) + offset * element,
+                    n * element);
+      at += n;
+    }
+    shared_->barrier.arrive_and_wait();  // every member has read every buffer
+  }
+
   void Barrier() override { shared_->barrier.arrive_and_wait(); }
 
  private:
@@ -77,38 +108,62 @@ class LocalCommunicator final : public Communicator {
 
 }  // namespace
 
-void ValidateLayout(int tp_size, int cp_size) {
-  if (tp_size < 1) Fail("--tp-size must be at least 1, got ", tp_size);
-  if (cp_size < 1) Fail("--attn-cp-size must be at least 1, got ", cp_size);
-  if (tp_size % cp_size != 0)
-    Fail("--attn-cp-size (", cp_size, ") must divide --tp-size (", tp_size, ")");
+void ValidateLayout(const LayoutSizes& s) {
+  if (s.tp < 1) Fail("--tp-size must be at least 1, got ", s.tp);
+  if (s.cp < 1) Fail("--attn-cp-size must be at least 1, got ", s.cp);
+  if (s.dp < 1) Fail("--dp-size must be at least 1, got ", s.dp);
+  if (s.ep < 1) Fail("--ep-size must be at least 1, got ", s.ep);
+  if (s.tp % s.cp != 0) Fail("--attn-cp-size (", s.cp, ") must divide --tp-size (", s.tp, ")");
+  if (s.tp % s.dp != 0) Fail("--dp-size (", s.dp, ") must divide --tp-size (", s.tp, ")");
+  if (s.tp % (s.dp * s.cp) != 0)
+    Fail("--dp-size (", s.dp, ") times --attn-cp-size (", s.cp, ") must divide --tp-size (", s.tp,
+         "): each DP attention group splits its ", s.tp / s.dp, " ranks into context-parallel groups");
+  if (s.tp % s.ep != 0) Fail("--ep-size (", s.ep, ") must divide --tp-size (", s.tp, ")");
 }
 
-Layout MakeLayout(int tp_size, int cp_size) {
-  ValidateLayout(tp_size, cp_size);
-  const int attn_tp = tp_size / cp_size;
+Layout MakeLayout(const LayoutSizes& s) {
+  ValidateLayout(s);
+  const int attn_tp = s.tp / (s.dp * s.cp);
+  const int moe_tp = s.tp / s.ep;
+  auto rank_of = [&](int d, int c, int a) { return (d * s.cp + c) * attn_tp + a; };
   Layout layout;
-  layout.ranks.resize(tp_size);
-  for (int r = 0; r < tp_size; ++r) {
+  layout.ranks.resize(s.tp);
+  for (int r = 0; r < s.tp; ++r) {
     ProcessGroups& g = layout.ranks[r];
     g.world_rank = r;
-    g.world_size = tp_size;
-    g.cp_size = cp_size;
+    g.world_size = s.tp;
+    g.dp_size = s.dp;
+    g.cp_size = s.cp;
     g.attn_tp_size = attn_tp;
-    g.cp_rank = r / attn_tp;
+    g.ep_size = s.ep;
     g.attn_tp_rank = r % attn_tp;
+    g.cp_rank = (r / attn_tp) % s.cp;
+    g.dp_rank = r / (attn_tp * s.cp);
+    g.ep_rank = r / moe_tp;
   }
-  layout.attn_tp_groups.resize(cp_size);
-  for (int c = 0; c < cp_size; ++c)
-    for (int a = 0; a < attn_tp; ++a) layout.attn_tp_groups[c].push_back(c * attn_tp + a);
-  layout.cp_groups.resize(attn_tp);
-  for (int a = 0; a < attn_tp; ++a)
-    for (int c = 0; c < cp_size; ++c) layout.cp_groups[a].push_back(c * attn_tp + a);
+  for (int d = 0; d < s.dp; ++d) {
+    for (int c = 0; c < s.cp; ++c) {
+      layout.attn_tp_groups.emplace_back();
+      for (int a = 0; a < attn_tp; ++a) layout.attn_tp_groups.back().push_back(rank_of(d, c, a));
+    }
+    for (int a = 0; a < attn_tp; ++a) {
+      layout.cp_groups.emplace_back();
+      for (int c = 0; c < s.cp; ++c) layout.cp_groups.back().push_back(rank_of(d, c, a));
+    }
+  }
+  if (s.dp > 1) {
+    for (int c = 0; c < s.cp; ++c) {
+      for (int a = 0; a < attn_tp; ++a) {
+        layout.dp_groups.emplace_back();
+        for (int d = 0; d < s.dp; ++d) layout.dp_groups.back().push_back(rank_of(d, c, a));
+      }
+    }
+  }
   return layout;
 }
 
-LocalWorld::LocalWorld(int tp_size, int cp_size) {
-  Layout layout = MakeLayout(tp_size, cp_size);
+LocalWorld::LocalWorld(LayoutSizes sizes) {
+  Layout layout = MakeLayout(sizes);
   groups_ = layout.ranks;
   auto make_group = [&](const std::vector<int>& members, Communicator* ProcessGroups::*field) {
     auto shared = std::make_shared<Shared>(static_cast<int>(members.size()));
@@ -119,11 +174,12 @@ LocalWorld::LocalWorld(int tp_size, int cp_size) {
       groups_[members[i]].*field = communicators_.back().get();
     }
   };
-  std::vector<int> world(tp_size);
-  for (int r = 0; r < tp_size; ++r) world[r] = r;
+  std::vector<int> world(sizes.tp);
+  for (int r = 0; r < sizes.tp; ++r) world[r] = r;
   make_group(world, &ProcessGroups::world);
   for (const std::vector<int>& members : layout.attn_tp_groups) make_group(members, &ProcessGroups::attn_tp);
   for (const std::vector<int>& members : layout.cp_groups) make_group(members, &ProcessGroups::cp);
+  for (const std::vector<int>& members : layout.dp_groups) make_group(members, &ProcessGroups::dp);
 }
 
 LocalWorld::~LocalWorld() = default;

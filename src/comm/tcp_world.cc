@@ -85,6 +85,11 @@ class TcpCommunicator final : public Communicator {
   void Barrier() override {
     Exchange(nullptr, 0, Combine::kSum, 0);
   }
+  // Expert parallelism across nodes has not landed (ValidateLoadOptions refuses --ep-size with
+  // --nnodes); nothing calls this over TCP.
+  void AllToAllV(const Tensor&, std::span<const std::int64_t>, const Tensor&, std::span<const std::int64_t>) override {
+    Fail("AllToAllV between nodes over TCP has not landed (expert parallelism runs on one node)");
+  }
 
  private:
   // Publishes `in`, lets the node's first member combine, and returns the group's result (valid

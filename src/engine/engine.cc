@@ -25,10 +25,11 @@ model::MemoryPlan PlanModelMemory(const EngineConfig& config, model::CausalLM& m
   return plan;
 }
 
-SchedulerConfig MakeSchedulerConfig(const EngineConfig& config) {
+// One DP group's scheduler: --max-running-requests is shared out over the groups, as SGLang does.
+SchedulerConfig MakeSchedulerConfig(const EngineConfig& config, int dp_size) {
   SchedulerConfig s;
   s.page_size = config.page_size;
-  s.max_running_requests = config.max_running_requests;
+  s.max_running_requests = std::max(1, config.max_running_requests / dp_size);
   s.chunked_prefill_size = config.chunked_prefill_size;
   s.max_prefill_tokens = config.max_prefill_tokens;
   return s;
@@ -46,30 +47,29 @@ Engine::Engine(model::CausalLM* model, const EngineConfig& config, const Detoken
       model_(model),
       vocab_size_(model->vocab_size()),
       context_length_(ContextLength(config, *model)),
+      balancer_(config.load_balance_method),
       sampler_(config.eos_token_ids),
       outputs_(detokenizer, config.eos_token_ids, context_length_) {
   memory_plan_ = PlanModelMemory(config_, *model);
   model->AllocateMemory(memory_plan_);
-  pool_ = std::make_unique<PagePool>(static_cast<std::int32_t>(memory_plan_.num_pages));
-  if (memory_plan_.num_state_slots > 0)
-    states_ = std::make_unique<StatePool>(static_cast<std::int32_t>(memory_plan_.num_state_slots));
-  if (!config_.disable_radix_cache) {
-    if (states_ != nullptr) {
-      // A prefix hit would need the state after the prefix, which nothing keeps yet.
-      Log(LogLevel::kInfo, "prefix cache off: the model keeps per-request state, which prefix hits cannot restore");
-    } else {
-      prefix_cache_ = std::make_unique<PrefixCache>(pool_.get(), config_.page_size);
-    }
-  }
-  scheduler_ = std::make_unique<Scheduler>(MakeSchedulerConfig(config_), pool_.get(), prefix_cache_.get(), states_.get());
+  const int dp = model->dp_size();
+  groups_ = MakeDpGroups(dp, memory_plan_, MakeSchedulerConfig(config_, dp), !config_.disable_radix_cache);
+  if (!config_.disable_radix_cache && memory_plan_.num_state_slots > 0)
+    Log(LogLevel::kInfo, "prefix cache off: the model keeps per-request state, which prefix hits cannot restore");
+  if (dp > 1)
+    Log(LogLevel::kInfo, "data-parallel attention: ", dp, " groups of ", memory_plan_.num_pages,
+        " pages each, requests placed by ", config_.load_balance_method);
   runner_ = std::make_unique<ModelRunner>(model, config_.page_size);
+  if (config_.speculative.enabled() && dp > 1)
+    Fail("--speculative-algorithm with --dp-size ", dp, ": speculative decoding with data-parallel attention has "
+         "not landed");
   if (config_.speculative.enabled()) {
     if (!model->has_draft())
       Fail("--speculative-algorithm ", config_.speculative.algorithm, ": the model (", model->architecture(),
            ") was loaded without a draft layer");
     drafter_ = std::make_unique<Drafter>(config_.speculative, config_.page_size, context_length_);
   }
-  published_stats_.free_pages = pool_->num_free();
+  published_stats_.free_pages = dp * groups_[0].pool->num_free();
   published_stats_.free_state_slots = num_state_slots();
   model->CaptureDecodeGraphs();  // before any request, as SGLang does
 }
@@ -79,7 +79,7 @@ Engine::~Engine() {
   // Sequences let go of their pages before the prefix cache and the pool go away.
   for (auto& [id, state] : requests_)
     for (auto& seq : state.sequences)
-      if (!seq->finished()) scheduler_->Finish(seq.get());
+      if (!seq->finished()) scheduler_of(seq.get()).Finish(seq.get());
 }
 
 void Engine::Validate(const std::vector<std::int32_t>& prompt, const SamplingParams& params) const {
@@ -142,9 +142,12 @@ void Engine::DrainIncoming() {
     aborts.swap(aborts_);
     std::swap(flush, flush_requested_);
   }
-  if (flush && prefix_cache_) prefix_cache_->Evict(prefix_cache_->num_pages());
+  if (flush)
+    for (DpGroup& g : groups_)
+      if (g.prefix_cache) g.prefix_cache->Evict(g.prefix_cache->num_pages());
   for (Submitted& s : incoming) {
     RequestState& state = requests_[s.id];
+    const int group = balancer_.Pick(groups_);
     state.callback = std::move(s.request.callback);
     auto params = std::make_shared<const SamplingParams>(std::move(s.request.params));
     for (std::int32_t i = 0; i < params->n; ++i) {
@@ -155,6 +158,7 @@ void Engine::DrainIncoming() {
       seq->params = params;
       const std::uint64_t base = params->seed ? *params->seed : MixSeed(config_.random_seed, static_cast<std::uint64_t>(s.id));
       seq->seed = MixSeed(base, static_cast<std::uint64_t>(i));
+      seq->dp_group = group;
       seq->tokens = s.request.prompt_ids;
       seq->prompt_len = static_cast<std::int32_t>(seq->tokens.size());
       if (params->repetition_penalty != 1.0) seq->seen_tokens.insert(seq->tokens.begin(), seq->tokens.end());
@@ -168,10 +172,10 @@ void Engine::DrainIncoming() {
         OutputProcessor::SetFinished(raw, constraint_done ? FinishReason::kStop : FinishReason::kLength);
         raw->status = SequenceStatus::kFinished;
         touched_.push_back(raw);
-      } else if (i > 0 && prefix_cache_ != nullptr) {
+      } else if (i > 0 && groups_[group].prefix_cache != nullptr) {
         state.held.push_back(raw);
       } else {
-        scheduler_->Add(raw);
+        groups_[group].scheduler->Add(raw);
       }
     }
   }
@@ -186,7 +190,7 @@ void Engine::DrainIncoming() {
 
 void Engine::FinishSequence(Sequence* seq, FinishReason reason, const std::string& error) {
   OutputProcessor::SetFinished(seq, reason, error);
-  scheduler_->Finish(seq);
+  scheduler_of(seq).Finish(seq);
   touched_.push_back(seq);
   // Completion 0 ended (a client abort has already dropped the held ones): the others run alone.
   if (seq->index == 0) ReleaseHeld(seq);
@@ -196,55 +200,101 @@ void Engine::ReleaseHeld(const Sequence* seq) {
   auto it = requests_.find(seq->request_id);
   if (it == requests_.end() || it->second.held.empty()) return;
   for (Sequence* held : it->second.held)
-    if (!held->finished()) scheduler_->Add(held);
+    if (!held->finished()) scheduler_of(held).Add(held);
   it->second.held.clear();
+}
+
+std::vector<StepPlan> Engine::ScheduleGroups() {
+  std::vector<StepPlan> plans(groups_.size());
+  for (std::size_t g = 0; g < groups_.size(); ++g) {
+    plans[g] = groups_[g].scheduler->Schedule();
+    for (Sequence* seq : plans[g].failed)
+      FinishSequence(seq, FinishReason::kAbort,
+                     StrCat("the sequence needs more KV cache than the pool holds (",
+                            static_cast<std::int64_t>(num_pages()) * config_.page_size,
+                            " tokens); raise --max-total-tokens"));
+  }
+  return plans;
+}
+
+bool Engine::RunGroups(std::vector<StepPlan>* plans) {
+  const std::size_t n = plans->size();
+  std::vector<std::vector<LogitsRows>> rows;
+  std::vector<std::vector<ItemSamples>> where(n);
+  std::vector<std::vector<kernels::SampledToken>> results(n);
+  std::vector<VerifiedRun> verified;
+  try {
+    const std::vector<model::StepLogits> logits = runner_->RunGroups(*plans, &rows);
+    for (std::size_t g = 0; g < n; ++g) {
+      if ((*plans)[g].empty()) continue;
+      sampler_.SampleStep((*plans)[g], rows[g], logits[g], &where[g], &results[g]);
+      if (drafter_) verifier_.Verify((*plans)[g], rows[g], logits[g], sampler_, &verified);
+    }
+  } catch (const std::exception& e) {
+    Log(LogLevel::kError, "model step failed: ", e.what());
+    for (const StepPlan& plan : *plans)
+      for (const ScheduledSequence& item : plan.items)
+        FinishSequence(item.seq, FinishReason::kAbort, StrCat("the model failed: ", e.what()));
+    return false;
+  }
+  for (std::size_t g = 0; g < n; ++g) {
+    StepPlan& plan = (*plans)[g];
+    if (plan.empty()) continue;
+    if (drafter_) ApplyVerified(&plan, verified);
+    groups_[g].scheduler->Commit(plan);
+    ProcessStep(plan, where[g], results[g], verified);
+    if (drafter_) RunDraftSteps(plan);  // one group: speculative decoding is refused with DP
+  }
+  return true;
 }
 
 bool Engine::Step() {
   const auto start = std::chrono::steady_clock::now();
   const std::size_t touched_before = touched_.size();
   DrainIncoming();
-  StepPlan plan = scheduler_->Schedule();
-  for (Sequence* seq : plan.failed)
-    FinishSequence(seq, FinishReason::kAbort,
-                   StrCat("the sequence needs more KV cache than the pool holds (",
-                          static_cast<std::int64_t>(pool_->num_pages()) * config_.page_size,
-                          " tokens); raise --max-total-tokens"));
-  bool did_work = touched_.size() > touched_before || !plan.failed.empty();
-  if (!plan.empty()) {
+  std::vector<StepPlan> plans = ScheduleGroups();
+  bool did_work = touched_.size() > touched_before;
+  std::int64_t prefill_tokens = 0;
+  bool any = false;
+  for (const StepPlan& plan : plans) {
+    did_work = did_work || !plan.failed.empty();
+    any = any || !plan.empty();
+    prefill_tokens += plan.num_prefill_tokens;
+  }
+  if (any) {
     did_work = true;
-    std::vector<LogitsRows> rows;
-    std::vector<ItemSamples> where;
-    std::vector<kernels::SampledToken> results;
-    std::vector<VerifiedRun> verified;
-    bool ok = true;
-    try {
-      const model::StepLogits logits = runner_->Run(plan, &rows);
-      sampler_.SampleStep(plan, rows, logits, &where, &results);
-      if (drafter_) verifier_.Verify(plan, rows, logits, sampler_, &verified);
-    } catch (const std::exception& e) {
-      ok = false;
-      Log(LogLevel::kError, "model step failed: ", e.what());
-      for (const ScheduledSequence& item : plan.items)
-        FinishSequence(item.seq, FinishReason::kAbort, StrCat("the model failed: ", e.what()));
-    }
-    if (ok) {
-      if (drafter_) ApplyVerified(&plan, verified);
-      scheduler_->Commit(plan);
-      ProcessStep(plan, where, results, verified);
-      if (drafter_) RunDraftSteps(plan);
-    }
+    RunGroups(&plans);
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     ++local_stats_.steps;
-    if (plan.num_prefill_tokens > 0) {
+    if (prefill_tokens > 0) {
       local_stats_.prefill_seconds += seconds;
     } else {
       local_stats_.decode_seconds += seconds;
       if (drafter_ && ++decode_steps_since_log_ >= kSpeculativeLogInterval) LogSpeculativeDecode();
     }
+    if ((dp_size() > 1 || local_stats_.expert_load.size() > 1) && ++steps_since_parallel_log_ >= kStepLogInterval)
+      LogParallelStep();
   }
   Report();
   return did_work;
+}
+
+void Engine::LogParallelStep() {
+  const std::vector<std::int64_t> load = model_->ExpertLoad();
+  std::string queues, loads;
+  std::int64_t pairs = 0;
+  for (const DpGroup& g : groups_)
+    queues += StrCat(queues.empty() ? "" : " ", g.scheduler->running().size(), "/", g.scheduler->num_waiting());
+  for (std::size_t r = 0; r < load.size(); ++r) {
+    const std::int64_t since = load[r] - (r < logged_load_.size() ? logged_load_[r] : 0);
+    loads += StrCat(loads.empty() ? "" : " ", since);
+    pairs += since;
+  }
+  Log(LogLevel::kInfo, "Parallel step ", local_stats_.steps, ": #running/#queue per DP group [", queues,
+      "], expert load per EP rank over the last ", steps_since_parallel_log_, " steps [", loads, "] (", pairs,
+      " token-expert pairs)");
+  logged_load_ = load;
+  steps_since_parallel_log_ = 0;
 }
 
 void Engine::LogSpeculativeDecode() {
@@ -253,7 +303,7 @@ void Engine::LogSpeculativeDecode() {
   const std::int64_t runs = s.spec_verify_runs - logged_.spec_verify_runs;
   const std::int64_t drafts = s.spec_draft_tokens - logged_.spec_draft_tokens;
   const std::int64_t accepted = s.spec_accepted_tokens - logged_.spec_accepted_tokens;
-  Log(LogLevel::kInfo, "Decode batch: #running-req ", scheduler_->running().size(), ", accept len ",
+  Log(LogLevel::kInfo, "Decode batch: #running-req ", groups_[0].scheduler->running().size(), ", accept len ",
       runs > 0 ? static_cast<double>(accepted + runs) / runs : 0.0, ", accept rate ",
       drafts > 0 ? static_cast<double>(accepted) / drafts : 0.0, " (", accepted, " of ", drafts, " drafts in ", runs,
       " verify runs)");
@@ -274,7 +324,7 @@ void Engine::ApplyVerified(StepPlan* plan, const std::vector<VerifiedRun>& verif
 
 void Engine::RunDraftSteps(const StepPlan& plan) {
   try {
-    drafter_->Propose(plan, runner_->last_batch(), *model_, *scheduler_, sampler_);
+    drafter_->Propose(plan, runner_->last_batch(), *model_, *groups_[0].scheduler, sampler_);
   } catch (const std::exception& e) {
     Log(LogLevel::kError, "draft step failed: ", e.what());
     for (const ScheduledSequence& item : plan.items)
@@ -372,18 +422,29 @@ void Engine::Report() {
   }
   touched_.clear();
 
-  const SchedulerCounters& c = scheduler_->counters();
-  local_stats_.computed_prompt_tokens = c.computed_prompt_tokens;
-  local_stats_.prefix_hit_tokens = c.prefix_hit_tokens;
-  local_stats_.preemptions = c.preemptions;
-  local_stats_.evicted_pages = c.evicted_pages;
-  local_stats_.running = static_cast<std::int32_t>(scheduler_->running().size());
-  local_stats_.waiting = static_cast<std::int32_t>(scheduler_->num_waiting());
-  local_stats_.free_pages = pool_->num_free();
-  local_stats_.cached_pages = prefix_cache_ ? prefix_cache_->num_pages() : 0;
-  local_stats_.free_state_slots = states_ ? states_->num_free() : 0;
-  local_stats_.mask_seconds = sampler_.mask_seconds();
-  local_stats_.masks = sampler_.masks();
+  // Counters over every DP group.
+  EngineStats& st = local_stats_;
+  st.computed_prompt_tokens = st.prefix_hit_tokens = st.preemptions = st.evicted_pages = 0;
+  st.running = st.waiting = st.free_pages = st.cached_pages = st.free_state_slots = 0;
+  st.dp_running.clear();
+  st.dp_waiting.clear();
+  for (const DpGroup& g : groups_) {
+    const SchedulerCounters& c = g.scheduler->counters();
+    st.computed_prompt_tokens += c.computed_prompt_tokens;
+    st.prefix_hit_tokens += c.prefix_hit_tokens;
+    st.preemptions += c.preemptions;
+    st.evicted_pages += c.evicted_pages;
+    st.dp_running.push_back(static_cast<std::int32_t>(g.scheduler->running().size()));
+    st.dp_waiting.push_back(static_cast<std::int32_t>(g.scheduler->num_waiting()));
+    st.running += st.dp_running.back();
+    st.waiting += st.dp_waiting.back();
+    st.free_pages += g.pool->num_free();
+    st.cached_pages += g.prefix_cache ? g.prefix_cache->num_pages() : 0;
+    st.free_state_slots += g.states ? g.states->num_free() : 0;
+  }
+  st.expert_load = model_->ExpertLoad();
+  st.mask_seconds = sampler_.mask_seconds();
+  st.masks = sampler_.masks();
   std::lock_guard<std::mutex> lock(mutex_);
   live_requests_ -= finished_requests;
   published_stats_ = local_stats_;
@@ -433,32 +494,44 @@ EngineStats Engine::stats() const {
 }
 
 std::string Engine::CheckPageAccounting() const {
-  std::vector<std::int32_t> expected(pool_->num_pages(), 0);
-  std::vector<int> slot_holders(num_state_slots(), 0);
+  for (int g = 0; g < dp_size(); ++g) {
+    std::string problem = CheckGroupAccounting(g);
+    if (!problem.empty()) return dp_size() > 1 ? StrCat("DP group ", g, ": ", problem) : problem;
+  }
+  return "";
+}
+
+std::string Engine::CheckGroupAccounting(int group) const {
+  const DpGroup& g = groups_[group];
+  std::vector<std::int32_t> expected(g.pool->num_pages(), 0);
+  const std::int32_t slots = g.states ? g.states->num_slots() : 0;
+  std::vector<int> slot_holders(slots, 0);
   for (const auto& [id, state] : requests_) {
     for (const auto& seq : state.sequences) {
+      if (seq->dp_group != group) continue;
       if (seq->finished() && !seq->pages.empty()) return StrCat("finished sequence ", id, " still holds pages");
       if (seq->status == SequenceStatus::kWaiting && !seq->pages.empty())
         return StrCat("waiting sequence ", id, " holds pages");
       for (std::int32_t page : seq->pages) ++expected[page];
       const bool running = seq->status == SequenceStatus::kRunning;
-      if (states_ != nullptr && running != (seq->state_slot >= 0))
+      if (g.states != nullptr && running != (seq->state_slot >= 0))
         return StrCat(running ? "running" : "not running", " sequence ", id, " holds state slot ", seq->state_slot);
       if (seq->state_slot >= 0) ++slot_holders.at(seq->state_slot);
     }
   }
-  for (std::int32_t slot = 0; slot < num_state_slots(); ++slot)
-    if (slot_holders[slot] != (states_->used(slot) ? 1 : 0))
-      return StrCat("state slot ", slot, " is ", states_->used(slot) ? "used" : "free", " but has ",
+  for (std::int32_t slot = 0; slot < slots; ++slot)
+    if (slot_holders[slot] != (g.states->used(slot) ? 1 : 0))
+      return StrCat("state slot ", slot, " is ", g.states->used(slot) ? "used" : "free", " but has ",
                     slot_holders[slot], " holders");
-  if (prefix_cache_) prefix_cache_->ForEachPage([&](std::int32_t page) { ++expected[page]; });
+  if (g.prefix_cache) g.prefix_cache->ForEachPage([&](std::int32_t page) { ++expected[page]; });
   std::int32_t free = 0;
-  for (std::int32_t page = 0; page < pool_->num_pages(); ++page) {
-    if (expected[page] != pool_->ref_count(page))
-      return StrCat("page ", page, " has ", pool_->ref_count(page), " references but ", expected[page], " holders");
+  for (std::int32_t page = 0; page < g.pool->num_pages(); ++page) {
+    if (expected[page] != g.pool->ref_count(page))
+      return StrCat("page ", page, " has ", g.pool->ref_count(page), " references but ", expected[page], " holders");
     free += expected[page] == 0;
   }
-  if (free != pool_->num_free()) return StrCat(free, " pages have no holder but the pool lists ", pool_->num_free(), " free");
+  if (free != g.pool->num_free())
+    return StrCat(free, " pages have no holder but the pool lists ", g.pool->num_free(), " free");
   return "";
 }
 

@@ -18,6 +18,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "engine/data_parallel.h"
 #include "engine/detokenizer.h"
 #include "engine/drafter.h"
 #include "engine/engine_config.h"
@@ -49,6 +50,10 @@ struct EngineStats {
   std::int32_t free_pages = 0;
   std::int32_t cached_pages = 0;
   std::int32_t free_state_slots = 0;  // a model with per-request memory
+  // Data-parallel attention: running and waiting sequences of each DP group (one entry without).
+  std::vector<std::int32_t> dp_running, dp_waiting;
+  // The (token, routed expert) pairs each EP rank's experts computed (CausalLM::ExpertLoad).
+  std::vector<std::int64_t> expert_load;
   double mask_seconds = 0.0;  // computing constrained sequences' token masks (structured outputs)
   std::int64_t masks = 0;     // masks computed
   // Speculative decoding: verify runs, the drafts they checked and accepted, and draft steps.
@@ -100,11 +105,14 @@ class Engine {
   void Stop();
 
   EngineStats stats() const;
-  std::int32_t num_pages() const { return pool_->num_pages(); }
-  // Tokens the KV cache holds: one sequence can never grow beyond this.
+  // Pages of one DP group's pool (every group has as many).
+  std::int32_t num_pages() const { return groups_[0].pool->num_pages(); }
+  // DP attention groups (1 without --enable-dp-attention), each with its own pools and scheduler.
+  int dp_size() const { return static_cast<int>(groups_.size()); }
+  // Tokens one group's KV cache holds: one sequence can never grow beyond this.
   std::int64_t kv_capacity_tokens() const { return static_cast<std::int64_t>(memory_plan_.num_pages) * config_.page_size; }
   // State slots of a model with per-request memory (0 otherwise).
-  std::int32_t num_state_slots() const { return states_ ? states_->num_slots() : 0; }
+  std::int32_t num_state_slots() const { return groups_[0].states ? groups_[0].states->num_slots() : 0; }
   const model::MemoryPlan& memory_plan() const { return memory_plan_; }
   std::int32_t page_size() const { return config_.page_size; }
   std::int64_t vocab_size() const { return vocab_size_; }
@@ -115,8 +123,8 @@ class Engine {
   // claim it, and every state slot by exactly the running sequence that claims it; returns "" or
   // a description of the first discrepancy. Engine thread only.
   std::string CheckPageAccounting() const;
-  // The last step's batch (tests).
-  const model::ForwardBatch& last_batch() const { return runner_->last_batch(); }
+  // The last step's batch of DP group `group` (tests).
+  const model::ForwardBatch& last_batch(int group = 0) const { return runner_->last_batch(group); }
 
  private:
   struct RequestState {
@@ -133,6 +141,17 @@ class Engine {
   };
 
   void DrainIncoming();
+  // Plans every group's step (finishing what cannot fit); the plans, one per group.
+  std::vector<StepPlan> ScheduleGroups();
+  // Runs the model on the plans and samples; false when the model failed (the plans' sequences
+  // are finished with the error).
+  bool RunGroups(std::vector<StepPlan>* plans);
+  Scheduler& scheduler_of(const Sequence* seq) { return *groups_[seq->dp_group].scheduler; }
+  // Every kStepLogInterval steps with DP attention or expert parallelism: each group's queue and
+  // the expert load per EP rank since the previous line.
+  static constexpr int kStepLogInterval = 40;
+  void LogParallelStep();
+  std::string CheckGroupAccounting(int group) const;
   // Applies the sampler's results: prompt logprobs, new tokens, finishing.
   void ProcessStep(const StepPlan& plan, const std::vector<ItemSamples>& where,
                    const std::vector<kernels::SampledToken>& results, const std::vector<VerifiedRun>& verified);
@@ -159,10 +178,8 @@ class Engine {
   std::int64_t vocab_size_;
   std::int32_t context_length_;
   model::MemoryPlan memory_plan_;
-  std::unique_ptr<PagePool> pool_;
-  std::unique_ptr<StatePool> states_;
-  std::unique_ptr<PrefixCache> prefix_cache_;
-  std::unique_ptr<Scheduler> scheduler_;
+  std::vector<DpGroup> groups_;  // one per DP attention group
+  LoadBalancer balancer_;
   std::unique_ptr<ModelRunner> runner_;
   Sampler sampler_;
   OutputProcessor outputs_;
@@ -170,6 +187,8 @@ class Engine {
   std::unique_ptr<Drafter> drafter_;  // speculative decoding on
   int decode_steps_since_log_ = 0;
   EngineStats logged_;  // the counters at the previous speculative log line
+  int steps_since_parallel_log_ = 0;
+  std::vector<std::int64_t> logged_load_;  // the expert load at the previous parallel log line
 
   // Engine-thread state.
   std::unordered_map<std::int64_t, RequestState> requests_;

@@ -1,5 +1,7 @@
 #include "engine/engine_config.h"
 
+#include "engine/data_parallel.h"
+
 #include <charconv>
 #include <cstdlib>
 #include <limits>
@@ -55,6 +57,7 @@ void EngineConfig::Validate() const {
   if (max_running_requests < 1) Fail("--max-running-requests must be >= 1, got ", max_running_requests);
   if (context_length < 0) Fail("--context-length must be >= 0 (0: the model's), got ", context_length);
   speculative.Validate();
+  ValidateLoadBalanceMethod(load_balance_method);
 }
 
 bool ParseEngineFlag(const std::vector<std::string>& args, std::size_t* i, EngineConfig* config) {
@@ -98,6 +101,9 @@ bool ParseEngineFlag(const std::vector<std::string>& args, std::size_t* i, Engin
     config->max_running_requests = ParseInteger<std::int32_t>(flag, take());
   } else if (flag == "--random-seed") {
     config->random_seed = ParseInteger<std::uint64_t>(flag, take());
+  } else if (flag == "--load-balance-method") {
+    config->load_balance_method = take();
+    ValidateLoadBalanceMethod(config->load_balance_method);
   } else if (flag == "--context-length") {
     config->context_length = ParseInteger<std::int32_t>(flag, take());
   } else {
@@ -117,6 +123,8 @@ std::string EngineFlagsHelp() {
          "  --max-running-requests N  sequences decoding at once (default 256)\n"
          "  --disable-radix-cache     turn the prefix cache off\n"
          "  --random-seed N           seed for requests without one (default 0)\n"
+         "  --load-balance-method M   round_robin | shortest_queue: requests over DP attention groups\n"
+         "                            (default round_robin)\n"
          "  --context-length N        longest sequence (default: the model's)\n"
          "  --speculative-algorithm A NEXTN | EAGLE: speculative decoding with the model's NextN draft layer\n"
          "  --speculative-num-steps N drafts per sequence and step (default 3)\n"

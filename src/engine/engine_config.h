@@ -44,6 +44,9 @@ struct EngineConfig {
   std::int32_t context_length = 0;            // --context-length: 0 takes the model's
   std::vector<std::int32_t> eos_token_ids;    // from the checkpoint's config (not a flag)
   SpeculativeConfig speculative;              // --speculative-*: needs a model with a draft layer
+  // --load-balance-method: how new requests are placed in DP attention groups (round_robin or
+  // shortest_queue; engine/data_parallel.h).
+  std::string load_balance_method = "round_robin";
 
   // Throws fission::Error naming the flag and its allowed range.
   void Validate() const;

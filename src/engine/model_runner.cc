@@ -47,16 +47,40 @@ void BuildForwardBatch(const StepPlan& plan, std::int32_t page_size, model::Forw
   }
 }
 
-ModelRunner::ModelRunner(model::CausalLM* model, std::int32_t page_size) : model_(model), page_size_(page_size) {}
+ModelRunner::ModelRunner(model::CausalLM* model, std::int32_t page_size)
+    : model_(model), page_size_(page_size), batches_(1) {}
 
-model::StepLogits ModelRunner::Run(const StepPlan& plan, std::vector<LogitsRows>* rows) {
-  BuildForwardBatch(plan, page_size_, &batch_, rows);
-  model::StepLogits logits = model_->Forward(batch_);
+void ModelRunner::CheckLogits(const model::StepLogits& logits, const model::ForwardBatch& batch) const {
   const Tensor& t = logits.logits;
   FISSION_CHECK(t.dtype == DType::kF32 && t.rank() == 2 &&
-                    t.dim(0) == static_cast<std::int64_t>(batch_.logits_indices.size()) &&
+                    t.dim(0) == static_cast<std::int64_t>(batch.logits_indices.size()) &&
                     t.dim(1) == model_->vocab_size(),
                 "the model returned logits of shape ", t.shape.ToString());
+}
+
+model::StepLogits ModelRunner::Run(const StepPlan& plan, std::vector<LogitsRows>* rows) {
+  BuildForwardBatch(plan, page_size_, &batches_[0], rows);
+  model::StepLogits logits = model_->Forward(batches_[0]);
+  CheckLogits(logits, batches_[0]);
+  return logits;
+}
+
+std::vector<model::StepLogits> ModelRunner::RunGroups(const std::vector<StepPlan>& plans,
+                                                      std::vector<std::vector<LogitsRows>>* rows) {
+  if (plans.size() == 1) {
+    rows->resize(1);
+    std::vector<model::StepLogits> logits;
+    logits.push_back(Run(plans[0], &(*rows)[0]));
+    return logits;
+  }
+  batches_.resize(plans.size());
+  rows->resize(plans.size());
+  for (std::size_t g = 0; g < plans.size(); ++g) BuildForwardBatch(plans[g], page_size_, &batches_[g], &(*rows)[g]);
+  std::vector<model::StepLogits> logits = model_->ForwardGroups(batches_);
+  FISSION_CHECK(logits.size() == plans.size(), "the model returned logits of ", logits.size(), " groups for ",
+                plans.size());
+  for (std::size_t g = 0; g < plans.size(); ++g)
+    if (!plans[g].empty()) CheckLogits(logits[g], batches_[g]);
   return logits;
 }
 

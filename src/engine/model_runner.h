@@ -29,14 +29,20 @@ class ModelRunner {
   // Builds the batch and runs the model: logits [rows, vocab] in fp32, on the host or left on the
   // model's device.
   model::StepLogits Run(const StepPlan& plan, std::vector<LogitsRows>* rows);
+  // Data-parallel attention: one plan per group (an empty plan: the group runs an empty step);
+  // each group's logits (none for an empty plan) and rows.
+  std::vector<model::StepLogits> RunGroups(const std::vector<StepPlan>& plans,
+                                           std::vector<std::vector<LogitsRows>>* rows);
 
   model::CausalLM* model() const { return model_; }
-  const model::ForwardBatch& last_batch() const { return batch_; }
+  const model::ForwardBatch& last_batch(int group = 0) const { return batches_.at(group); }
 
  private:
+  void CheckLogits(const model::StepLogits& logits, const model::ForwardBatch& batch) const;
+
   model::CausalLM* model_;
   std::int32_t page_size_;
-  model::ForwardBatch batch_;
+  std::vector<model::ForwardBatch> batches_;  // the last step's, one per group
 };
 
 }  // namespace fission::engine

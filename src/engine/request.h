@@ -79,6 +79,7 @@ struct Sequence {
   std::uint64_t arrival = 0;
   std::shared_ptr<const SamplingParams> params;
   std::uint64_t seed = 0;  // this sequence's sampler seed
+  int dp_group = 0;        // the DP attention group that runs it (engine/data_parallel.h)
 
   std::vector<std::int32_t> tokens;  // prompt, then the generated tokens
   std::int32_t prompt_len = 0;

@@ -46,6 +46,23 @@ class CausalLM {
   // [batch.logits_indices.size(), vocab_size], in host memory or left in the memory of the
   // device the model runs on (the engine then samples there). AllocateMemory must have run.
   virtual StepLogits Forward(const ForwardBatch& batch) = 0;
+  // Data-parallel attention (--enable-dp-attention --dp-size): the attention groups the model
+  // runs, each with its own batch and its own memory (every group gets the same MemoryPlan; page
+  // and state-slot ids are the group's own). 1 otherwise.
+  virtual int dp_size() const { return 1; }
+  // One step of every group: `batches[g]` is group g's (empty: the group has no work and runs an
+  // empty step, so that the groups still meet in every collective); returns each group's logits
+  // (none for an empty group).
+  virtual std::vector<StepLogits> ForwardGroups(const std::vector<ForwardBatch>& batches) {
+    FISSION_CHECK(batches.size() == 1, architecture(), " runs one attention group, not ", batches.size());
+    std::vector<StepLogits> logits;
+    logits.push_back(Forward(batches[0]));
+    return logits;
+  }
+  // The (token, routed expert) pairs each EP rank's experts computed since load, summed over the
+  // MoE layers (one entry with tensor-parallel experts; empty for a model without MoE layers or
+  // before its first step).
+  virtual std::vector<std::int64_t> ExpertLoad() const { return {}; }
   // The memory left on the model's device after its weights (the smallest free and total over
   // its ranks); nullopt when the model runs in host memory.
   virtual std::optional<kernels::DeviceMemory> device_memory() { return std::nullopt; }

@@ -9,6 +9,9 @@ namespace fission::model {
 DecoderModel::DecoderModel(io::ModelConfig config, kernels::Backend& backend, const ShardOptions& options)
     : config_(std::move(config)), backend_(backend), options_(options) {
   graph_sizes_ = CudaGraphSizes(options.cuda_graphs);
+  // Data-parallel attention and expert parallelism run eagerly: their collectives' sizes follow
+  // every group's batch (DP) and the routing (EP), which a captured graph cannot.
+  if (options.rank.dp_size() > 1 || options.rank.ep_size() > 1) graph_sizes_.clear();
   vocab_part_ = EvenPart(config_.vocab_size, options.rank.attn_tp_size(), options.rank.attn_tp_rank(), "vocab_size");
 }
 
@@ -57,7 +60,7 @@ StepLogits DecoderModel::Forward(const ForwardBatch& batch) {
   FISSION_CHECK(batch.positions.size() == batch.token_ids.size() && batch.kv_slots.size() == batch.token_ids.size());
   for (std::int32_t id : batch.token_ids)
     FISSION_CHECK(id >= 0 && id < config_.vocab_size, "token id ", id, " outside vocabulary ", config_.vocab_size);
-  if (DecodeGraphs* graphs = Graphs(); graphs != nullptr && graphs->Takes(batch)) {
+  if (DecodeGraphs* graphs = Graphs(); graphs != nullptr && batch.dp_groups.empty() && graphs->Takes(batch)) {
     if (std::optional<StepLogits> logits = graphs->Run(batch, CapturedStep())) return std::move(*logits);
   }
   const RankInfo& rank = options_.rank;
@@ -106,7 +109,7 @@ StepContext DecoderModel::MakeContext(const StepView& view, const TokenLayout& l
 }
 
 StepLogits DecoderModel::RunStep(const StepView& view, const Tensor& logits_out) {
-  const TokenLayout layout(backend_, options_.rank, view);
+  const TokenLayout layout(backend_, options_.rank, view, &expert_load_);
   const StepContext step = MakeContext(view, layout, logits_out);
   Buffer h = Hidden(step);
   if (draft_ != nullptr && logits_out.data == nullptr) {

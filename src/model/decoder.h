@@ -56,6 +56,7 @@ class DecoderModel : public CausalLM {
   void CaptureDecodeGraphs() override;
   void ReleaseGraphs() override { graphs_.reset(); }
   bool has_draft() const override { return draft_ != nullptr; }
+  std::vector<std::int64_t> ExpertLoad() const override { return expert_load_.per_ep_rank; }
   // Draft steps run unsplit on every rank (the CP split is for the target's prefill), eagerly.
   StepLogits ForwardDraft(const DraftBatch& batch) override;
 
@@ -113,6 +114,7 @@ class DecoderModel : public CausalLM {
   // With a draft layer: the normed hidden states [tokens, hidden] of every row of the last eager
   // target step and of the last draft step, in token order (what the next draft step reads).
   Buffer target_hidden_, draft_hidden_;
+  ExpertLoadCount expert_load_;  // counted by the token layout's MoE transitions
 };
 
 }  // namespace fission::model

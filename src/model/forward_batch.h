@@ -32,12 +32,24 @@ struct SequenceSlice {
   std::int32_t kv_len() const { return context_len + query_len; }
 };
 
+// Data-parallel attention: one DP group's step as every group's ranks must know it to meet at the
+// feed-forward (model/token_layout.h).
+struct DpGroupShape {
+  std::int32_t num_tokens = 0;  // 0: the group has no work and runs an empty step
+  bool prefill = false;         // some sequence has several new tokens (and is not a verify run)
+  bool operator==(const DpGroupShape&) const = default;
+};
+
 struct ForwardBatch {
   std::vector<std::int32_t> token_ids;  // [num_tokens]
   std::vector<std::int32_t> positions;  // [num_tokens]; context_len + offset within the sequence
   std::vector<SequenceSlice> sequences;
   std::vector<std::int64_t> kv_slots;        // [num_tokens]; page * page_size + row for each new token
   std::vector<std::int32_t> logits_indices;  // token rows whose logits are returned, in this order
+  // Data-parallel attention (set by the parallel model): every DP group's shape this step and
+  // which group this batch is; empty with one group.
+  std::vector<DpGroupShape> dp_groups;
+  std::int32_t dp_rank = 0;
 
   std::int32_t num_tokens() const { return static_cast<std::int32_t>(token_ids.size()); }
 };

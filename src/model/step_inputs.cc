@@ -181,6 +181,10 @@ const StepView& StepInputs::Write(const ForwardBatch& batch, const PcpPlan& plan
   view_.cp_rank = plan.cp_rank;
   view_.rows = plan.rows;
   view_.num_tokens = plan.num_tokens;
+  view_.real_rows = plan.real_rows;
+  view_.dp_rows = plan.dp_rows;
+  view_.dp_rank = plan.dp_rank;
+  view_.step_tokens = plan.step_tokens;
   view_.table_width = width;
   view_.page_size = page_size;
   return view_;

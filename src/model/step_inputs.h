@@ -52,6 +52,12 @@ struct StepView {
   std::vector<std::span<const std::int64_t>> entry_slots;
   int cp_size = 1, cp_rank = 0;
   std::int32_t rows = 0, num_tokens = 0, table_width = 0;
+  // PcpPlan's: this rank's rows that are tokens, every DP group's feed-forward rows (empty with
+  // one group) and this rank's group, the step's tokens over every group. Host only.
+  std::int32_t real_rows = 0;
+  std::vector<std::int32_t> dp_rows;
+  int dp_rank = 0;
+  std::int64_t step_tokens = 0;
   std::int64_t page_size = 0;
 
   bool split() const { return cp_size > 1; }

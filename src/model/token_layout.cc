@@ -7,13 +7,49 @@
 
 namespace fission::model {
 
+DpGroupShape DataParallelShape(const ForwardBatch& batch) {
+  DpGroupShape shape;
+  shape.num_tokens = batch.num_tokens();
+  shape.prefill = std::any_of(batch.sequences.begin(), batch.sequences.end(),
+                              [](const SequenceSlice& s) { return s.query_len > 1 && !s.verify; });
+  return shape;
+}
+
+ForwardBatch EmptyDataParallelStep() {
+  ForwardBatch b;
+  b.token_ids = {0};
+  b.positions = {0};
+  b.kv_slots = {-1};
+  b.sequences = {{0, 1, 0, {0}}};
+  b.logits_indices = {0};
+  return b;
+}
+
+namespace {
+
+bool SplitsStep(const DpGroupShape& shape, int cp_size, int min_tokens) {
+  return cp_size > 1 && shape.prefill && shape.num_tokens >= min_tokens;
+}
+
+// A DP group's rows at the feed-forward: its tokens after its CP gather (padding included).
+std::int32_t FeedForwardRows(const DpGroupShape& shape, int cp_size, int min_tokens) {
+  if (shape.num_tokens == 0) return 1;  // the empty step's one token
+  if (!SplitsStep(shape, cp_size, min_tokens)) return shape.num_tokens;
+  return (shape.num_tokens + cp_size - 1) / cp_size * cp_size;
+}
+
+}  // namespace
+
+void ExpertLoadCount::Add(int ep_rank, std::int64_t pairs, int ep_size) {
+  if (per_ep_rank.empty()) per_ep_rank.assign(ep_size, 0);
+  per_ep_rank[ep_rank] += pairs;
+}
+
 PcpPlan PlanContextParallelStep(const ForwardBatch& batch, int cp_size, int cp_rank, int min_tokens) {
   FISSION_CHECK(cp_size >= 1 && cp_rank >= 0 && cp_rank < cp_size);
   PcpPlan plan;
   plan.num_tokens = batch.num_tokens();
-  const bool has_prefill = std::any_of(batch.sequences.begin(), batch.sequences.end(),
-                                       [](const SequenceSlice& s) { return s.query_len > 1 && !s.verify; });
-  const bool split = cp_size > 1 && has_prefill && plan.num_tokens >= min_tokens;
+  const bool split = SplitsStep(DataParallelShape(batch), cp_size, min_tokens);
   const int c = split ? cp_size : 1;
   plan.cp_size = c;
   plan.cp_rank = split ? cp_rank : 0;
@@ -35,11 +71,26 @@ PcpPlan PlanContextParallelStep(const ForwardBatch& batch, int cp_size, int cp_r
     if (first >= end) continue;
     plan.queries.push_back({static_cast<std::int32_t>(k), first / c, (end - first + c - 1) / c});
   }
+  plan.real_rows = static_cast<std::int32_t>(plan.owned.size());
+  plan.step_tokens = plan.num_tokens;
+  if (!batch.dp_groups.empty()) {
+    FISSION_CHECK(batch.dp_rank >= 0 && batch.dp_rank < static_cast<std::int32_t>(batch.dp_groups.size()));
+    const DpGroupShape& own = batch.dp_groups[batch.dp_rank];
+    FISSION_CHECK(own.num_tokens == 0 ? plan.num_tokens == 1 : own == DataParallelShape(batch),
+                  "DP group ", batch.dp_rank, "'s shape does not match its batch");
+    if (own.num_tokens == 0) plan.real_rows = 0;
+    plan.dp_rank = batch.dp_rank;
+    plan.step_tokens = 0;
+    for (const DpGroupShape& g : batch.dp_groups) {
+      plan.dp_rows.push_back(FeedForwardRows(g, cp_size, min_tokens));
+      plan.step_tokens += g.num_tokens;
+    }
+  }
   return plan;
 }
 
-TokenLayout::TokenLayout(kernels::Backend& backend, const RankInfo& rank, const StepView& step)
-    : b_(backend), rank_(rank), step_(step) {}
+TokenLayout::TokenLayout(kernels::Backend& backend, const RankInfo& rank, const StepView& step, ExpertLoadCount* load)
+    : b_(backend), rank_(rank), step_(step), load_(load) {}
 
 std::int64_t TokenLayout::rows() const { return step_.rows; }
 
@@ -64,10 +115,39 @@ void TokenLayout::FeedForward(const Tensor& x, const Tensor& out, const FeedForw
     in = gathered;
     result = partial;
   }
-  shard(in, result);
-  // Each rank computed its slice of the units for every row: sum the world's slices.
-  if (rank_.world_size() > 1) rank_.groups->world->AllReduceSum(result);
+  if (step_.dp_rows.empty()) {
+    shard(in, result);
+    // Each rank computed its slice of the units for every row: sum the world's slices.
+    if (rank_.world_size() > 1) rank_.groups->world->AllReduceSum(result);
+  } else {
+    MeetDataParallel(in, result, shard);
+  }
   if (step_.split()) b_.GatherRows(result, step_.own_rows, out);
+}
+
+void TokenLayout::MeetDataParallel(const Tensor& in, const Tensor& result, const FeedForwardShard& shard) const {
+  const std::int64_t rows = in.shape[0], hidden = in.shape[1];
+  const int groups = static_cast<int>(step_.dp_rows.size());
+  FISSION_CHECK(rows == step_.dp_rows[step_.dp_rank], "DP group ", step_.dp_rank, " brings ", rows,
+                " rows to the feed-forward where ", step_.dp_rows[step_.dp_rank], " were planned");
+  const std::int64_t widest = *std::max_element(step_.dp_rows.begin(), step_.dp_rows.end());
+  // Pad this group's rows to the widest group's (an all-gather moves equal chunks).
+  Buffer padded(DType::kF32, Shape{widest, hidden}, b_.allocator());
+  if (rows < widest) b_.Zero(padded);
+  std::vector<std::int32_t> identity(static_cast<std::size_t>(rows));
+  for (std::int64_t i = 0; i < rows; ++i) identity[i] = static_cast<std::int32_t>(i);
+  b_.GatherRows(in, identity, padded.tensor().Rows(0, rows));
+  Buffer all(DType::kF32, Shape{groups * widest, hidden}, b_.allocator());
+  rank_.groups->dp->AllGather(padded, all);
+  Buffer partial(DType::kF32, all.tensor().shape, b_.allocator());
+  shard(all, partial);
+  rank_.groups->world->AllReduceSum(partial);
+  for (std::int64_t i = 0; i < rows; ++i) identity[i] = static_cast<std::int32_t>(step_.dp_rank * widest + i);
+  b_.GatherRows(partial, identity, result);
+}
+
+void TokenLayout::CountTensorParallelExpertLoad(int top_k) const {
+  if (load_ != nullptr) load_->Add(0, step_.step_tokens * top_k, rank_.ep_size());
 }
 
 namespace {

@@ -30,7 +30,19 @@ struct RankInfo {
   int attn_tp_size() const { return groups ? groups->attn_tp_size : 1; }
   int cp_rank() const { return groups ? groups->cp_rank : 0; }
   int cp_size() const { return groups ? groups->cp_size : 1; }
+  int dp_rank() const { return groups ? groups->dp_rank : 0; }
+  int dp_size() const { return groups ? groups->dp_size : 1; }
+  int ep_rank() const { return groups ? groups->ep_rank : 0; }
+  int ep_size() const { return groups ? groups->ep_size : 1; }
+  int moe_tp_rank() const { return groups ? groups->world_rank % groups->moe_tp_size() : 0; }
+  int moe_tp_size() const { return groups ? groups->moe_tp_size() : 1; }
 };
+
+// The shape of `batch` as DpGroupShape describes it.
+DpGroupShape DataParallelShape(const ForwardBatch& batch);
+// What a DP group with no work runs so that its ranks still meet the others in every collective:
+// one token 0 at position 0 that writes nothing (KV slot -1) and whose logits are dropped.
+ForwardBatch EmptyDataParallelStep();
 
 // The split of one step for one CP rank, on the host (the step-input block carries it to the
 // device, model/step_inputs.h).
@@ -50,12 +62,28 @@ struct PcpPlan {
   };
   std::vector<Queries> queries;  // sequences with at least one owned query, in batch order
   std::vector<std::int32_t> gathered_row;  // [num_tokens]: token i's row after an all-gather
+  // Rows of this rank that are tokens of the step: not CP padding, not a DP group's empty step.
+  std::int32_t real_rows = 0;
+  // Data-parallel attention: every DP group's rows at the feed-forward (its tokens after its CP
+  // gather; 1 for an empty step), in DP order, and this rank's group. Empty with one group.
+  std::vector<std::int32_t> dp_rows;
+  int dp_rank = 0;
+  // Tokens of the step over every DP group (the expert load of tensor-parallel experts).
+  std::int64_t step_tokens = 0;
 
   bool split() const { return cp_size > 1; }
 };
 
 // The plan of CP rank `cp_rank` of `cp_size` for `batch`.
 PcpPlan PlanContextParallelStep(const ForwardBatch& batch, int cp_size, int cp_rank, int min_tokens);
+
+// Expert load: the (token, routed expert) pairs each EP rank's experts have computed, summed over
+// the MoE layers and steps since load (a rank's model keeps one; every rank of the world counts
+// the whole world's load).
+struct ExpertLoadCount {
+  std::vector<std::int64_t> per_ep_rank;
+  void Add(int ep_rank, std::int64_t pairs, int ep_size);
+};
 
 // Default `min_tokens`: below it, two all-gathers per layer cost more than the attention they save.
 inline constexpr int kDefaultPcpMinTokens = 512;
@@ -65,7 +93,7 @@ struct StepView;
 // The transitions of one step (cheap to make: a view of the rank and the step's inputs).
 class TokenLayout {
  public:
-  TokenLayout(kernels::Backend& backend, const RankInfo& rank, const StepView& step);
+  TokenLayout(kernels::Backend& backend, const RankInfo& rank, const StepView& step, ExpertLoadCount* load = nullptr);
 
   // This rank's rows of the step (its own tokens when split, every token otherwise).
   std::int64_t rows() const;
@@ -77,8 +105,30 @@ class TokenLayout {
   // [rows, hidden] into out [rows, hidden]: the CP group's rows are gathered first when the step is
   // split, `shard(in, partial)` computes this rank's partial sums for `in`, the world's partial
   // sums are added, and each rank keeps its own rows.
+  // With data-parallel attention the rows of every DP group meet there: the groups' rows are
+  // all-gathered (each padded to the largest group's), the shard runs over all of them, and each
+  // rank keeps its group's.
   using FeedForwardShard = std::function<void(const Tensor& in, const Tensor& partial)>;
   void FeedForward(const Tensor& x, const Tensor& out, const FeedForwardShard& shard) const;
+  // Expert parallelism (--ep-size): a MoE whose routed experts are split over the EP ranks. Each
+  // rank routes a distinct share of the step's tokens (its rows, split over the ranks that hold
+  // the same rows), sends each (token, expert) pair to the ranks holding the expert (all-to-all),
+  // which run it and send the weighted results back; the shared experts are replicated and run
+  // where the token is. `out` gets every row of this rank's `x` (zero for padding rows).
+  struct ExpertParallelMoe {
+    int num_experts = 0;
+    int top_k = 0;
+    // ids [s, top_k] (I32) and weights [s, top_k] of the rows x [s, hidden].
+    std::function<void(const Tensor& x, const Tensor& ids, const Tensor& weights)> route;
+    // out [r, hidden] = weights[i] · expert ids[i] (this rank's local expert index) of x[i].
+    std::function<void(const Tensor& x, const Tensor& ids, const Tensor& weights, const Tensor& out)> experts;
+    // out [s, hidden] += the shared experts of x (null: none).
+    std::function<void(const Tensor& x, const Tensor& out)> add_shared;
+  };
+  void ExpertParallel(const Tensor& x, const Tensor& out, const ExpertParallelMoe& moe) const;
+  // A tensor-parallel MoE (every rank holds every expert's slice) counts its load: the step's
+  // tokens times top_k, all on EP rank 0.
+  void CountTensorParallelExpertLoad(int top_k) const;
   // The indexer's query split (StepView::splits_indexer): this rank's selections `own`
   // [compact rows, k] (I32) -> every rank's selections of all its rows, `out` [rows, k], gathered
   // over the attention-TP group and put back in row order.
@@ -102,9 +152,14 @@ class TokenLayout {
   int vocab_ranks() const { return rank_.attn_tp_size(); }
 
  private:
+  // The DP meeting of FeedForward: group rows `in` [G, hidden] -> every group's rows (padded),
+  // the shard, the world's sum, this group's rows of it in `result` [G, hidden].
+  void MeetDataParallel(const Tensor& in, const Tensor& result, const FeedForwardShard& shard) const;
+
   kernels::Backend& b_;
   const RankInfo& rank_;
   const StepView& step_;
+  ExpertLoadCount* load_;
 };
 
 }  // namespace fission::model

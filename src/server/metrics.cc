@@ -88,7 +88,8 @@ void Metrics::InterToken(double seconds) {
 
 std::string Metrics::Render(const engine::Engine& engine, std::int64_t in_flight) const {
   const engine::EngineStats s = engine.stats();
-  const double total_pages = engine.num_pages();
+  // Every DP attention group has a pool of num_pages(); the stats sum them.
+  const double total_pages = static_cast<double>(engine.num_pages()) * engine.dp_size();
   const double used_pages = total_pages - s.free_pages;
   const double looked_up = static_cast<double>(s.prefix_hit_tokens + s.computed_prompt_tokens);
   std::lock_guard<std::mutex> lock(mutex_);
@@ -134,6 +135,20 @@ std::string Metrics::Render(const engine::Engine& engine, std::int64_t in_flight
   Line(&out, "fission:grammar_masks_total", l, static_cast<double>(s.masks));
   Help(&out, "fission:grammar_mask_seconds_total", "counter", "Time the engine spent computing those masks.");
   Line(&out, "fission:grammar_mask_seconds_total", l, s.mask_seconds);
+  if (engine.dp_size() > 1) {
+    Help(&out, "fission:dp_running_reqs", "gauge", "Sequences running in each data-parallel attention group.");
+    for (std::size_t g = 0; g < s.dp_running.size(); ++g)
+      Line(&out, "fission:dp_running_reqs", StrCat(l, ",dp_rank=\"", g, "\""), s.dp_running[g]);
+    Help(&out, "fission:dp_queue_reqs", "gauge", "Sequences waiting in each data-parallel attention group.");
+    for (std::size_t g = 0; g < s.dp_waiting.size(); ++g)
+      Line(&out, "fission:dp_queue_reqs", StrCat(l, ",dp_rank=\"", g, "\""), s.dp_waiting[g]);
+  }
+  if (!s.expert_load.empty()) {
+    Help(&out, "fission:expert_load_total", "counter",
+         "Token-expert pairs computed by each expert-parallel rank's routed experts, over all MoE layers.");
+    for (std::size_t r = 0; r < s.expert_load.size(); ++r)
+      Line(&out, "fission:expert_load_total", StrCat(l, ",ep_rank=\"", r, "\""), static_cast<double>(s.expert_load[r]));
+  }
   if (engine.speculative()) {
     Help(&out, "sglang:spec_accept_length", "gauge",
          "Tokens a speculative verify run emits on average (accepted drafts plus the target's own).");

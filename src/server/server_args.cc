@@ -76,11 +76,14 @@ const std::vector<FlagInfo>& ServerFlags() {
        "accepted; context parallelism follows --attn-cp-size"},
       {"--nsa-prefill-cp-mode", {}, T::kString, K::kApplied, P::kLoad, "M", "round-robin-split",
        "round-robin-split (the only mode)"},
-      {"--dp-size", {"--data-parallel-size", "--dp"}, T::kInt, K::kNotLanded, P::kServer, "N", "1",
-       "data parallelism: only 1 until it lands"},
-      {"--enable-dp-attention", {}, T::kBool, K::kNotLanded, P::kServer, "", "", "has not landed"},
-      {"--ep-size", {"--expert-parallel-size", "--ep"}, T::kInt, K::kNotLanded, P::kServer, "N", "1",
-       "expert parallelism: only 1 until it lands (experts are tensor-parallel over --tp-size)"},
+      {"--dp-size", {"--data-parallel-size", "--dp"}, T::kInt, K::kApplied, P::kLoad, "N", "1",
+       "data-parallel attention groups (with --enable-dp-attention); D times the cp size divides the tp size"},
+      {"--enable-dp-attention", {}, T::kBool, K::kApplied, P::kLoad, "", "",
+       "each of --dp-size groups of tp / dp ranks runs its own batch and KV pool; tokens meet for the MoE"},
+      {"--ep-size", {"--expert-parallel-size", "--ep"}, T::kInt, K::kApplied, P::kLoad, "N", "1",
+       "routed experts split over N groups of tp / N ranks, tokens dispatched by all-to-all"},
+      {"--load-balance-method", {}, T::kString, K::kApplied, P::kEngine, "M", "round_robin",
+       "round_robin | shortest_queue: how requests are placed in DP attention groups"},
       {"--nnodes", {}, T::kInt, K::kApplied, P::kLoad, "N", "1",
        "processes sharing the --tp-size ranks evenly (docs/multinode.md)"},
       {"--node-rank", {}, T::kInt, K::kApplied, P::kLoad, "R", "0",
@@ -281,9 +284,6 @@ void Apply(const FlagInfo& f, const std::vector<std::string>& values, ServerArgs
     model::ParseDevice(v);  // cpu | cuda | cuda:N | auto
     out->device = v;
   }
-  if (n == "--dp-size") out->dp_size = static_cast<int>(i);
-  if (n == "--enable-dp-attention") out->enable_dp_attention = true;
-  if (n == "--ep-size") out->ep_size = static_cast<int>(i);
   if (n == "--kv-cache-dtype") {
     RequireChoice(n, v, {"auto", "bf16", "bfloat16", "fp8_e4m3", "fp8_e5m2", "fp4_e2m1"});
     out->kv_cache_dtype = v;
@@ -318,19 +318,6 @@ void Validate(ServerArgs* out, std::vector<std::string>* problems) {
   auto check = [problems](auto&& f) { CollectProblem(problems, f); };
   // Speculative decoding loads the model's draft layer (its flags are checked with the engine's).
   out->load.load_draft = out->engine.speculative.enabled();
-  check([&] {
-    if (out->dp_size < 1) Fail("--dp-size must be >= 1, got ", out->dp_size);
-    if (out->dp_size > 1) Fail("--dp-size ", out->dp_size, ": data parallelism has not landed yet (use 1)");
-  });
-  check([&] {
-    if (out->enable_dp_attention) Fail("--enable-dp-attention: DP attention has not landed yet");
-  });
-  check([&] {
-    if (out->ep_size < 1) Fail("--ep-size must be >= 1, got ", out->ep_size);
-    if (out->ep_size > 1)
-      Fail("--ep-size ", out->ep_size,
-           ": expert parallelism has not landed yet; experts are tensor-parallel over --tp-size (use 1)");
-  });
   check([&] {
     const std::string& kv = out->kv_cache_dtype;
     if (kv != "auto" && kv != "bf16" && kv != "bfloat16" && kv != "fp8_e4m3")

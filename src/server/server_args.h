@@ -50,9 +50,6 @@ struct ServerArgs {
   engine::EngineConfig engine;  // page size, token budgets, radix cache, random seed, context length
   model::LoadOptions load;      // tp and attention-cp sizes, cp mode, load format, config overrides, nodes
 
-  int dp_size = 1;
-  int ep_size = 1;
-  bool enable_dp_attention = false;
   std::string kv_cache_dtype = "auto";
   std::string dtype = "auto";
   std::string chat_template;

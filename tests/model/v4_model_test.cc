@@ -132,6 +132,23 @@ INSTANTIATE_TEST_SUITE_P(CpuLocal, V4Layouts,
                          ::testing::Values(std::pair{2, 1}, std::pair{2, 2}, std::pair{4, 2}, std::pair{4, 4}, std::pair{1, 1}),
                          [](const auto& info) { return StrCat("tp", info.param.first, "_cp", info.param.second); });
 
+// DP attention and EP have not landed for V4: refused by name before any weight is read.
+TEST(DeepseekV4, DataParallelAttentionAndExpertParallelismAreRefusedByName) {
+  for (auto [dp, ep] : {std::pair{2, 1}, std::pair{1, 2}}) {
+    LoadOptions options;
+    options.tp_size = 2;
+    options.dp_size = dp;
+    options.enable_dp_attention = dp > 1;
+    options.ep_size = ep;
+    try {
+      LoadV4(options);
+      ADD_FAILURE() << "dp " << dp << " ep " << ep << " loaded";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("have not landed for DeepSeek-V4"), std::string::npos) << e.what();
+    }
+  }
+}
+
 // The memory the model declares: a window ring per layer and request, CSA's entries and index keys
 // at a quarter of the tokens, HCA's at a sixteenth, the compressors' carry-over per request.
 TEST(DeepseekV4, DeclaresItsMemoryClasses) {

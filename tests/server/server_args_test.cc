@@ -34,7 +34,7 @@ TEST(ServerArgsTest, Defaults) {
   EXPECT_EQ(a.port, 30000);
   EXPECT_EQ(a.load.tp_size, 1);
   EXPECT_EQ(a.load.attn_cp_size, 1);
-  EXPECT_EQ(a.dp_size, 1);
+  EXPECT_EQ(a.load.dp_size, 1);
   EXPECT_EQ(a.kv_cache_dtype, "auto");
   EXPECT_EQ(a.device, "auto");
   EXPECT_FALSE(a.engine.disable_radix_cache);
@@ -144,8 +144,8 @@ TEST(ServerArgsTest, EachFlagParsesWithATypicalValue) {
 TEST(ServerArgsTest, AliasesAndEqualsForm) {
   EXPECT_EQ(Parse({"--tp", "2"}).load.tp_size, 2);
   EXPECT_EQ(Parse({"--tp-size=3"}).load.tp_size, 3);
-  EXPECT_EQ(Parse({"--data-parallel-size=1"}).dp_size, 1);
-  EXPECT_EQ(Parse({"--expert-parallel-size", "1"}).ep_size, 1);
+  EXPECT_EQ(Parse({"--data-parallel-size=1"}).load.dp_size, 1);
+  EXPECT_EQ(Parse({"--expert-parallel-size", "1"}).load.ep_size, 1);
   EXPECT_EQ(ParseServerArgs({"--model", "/m"}).model_path, "/m");
   EXPECT_EQ(Parse({"--cuda-graph-bs=1,2,4"}).cuda_graph_bs, (std::vector<int>{1, 2, 4}));
   EXPECT_EQ(Parse({"--nccl-init-addr", "h:1"}).load.nodes.dist_init_addr, "h:1");
@@ -200,8 +200,7 @@ TEST(ServerArgsTest, UnambiguousPrefixesAreAcceptedAsArgparseDoes) {
 
 TEST(ServerArgsTest, FeaturesNotLandedAreErrorsThatSaySo) {
   const std::vector<std::vector<std::string>> cases = {
-      {"--speculative-algorithm", "EAGLE3"}, {"--dp-size", "2"},        {"--enable-dp-attention"},
-      {"--ep-size", "8"},
+      {"--speculative-algorithm", "EAGLE3"}, {"--dp-size", "2", "--tp-size", "2"},
       {"--kv-cache-dtype", "fp8_e5m2"},     {"--dtype", "float16"},    {"--quantization", "awq"}};
   for (const auto& c : cases) {
     const std::string msg = ErrorOf(c);
@@ -222,6 +221,21 @@ TEST(ServerArgsTest, FeaturesNotLandedAreErrorsThatSaySo) {
                        "--speculative-num-draft-tokens"));
   // The same flags with their neutral values are fine.
   EXPECT_EQ(ErrorOf({"--dp-size", "1", "--ep-size", "1", "--nnodes", "1", "--node-rank", "0"}), "");
+}
+
+// DP attention and expert parallelism go to the loader (and the balancer to the engine); a layout
+// that does not divide is an Error naming the flags.
+TEST(ServerArgsTest, DataParallelAttentionAndExpertParallelFlags) {
+  const ServerArgs a = Parse({"--tp-size", "4", "--enable-dp-attention", "--dp-size", "2", "--ep-size", "4",
+                              "--load-balance-method", "shortest_queue"});
+  EXPECT_TRUE(a.load.enable_dp_attention);
+  EXPECT_EQ(a.load.dp_size, 2);
+  EXPECT_EQ(a.load.ep_size, 4);
+  EXPECT_EQ(a.engine.load_balance_method, "shortest_queue");
+  EXPECT_TRUE(Contains(ErrorOf({"--ep-size", "8"}), "--ep-size (8) must divide --tp-size (1)"));
+  EXPECT_TRUE(Contains(ErrorOf({"--tp-size", "4", "--enable-dp-attention", "--dp-size", "3"}),
+                       "--dp-size (3) must divide --tp-size (4)"));
+  EXPECT_TRUE(Contains(ErrorOf({"--load-balance-method", "minimum_tokens"}), "--load-balance-method"));
 }
 
 TEST(ServerArgsTest, MultiNodeFlags) {

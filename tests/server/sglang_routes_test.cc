@@ -177,7 +177,7 @@ TEST(SglangStartUp, EnvironmentVariablesTakeEffectOrAreListed) {
     error = e.what();
   }
   ::unsetenv("SGLANG_DEFAULT_THINKING");
-  for (const char* part : {"3 problems", "SGLANG_DEFAULT_THINKING='maybe'", "--host 'no-such-host.invalid'", "--dp-size 2"})
+  for (const char* part : {"3 problems", "SGLANG_DEFAULT_THINKING='maybe'", "--host 'no-such-host.invalid'", "--dp-size (2)"})
     EXPECT_NE(error.find(part), std::string::npos) << part << " missing from: " << error;
 }
 

@@ -66,6 +66,30 @@ class NcclCommunicator final : public Communicator {
     FISSION_NCCL(ncclBroadcast(buffer.data, buffer.data, buffer.numel(), NcclType(buffer.dtype), root, comm_,
                                stream_));
   }
+  // Point-to-point sends and receives in one NCCL group, so they progress together without
+  // deadlock; queued on the stream like the collectives.
+  void AllToAllV(const Tensor& in, std::span<const std::int64_t> send_counts, const Tensor& out,
+                 std::span<const std::int64_t> recv_counts) override {
+    FISSION_CHECK(static_cast<int>(send_counts.size()) == size_ && static_cast<int>(recv_counts.size()) == size_,
+                  "AllToAllV takes one count per member");
+    FISSION_CHECK(in.dtype == out.dtype, "AllToAllV dtypes differ");
+    const std::size_t element = DTypeBytes(in.dtype, 1);
+    const ncclDataType_t type = NcclType(in.dtype);
+    std::int64_t send_at = 0, recv_at = 0;
+    FISSION_NCCL(ncclGroupStart());
+    for (int p = 0; p < size_; ++p) {
+      if (send_counts[p] > 0)
+        FISSION_NCCL(ncclSend(static_cast<const std::byte*>(in.data) + send_at * element,
+                              static_cast<std::size_t>(send_counts[p]), type, p, comm_, stream_));
+      if (recv_counts[p] > 0)
+        FISSION_NCCL(ncclRecv(static_cast<std::byte*>(out.data) + recv_at * element,
+                              static_cast<std::size_t>(recv_counts[p]), type, p, comm_, stream_));
+      send_at += send_counts[p];
+      recv_at += recv_counts[p];
+    }
+    FISSION_NCCL(ncclGroupEnd());
+    FISSION_CHECK(send_at <= in.numel() && recv_at <= out.numel(), "AllToAllV counts exceed the tensors");
+  }
   // A one-value all-reduce, then a wait for it: every member has reached this point when it returns.
   void Barrier() override {
     FISSION_NCCL(ncclAllReduce(token_, token_, 1, ncclFloat32, ncclSum, comm_, stream_));
@@ -88,26 +112,29 @@ std::string NewUniqueId() {
 
 }  // namespace
 
-NcclWorld::NcclWorld(int tp_size, int cp_size, std::vector<int> devices, std::vector<cudaStream_t> streams)
-    : num_local_(tp_size) {
-  FISSION_CHECK(static_cast<int>(devices.size()) == tp_size && static_cast<int>(streams.size()) == tp_size);
+NcclWorld::NcclWorld(LayoutSizes sizes, std::vector<int> devices, std::vector<cudaStream_t> streams)
+    : num_local_(sizes.tp) {
+  FISSION_CHECK(static_cast<int>(devices.size()) == sizes.tp && static_cast<int>(streams.size()) == sizes.tp);
   std::vector<std::string> ids;
-  for (int g = 0; g < GroupCount(tp_size, cp_size); ++g) ids.push_back(NewUniqueId());
-  Init(tp_size, cp_size, devices, streams, ids);
+  for (int g = 0; g < GroupCount(sizes); ++g) ids.push_back(NewUniqueId());
+  Init(sizes, devices, streams, ids);
 }
 
-NcclWorld::NcclWorld(int tp_size, int cp_size, int first_rank, std::vector<int> devices,
-                     std::vector<cudaStream_t> streams, std::vector<std::string> unique_ids)
+NcclWorld::NcclWorld(LayoutSizes sizes, int first_rank, std::vector<int> devices, std::vector<cudaStream_t> streams,
+                     std::vector<std::string> unique_ids)
     : first_rank_(first_rank), num_local_(static_cast<int>(devices.size())) {
-  FISSION_CHECK(streams.size() == devices.size() && first_rank >= 0 && first_rank + num_local_ <= tp_size);
-  FISSION_CHECK(static_cast<int>(unique_ids.size()) == GroupCount(tp_size, cp_size));
-  Init(tp_size, cp_size, devices, streams, unique_ids);
+  FISSION_CHECK(streams.size() == devices.size() && first_rank >= 0 && first_rank + num_local_ <= sizes.tp);
+  FISSION_CHECK(static_cast<int>(unique_ids.size()) == GroupCount(sizes));
+  Init(sizes, devices, streams, unique_ids);
 }
 
-int NcclWorld::GroupCount(int tp_size, int cp_size) { return 1 + cp_size + tp_size / cp_size; }
+int NcclWorld::GroupCount(const LayoutSizes& sizes) {
+  const Layout layout = MakeLayout(sizes);
+  return static_cast<int>(1 + layout.attn_tp_groups.size() + layout.cp_groups.size() + layout.dp_groups.size());
+}
 
-std::vector<std::string> NcclWorld::ShareUniqueIds(NodeLink& link, int tp_size, int cp_size) {
-  const int count = GroupCount(tp_size, cp_size);
+std::vector<std::string> NcclWorld::ShareUniqueIds(NodeLink& link, const LayoutSizes& sizes) {
+  const int count = GroupCount(sizes);
   std::vector<std::string> ids;
   if (link.leader()) {
     std::string all;
@@ -133,11 +160,12 @@ const ProcessGroups& NcclWorld::Groups(int world_rank) const {
 }
 
 // `devices[i]` and `streams[i]` belong to world rank first_rank_ + i.
-void NcclWorld::Init(int tp_size, int cp_size, const std::vector<int>& devices,
+void NcclWorld::Init(const LayoutSizes& sizes, const std::vector<int>& devices,
                      const std::vector<cudaStream_t>& streams, const std::vector<std::string>& unique_ids) {
+  const int tp_size = sizes.tp;
   // NVLink multicast (NVLS) stays off: it is not needed here and can take shared GPUs out of service.
   setenv("NCCL_NVLS_ENABLE", "0", 0);
-  Layout layout = MakeLayout(tp_size, cp_size);
+  Layout layout = MakeLayout(sizes);
   groups_ = layout.ranks;
   int group_index = 0;
   auto make_group = [&](const std::vector<int>& members, Communicator* ProcessGroups::*field) {
@@ -169,6 +197,7 @@ void NcclWorld::Init(int tp_size, int cp_size, const std::vector<int>& devices,
   make_group(world, &ProcessGroups::world);
   for (const std::vector<int>& members : layout.attn_tp_groups) make_group(members, &ProcessGroups::attn_tp);
   for (const std::vector<int>& members : layout.cp_groups) make_group(members, &ProcessGroups::cp);
+  for (const std::vector<int>& members : layout.dp_groups) make_group(members, &ProcessGroups::dp);
 }
 
 NcclWorld::~NcclWorld() = default;

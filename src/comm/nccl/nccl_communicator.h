@@ -20,13 +20,13 @@ class NcclWorld final : public World {
   // Rank r runs on CUDA device `devices[r]` and queues its collectives on `streams[r]`. Creates one
   // NCCL communicator per rank for the world, for its attention-TP group and for its CP group (each
   // group its own unique id, initialised from this thread inside one NCCL group call).
-  NcclWorld(int tp_size, int cp_size, std::vector<int> devices, std::vector<cudaStream_t> streams);
+  NcclWorld(LayoutSizes sizes, std::vector<int> devices, std::vector<cudaStream_t> streams);
   // This node's share of a world that spans nodes: world ranks [first_rank, first_rank +
   // devices.size()), local rank i on `devices[i]` and `streams[i]`. `unique_ids` holds the NCCL
   // unique id of every group, in the order GroupCount() describes, the same on every node
   // (ShareUniqueIds). Groups without a member here are skipped; every node initialises the others
   // in the same order, so no two nodes wait on each other.
-  NcclWorld(int tp_size, int cp_size, int first_rank, std::vector<int> devices, std::vector<cudaStream_t> streams,
+  NcclWorld(LayoutSizes sizes, int first_rank, std::vector<int> devices, std::vector<cudaStream_t> streams,
             std::vector<std::string> unique_ids);
   ~NcclWorld() override;
   const ProcessGroups& Groups(int world_rank) const override;
@@ -34,14 +34,14 @@ class NcclWorld final : public World {
   int first_local_rank() const override { return first_rank_; }
   int num_local_ranks() const override { return num_local_; }
 
-  // The groups of a layout, in id order: the world, the attention-TP groups (by cp rank), the CP
-  // groups (by attention-TP rank).
-  static int GroupCount(int tp_size, int cp_size);
+  // The groups of a layout, in id order: the world, the attention-TP groups, the CP groups, the
+  // DP groups (Layout's order).
+  static int GroupCount(const LayoutSizes& sizes);
   // The leader makes one unique id per group and sends them to the followers, which receive them.
-  static std::vector<std::string> ShareUniqueIds(NodeLink& link, int tp_size, int cp_size);
+  static std::vector<std::string> ShareUniqueIds(NodeLink& link, const LayoutSizes& sizes);
 
  private:
-  void Init(int tp_size, int cp_size, const std::vector<int>& devices, const std::vector<cudaStream_t>& streams,
+  void Init(const LayoutSizes& sizes, const std::vector<int>& devices, const std::vector<cudaStream_t>& streams,
             const std::vector<std::string>& unique_ids);
   int first_rank_ = 0;
   int num_local_ = 0;

@@ -22,7 +22,7 @@ void DeepseekLayer::Forward(const StepContext& step, const Tensor& h, const Tens
   attend(x, y);
   b.Add(h, y, h);
   b.RmsNorm(h, post_attention_layernorm, norm_eps, x);
-  step.layout->FeedForward(x, y, [&](const Tensor& in, const Tensor& partial) { feed_forward->Forward(b, in, partial); });
+  feed_forward->Run(step, x, y);
   b.Add(h, y, h);
 }
 

@@ -33,10 +33,15 @@ DeepseekMoe::DeepseekMoe(const io::ModelConfig& c, const std::string& prefix, We
   } else {
     bias_ = loader.Load(prefix + "gate.e_score_correction_bias", Shape{c.n_routed_experts});
   }
-  // Experts are kept as plain tensors so the backend can run them as one grouped operation; each
-  // rank holds the same slice of every expert's intermediate units.
-  const Range part = EvenPart(c.moe_intermediate_size, rank.world_size(), rank.world_rank(), "moe_intermediate_size");
-  for (std::int64_t e = 0; e < c.n_routed_experts; ++e) {
+  // Experts are kept as plain tensors so the backend can run them as one grouped operation. Tensor
+  // parallel: each rank holds the same slice of every expert's intermediate units; expert parallel:
+  // its EP rank's experts, sliced over that EP rank's ranks.
+  expert_parallel_ = rank.ep_size() > 1;
+  if (c.n_routed_experts % rank.ep_size() != 0)
+    Fail("--ep-size ", rank.ep_size(), " must divide the routed experts (n_routed_experts ", c.n_routed_experts, ")");
+  const std::int64_t per_rank = c.n_routed_experts / rank.ep_size();
+  const Range part = EvenPart(c.moe_intermediate_size, rank.moe_tp_size(), rank.moe_tp_rank(), "moe_intermediate_size");
+  for (std::int64_t e = rank.ep_rank() * per_rank; e < (rank.ep_rank() + 1) * per_rank; ++e) {
     const std::string p = StrCat(prefix, "experts.", e, ".");
     gate_up_.push_back(loader.LoadLinearStacked(p + "gate_proj.weight", p + "up_proj.weight",
                                                 Shape{c.moe_intermediate_size, c.hidden_size}, part));
@@ -54,19 +59,43 @@ DeepseekMoe::DeepseekMoe(const io::ModelConfig& c, const std::string& prefix, We
   if (c.n_shared_experts > 0) {
     const std::int64_t shared_inter = c.moe_intermediate_size * c.n_shared_experts;
     shared_ = std::make_unique<SwiGluMlp>(prefix + "shared_experts.", c.hidden_size, shared_inter,
-                                          EvenPart(shared_inter, rank.world_size(), rank.world_rank(),
-                                                   "shared experts' intermediate size"),
+                                          expert_parallel_ ? Range{0, shared_inter}
+                                                           : EvenPart(shared_inter, rank.world_size(), rank.world_rank(),
+                                                                      "shared experts' intermediate size"),
                                           loader);
   }
 }
 
-void DeepseekMoe::Forward(kernels::Backend& b, const Tensor& x, const Tensor& out) const {
-  const std::int64_t n = x.shape[0];
-  Buffer logits(DType::kF32, Shape{n, routing_.num_experts}, b.allocator());
-  Buffer ids(DType::kI32, Shape{n, routing_.top_k}, b.allocator());
-  Buffer weights(DType::kF32, Shape{n, routing_.top_k}, b.allocator());
+void DeepseekMoe::Route(kernels::Backend& b, const Tensor& x, const Tensor& ids, const Tensor& weights) const {
+  Buffer logits(DType::kF32, Shape{x.shape[0], routing_.num_experts}, b.allocator());
   b.Linear(x, router_.tensor(), logits);
   b.MoeRoute(logits, bias_, routing_, ids, weights);
+}
+
+void DeepseekMoe::RunExpertParallel(const StepContext& step, const Tensor& x, const Tensor& out) const {
+  kernels::Backend& b = *step.backend;
+  TokenLayout::ExpertParallelMoe moe;
+  moe.num_experts = static_cast<int>(routing_.num_experts);
+  moe.top_k = static_cast<int>(routing_.top_k);
+  moe.route = [&](const Tensor& in, const Tensor& ids, const Tensor& weights) { Route(b, in, ids, weights); };
+  moe.experts = [&](const Tensor& in, const Tensor& ids, const Tensor& weights, const Tensor& y) {
+    b.MoeExperts(in, ids, weights, gate_up_views_, down_views_, y);
+  };
+  if (shared_) {
+    moe.add_shared = [&](const Tensor& in, const Tensor& acc) {
+      Buffer shared(DType::kF32, acc.shape, b.allocator());
+      shared_->Forward(b, in, shared);
+      b.Add(acc, shared, acc);
+    };
+  }
+  step.layout->ExpertParallel(x, out, moe);
+}
+
+void DeepseekMoe::Forward(kernels::Backend& b, const Tensor& x, const Tensor& out) const {
+  const std::int64_t n = x.shape[0];
+  Buffer ids(DType::kI32, Shape{n, routing_.top_k}, b.allocator());
+  Buffer weights(DType::kF32, Shape{n, routing_.top_k}, b.allocator());
+  Route(b, x, ids, weights);
   b.MoeExperts(x, ids, weights, gate_up_views_, down_views_, out);
   if (shared_) {
     Buffer shared(DType::kF32, out.shape, b.allocator());
@@ -86,12 +115,17 @@ DeepseekFeedForward::DeepseekFeedForward(const io::ModelConfig& c, bool moe, con
   }
 }
 
-void DeepseekFeedForward::Forward(kernels::Backend& b, const Tensor& x, const Tensor& out) const {
-  if (moe_) {
-    moe_->Forward(b, x, out);
-  } else {
-    mlp_->Forward(b, x, out);
-  }
+void DeepseekFeedForward::Run(const StepContext& step, const Tensor& x, const Tensor& out) const {
+  kernels::Backend& b = *step.backend;
+  if (moe_ && moe_->expert_parallel()) return moe_->RunExpertParallel(step, x, out);
+  if (moe_) step.layout->CountTensorParallelExpertLoad(moe_->top_k());
+  step.layout->FeedForward(x, out, [&](const Tensor& in, const Tensor& partial) {
+    if (moe_) {
+      moe_->Forward(b, in, partial);
+    } else {
+      mlp_->Forward(b, in, partial);
+    }
+  });
 }
 
 }  // namespace fission::model

@@ -26,12 +26,22 @@ class SwiGluMlp {
   Weight down_;     // [H, I]
 };
 
+// Tensor-parallel (every rank holds a slice of every expert; Forward is its partial sum) or, with
+// --ep-size > 1, expert-parallel: a rank holds its EP rank's experts (sliced over that EP rank's
+// moe_tp ranks) and the shared experts whole, and Run dispatches tokens through the token layout.
 class DeepseekMoe {
  public:
   DeepseekMoe(const io::ModelConfig& config, const std::string& prefix, WeightLoader& loader, const RankInfo& rank);
+  // Tensor-parallel: this rank's partial sum for x.
   void Forward(kernels::Backend& b, const Tensor& x, const Tensor& out) const;
+  bool expert_parallel() const { return expert_parallel_; }
+  // Expert-parallel: out = the MoE of this rank's rows x (TokenLayout::ExpertParallel).
+  void RunExpertParallel(const StepContext& step, const Tensor& x, const Tensor& out) const;
+  int top_k() const { return routing_.top_k; }
 
  private:
+  void Route(kernels::Backend& b, const Tensor& x, const Tensor& ids, const Tensor& weights) const;
+  bool expert_parallel_ = false;
   kernels::MoeRouting routing_;
   Buffer router_;  // [E, H]
   Buffer bias_;    // [E] e_score_correction_bias
@@ -47,8 +57,8 @@ class DeepseekFeedForward {
  public:
   DeepseekFeedForward(const io::ModelConfig& config, bool moe, const std::string& prefix,
                       WeightLoader& loader, const RankInfo& rank);
-  // This rank's partial sum for x (the token layout's FeedForward all-reduces it).
-  void Forward(kernels::Backend& b, const Tensor& x, const Tensor& out) const;
+  // out = the feed-forward of this rank's rows x, through the token layout's transitions.
+  void Run(const StepContext& step, const Tensor& x, const Tensor& out) const;
 
  private:
   std::unique_ptr<SwiGluMlp> mlp_;

@@ -71,6 +71,11 @@ bool ParseLoadFlag(const std::vector<std::string>& args, std::size_t* i, LoadOpt
     *i += 1;
     return true;
   }
+  if (flag == "--enable-dp-attention") {
+    options->enable_dp_attention = true;
+    *i += 1;
+    return true;
+  }
   if (flag == "--enable-nsa-prefill-context-parallel") {
     // Context parallelism is on whenever --attn-cp-size > 1; the flag is accepted for recipes.
     *i += 1;
@@ -80,7 +85,9 @@ bool ParseLoadFlag(const std::vector<std::string>& args, std::size_t* i, LoadOpt
                                   "--load-format", "--json-model-override-args", "--device", "--dtype",
                                   "--nnodes", "--node-rank", "--dist-init-addr", "--nccl-init-addr",
                                   "--dist-timeout", "--pcp-min-tokens", "--cuda-graph-max-bs",
-                                  "--speculative-draft-model-path", "--quantization", "--model-loader-extra-config"};
+                                  "--speculative-draft-model-path", "--quantization", "--model-loader-extra-config",
+                                  "--dp-size", "--data-parallel-size", "--dp", "--ep-size", "--expert-parallel-size",
+                                  "--ep"};
   bool known = false;
   for (const char* k : kValued) known = known || flag == k;
   if (!known) return false;
@@ -92,6 +99,10 @@ bool ParseLoadFlag(const std::vector<std::string>& args, std::size_t* i, LoadOpt
     options->tp_size = ParsePositive(flag, value);
   } else if (flag == "--attn-cp-size") {
     options->attn_cp_size = ParsePositive(flag, value);
+  } else if (flag == "--dp-size" || flag == "--data-parallel-size" || flag == "--dp") {
+    options->dp_size = ParsePositive(flag, value);
+  } else if (flag == "--ep-size" || flag == "--expert-parallel-size" || flag == "--ep") {
+    options->ep_size = ParsePositive(flag, value);
   } else if (flag == "--nsa-prefill-cp-mode") {
     options->cp_mode = value;
   } else if (flag == "--dtype") {
@@ -145,8 +156,18 @@ DeviceSpec ParseDevice(const std::string& device) {
 }
 
 void ValidateLoadOptions(const LoadOptions& options) {
-  comm::ValidateLayout(options.tp_size, options.attn_cp_size);
+  comm::ValidateLayout(LayoutOf(options));
   comm::ValidateNodeOptions(options.nodes, options.tp_size);
+  // SGLang's --dp-size alone means replicas of the whole model, each with its own scheduler.
+  if (options.dp_size > 1 && !options.enable_dp_attention)
+    Fail("--dp-size ", options.dp_size, " without --enable-dp-attention (data-parallel replicas of the whole model) ",
+         "has not landed; add --enable-dp-attention for data-parallel attention groups");
+  if (options.load_draft && (options.dp_size > 1 || options.ep_size > 1))
+    Fail("speculative decoding with --dp-size ", options.dp_size, " and --ep-size ", options.ep_size,
+         " has not landed (draft steps run the same batch on every rank); use --dp-size 1 --ep-size 1");
+  if (options.nodes.nnodes > 1 && (options.dp_size > 1 || options.ep_size > 1))
+    Fail("--nnodes ", options.nodes.nnodes, " with --dp-size ", options.dp_size, " and --ep-size ", options.ep_size,
+         ": data-parallel attention and expert parallelism run on one node (use --nnodes 1)");
   if (options.cp_mode != "round-robin-split")
     Fail("--nsa-prefill-cp-mode '", options.cp_mode, "' is not supported (supported modes: round-robin-split)");
   ParseDevice(options.device);
@@ -167,6 +188,9 @@ void ValidateLoadOptions(const LoadOptions& options) {
 std::string LoadFlagsHelp() {
   return "  --tp-size N, --tensor-parallel-size N   ranks (threads on the CPU) sharing the model (default 1)\n"
          "  --attn-cp-size C          prefill context-parallel groups; C divides the tp size (default 1)\n"
+         "  --enable-dp-attention --dp-size D   D data-parallel attention groups of tp / D ranks, each its own\n"
+         "                            batch and KV pool; D · C divides the tp size (default 1)\n"
+         "  --ep-size E               routed experts split over E groups of tp / E ranks (all-to-all; default 1)\n"
          "  --enable-nsa-prefill-context-parallel   accepted; context parallelism follows --attn-cp-size\n"
          "  --nsa-prefill-cp-mode M   round-robin-split (the only mode)\n"
          "  --load-format F           auto | safetensors | dummy (random weights from config.json)\n"

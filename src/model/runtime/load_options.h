@@ -22,6 +22,13 @@ struct LoadOptions {
   // Parallel layout (SGLang's --tp-size and --attn-cp-size): ranks run as threads of this process.
   int tp_size = 1;
   int attn_cp_size = 1;
+  // Data-parallel attention (--enable-dp-attention --dp-size D): D attention groups of tp / D
+  // ranks, each with its own batch and memory, meeting for the feed-forward. 1: off.
+  int dp_size = 1;
+  bool enable_dp_attention = false;  // --dp-size > 1 needs it (replicas of the whole model have not landed)
+  // Expert parallelism (--ep-size): the routed experts split over `ep_size` groups of tp / ep
+  // ranks, tokens dispatched to their experts' ranks by all-to-all. 1: tensor-parallel experts.
+  int ep_size = 1;
   // Steps with prefill work and at least this many tokens are split over the CP group.
   int pcp_min_tokens = 512;
   // DeepSeek Sparse Attention: split the indexer's queries over the attention-TP group in steps
@@ -65,5 +72,10 @@ struct LoadOptions {
   bool load_draft = false;
   std::string draft_model_path;
 };
+
+// The communicators' layout of these options.
+inline comm::LayoutSizes LayoutOf(const LoadOptions& o) {
+  return {o.tp_size, o.attn_cp_size, o.dp_size, o.ep_size};
+}
 
 }  // namespace fission::model

@@ -117,7 +117,7 @@ std::unique_ptr<CausalLM> LoadOnCpu(const io::ModelConfig& config, const io::Che
   if (link) {
     world = std::make_unique<comm::TcpWorld>(options.tp_size, options.attn_cp_size, *link, options.nodes.timeout_s);
   } else {
-    world = std::make_unique<comm::LocalWorld>(options.tp_size, options.attn_cp_size);
+    world = std::make_unique<comm::LocalWorld>(LayoutOf(options));
   }
   std::vector<std::unique_ptr<CausalLM>> ranks;
   for (int i = 0; i < world->num_local_ranks(); ++i)
@@ -202,11 +202,10 @@ std::unique_ptr<CausalLM> LoadOnCuda(const io::ModelConfig& config, const io::Ch
       streams.push_back(static_cast<kernels::cuda::CudaBackend&>(*backends[i]).context().stream());
     }
     if (link) {
-      world = std::make_unique<comm::NcclWorld>(options.tp_size, options.attn_cp_size, span.first, devices, streams,
-                                                comm::NcclWorld::ShareUniqueIds(*link, options.tp_size,
-                                                                                options.attn_cp_size));
+      world = std::make_unique<comm::NcclWorld>(LayoutOf(options), span.first, devices, streams,
+                                                comm::NcclWorld::ShareUniqueIds(*link, LayoutOf(options)));
     } else {
-      world = std::make_unique<comm::NcclWorld>(options.tp_size, options.attn_cp_size, devices, streams);
+      world = std::make_unique<comm::NcclWorld>(LayoutOf(options), devices, streams);
     }
 #else
     Fail("--tp-size ", options.tp_size, " on cuda needs NCCL, which this build does not have");
@@ -238,12 +237,26 @@ std::unique_ptr<CausalLM> LoadOnCuda(const io::ModelConfig& config, const io::Ch
 }
 #endif
 
+// Expert parallelism's split of the config, checked before any weight is read.
+void ValidateExpertParallel(const io::ModelConfig& config, const LoadOptions& options) {
+  if (options.ep_size == 1) return;
+  if (config.n_routed_experts % options.ep_size != 0)
+    Fail("--ep-size ", options.ep_size, " must divide the routed experts (", config.source, ": n_routed_experts ",
+         config.n_routed_experts, ")");
+  const int moe_tp = options.tp_size / options.ep_size;
+  if (config.moe_intermediate_size % moe_tp != 0)
+    Fail("--tp-size ", options.tp_size, " / --ep-size ", options.ep_size, " = ", moe_tp,
+         " ranks per EP rank must divide moe_intermediate_size (", config.source, ": ", config.moe_intermediate_size,
+         ")");
+}
+
 }  // namespace
 
 std::unique_ptr<CausalLM> LoadCausalLM(const std::string& dir, const LoadOptions& options) {
   io::ModelConfig config = io::LoadModelConfig(dir, options.json_model_override_args);
   FactoryFor(config);  // an unsupported family is refused before anything is loaded
   ValidateLoadOptions(options);
+  ValidateExpertParallel(config, options);
   const DeviceSpec device = ResolveDevice(options.device);
 #ifdef FISSION_HAVE_CUDA
   if (device.cuda && config.indexer && config.model_type != "deepseek_v4" &&
@@ -251,6 +264,10 @@ std::unique_ptr<CausalLM> LoadCausalLM(const std::string& dir, const LoadOptions
     Fail(config.source, ": index_topk ", config.indexer->topk, " is larger than the CUDA indexer selects (at most ",
          kernels::cuda::kCudaMaxIndexTopk, ")");
 #endif
+  if (config.model_type == "deepseek_v4" && (options.dp_size > 1 || options.ep_size > 1))
+    Fail(config.source, ": data-parallel attention and expert parallelism (--dp-size ", options.dp_size, ", --ep-size ",
+         options.ep_size, ") have not landed for DeepSeek-V4 (its hash-routed MoE and per-request state); use "
+         "--tp-size and --attn-cp-size");
   if (config.model_type == "deepseek_v4" && device.cuda)
     Fail(config.source, ": DeepSeek-V4 runs on --device cpu for now; its CUDA kernels (window-and-entries attention, "
          "compressors, hyper-connections) have not landed");

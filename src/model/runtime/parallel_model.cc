@@ -9,6 +9,7 @@
 
 #include "base/log.h"
 #include "model/runtime/follower_step.h"
+#include "model/token_layout.h"
 
 namespace fission::model {
 
@@ -33,25 +34,54 @@ ParallelCausalLM::~ParallelCausalLM() {
   }
 }
 
-void ParallelCausalLM::OnEveryRank(const std::function<void(CausalLM&)>& fn) {
+void ParallelCausalLM::OnEveryRank(const std::function<void(int)>& fn) {
   const int local = static_cast<int>(ranks_.size());
   const int threads_each = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / local);
   std::vector<std::thread> workers;
   for (int r = 1; r < local; ++r) {
     workers.emplace_back([&, r] {
       omp_set_num_threads(threads_each);
-      fn(*ranks_[r]);
+      fn(r);
     });
   }
-  fn(*ranks_[0]);
+  fn(0);
   for (std::thread& t : workers) t.join();
 }
 
 StepLogits ParallelCausalLM::RunLocalRanks(const ForwardBatch& batch) {
+  FISSION_CHECK(dp_size() == 1, "with data-parallel attention every step is ForwardGroups");
   StepLogits logits;
-  OnEveryRank([&](CausalLM& rank) {
-    StepLogits mine = rank.Forward(batch);
-    if (&rank == ranks_[0].get()) logits = std::move(mine);  // only local rank 0's logits are used
+  OnEveryRank([&](int r) {
+    StepLogits mine = ranks_[r]->Forward(batch);
+    if (r == 0) logits = std::move(mine);  // only local rank 0's logits are used
+  });
+  return logits;
+}
+
+std::vector<StepLogits> ParallelCausalLM::ForwardGroups(const std::vector<ForwardBatch>& batches) {
+  const int groups = dp_size();
+  if (groups == 1) return CausalLM::ForwardGroups(batches);
+  FISSION_CHECK(static_cast<int>(batches.size()) == groups, batches.size(), " batches for ", groups, " DP groups");
+  FISSION_CHECK(!link_ && memory_.has_value(), "ForwardGroups runs on one node after AllocateMemory");
+  // Each group's batch, told every group's shape; an empty group runs the empty step.
+  std::vector<ForwardBatch> runs(groups);
+  std::vector<DpGroupShape> shapes(groups);
+  for (int g = 0; g < groups; ++g) {
+    const bool empty = batches[g].token_ids.empty();
+    runs[g] = empty ? EmptyDataParallelStep() : batches[g];
+    shapes[g] = empty ? DpGroupShape{} : DataParallelShape(batches[g]);
+  }
+  for (int g = 0; g < groups; ++g) {
+    runs[g].dp_groups = shapes;
+    runs[g].dp_rank = g;
+  }
+  std::vector<StepLogits> logits(groups);
+  OnEveryRank([&](int r) {
+    const comm::ProcessGroups& where = world_->Groups(r);
+    StepLogits mine = ranks_[r]->Forward(runs[where.dp_rank]);
+    // The group's first rank (CP and attention-TP rank 0) holds the logits every member computed.
+    if (where.cp_rank == 0 && where.attn_tp_rank == 0 && shapes[where.dp_rank].num_tokens > 0)
+      logits[where.dp_rank] = std::move(mine);
   });
   return logits;
 }
@@ -96,16 +126,16 @@ StepLogits ParallelCausalLM::ForwardDraft(const DraftBatch& batch) {
   FISSION_CHECK(!link_, "draft steps run on one node");
   FISSION_CHECK(memory_.has_value(), "ForwardDraft before AllocateMemory");
   StepLogits logits;
-  OnEveryRank([&](CausalLM& rank) {
-    StepLogits mine = rank.ForwardDraft(batch);
-    if (&rank == ranks_[0].get()) logits = std::move(mine);
+  OnEveryRank([&](int r) {
+    StepLogits mine = ranks_[r]->ForwardDraft(batch);
+    if (r == 0) logits = std::move(mine);
   });
   return logits;
 }
 
 void ParallelCausalLM::CaptureDecodeGraphs() {
   if (link_) return;
-  OnEveryRank([](CausalLM& rank) { rank.CaptureDecodeGraphs(); });
+  OnEveryRank([&](int r) { ranks_[r]->CaptureDecodeGraphs(); });
 }
 
 void ParallelCausalLM::RunFollower() {

@@ -39,6 +39,12 @@ class ParallelCausalLM final : public CausalLM {
   void AllocateMemory(const MemoryPlan& plan) override;
   // On the process that runs rank 0 only: rank 0's logits, left where rank 0 computed them.
   StepLogits Forward(const ForwardBatch& batch) override;
+  int dp_size() const override { return world_->Groups(world_->first_local_rank()).dp_size; }
+  // Every rank runs its DP group's batch (an empty group its empty step); each group's logits are
+  // those of its first rank.
+  std::vector<StepLogits> ForwardGroups(const std::vector<ForwardBatch>& batches) override;
+  // Rank 0's count, which covers the whole world.
+  std::vector<std::int64_t> ExpertLoad() const override { return ranks_[0]->ExpertLoad(); }
   // Every local rank captures at once (their NCCL collectives meet); with several nodes the
   // followers cannot join a capture outside a follower step, so graphs are captured at first use.
   void CaptureDecodeGraphs() override;
@@ -60,8 +66,8 @@ class ParallelCausalLM final : public CausalLM {
  private:
   // Runs every local rank on `batch`; returns local rank 0's logits.
   StepLogits RunLocalRanks(const ForwardBatch& batch);
-  // Runs `fn(rank)` on every local rank at once (rank 0 on the calling thread).
-  void OnEveryRank(const std::function<void(CausalLM&)>& fn);
+  // Runs `fn(local rank)` on every local rank at once (rank 0 on the calling thread).
+  void OnEveryRank(const std::function<void(int)>& fn);
   void SendPlan(const ForwardBatch& batch);
 
   // Destroyed in reverse: the communicators, then the ranks' models (and their memory), then the
