@@ -132,6 +132,17 @@ INSTANTIATE_TEST_SUITE_P(CpuLocal, V4Layouts,
                          ::testing::Values(std::pair{2, 1}, std::pair{2, 2}, std::pair{4, 2}, std::pair{4, 4}, std::pair{1, 1}),
                          [](const auto& info) { return StrCat("tp", info.param.first, "_cp", info.param.second); });
 
+// At V4-Flash's dims fp8 keys and entries hold over twice the tokens of bf16 ones (fp32 index keys)
+// in the same paged memory: 3845 against 8224 bytes per token.
+TEST(DeepseekV4, Fp8DoublesTheTokensPerByteAtFlashDims) {
+  const io::ModelConfig flash = io::LoadModelConfig(std::string(FISSION_SOURCE_DIR) + "/bench/configs/deepseek-v4-flash");
+  const double bf16 = V4MemorySpec(flash, kernels::V4KvFormat::kExact, DType::kBF16).bytes_per_token(256);
+  const double fp8 = V4MemorySpec(flash, kernels::V4KvFormat::kFp8, DType::kBF16).bytes_per_token(256);
+  EXPECT_DOUBLE_EQ(bf16, 21 * (1024.0 / 4 + 128 * 4.0 / 4) + 20 * 1024.0 / 128);
+  EXPECT_DOUBLE_EQ(fp8, 21 * (583.0 / 4 + 132.0 / 4) + 20 * 583.0 / 128);
+  EXPECT_GT(bf16 / fp8, 2.0);
+}
+
 // DP attention and EP have not landed for V4: refused by name before any weight is read.
 TEST(DeepseekV4, DataParallelAttentionAndExpertParallelismAreRefusedByName) {
   for (auto [dp, ep] : {std::pair{2, 1}, std::pair{1, 2}}) {
