@@ -123,7 +123,9 @@ class RealModelTest : public ::testing::TestWithParam<std::string> {
       EXPECT_EQ(collector.results(second[i])[0].cached_tokens, hit);
     }
     EXPECT_EQ(engine.stats().computed_prompt_tokens - computed_before, second_prompt_tokens - expected_hits);
-    if (!stateful) EXPECT_GT(expected_hits, 0);
+    if (!stateful) {
+      EXPECT_GT(expected_hits, 0);
+    }
   }
 
   std::unique_ptr<model::CausalLM> model_;

@@ -147,8 +147,11 @@ TEST_F(V4QuantizedCheckpoint, LogitsEqualTheDecodedTwinsOnEveryLayout) {
     const auto got = runner.Prefill(runner.AddSequence(), tokens, true);
     ASSERT_EQ(got.size(), want.size());
     for (std::size_t p = 0; p < want.size(); ++p) {
-      if (tp == 1) ASSERT_EQ(got[p], want[p]) << "position " << p;
-      else ASSERT_LE(RelativeL2(got[p], want[p].data(), twin->vocab_size()), 1e-5) << "tp 2 position " << p;
+      if (tp == 1) {
+        ASSERT_EQ(got[p], want[p]) << "position " << p;
+      } else {
+        ASSERT_LE(RelativeL2(got[p], want[p].data(), twin->vocab_size()), 1e-5) << "tp 2 position " << p;
+      }
     }
   }
 }
