@@ -96,7 +96,9 @@ TEST_P(DataParallelEngine, EqualsOneRank) {
   // 48 tokens per group: the longest request fits alone, several at once do not.
   const ScenarioRun got = RunScenario(*parallel, 48);
   EXPECT_GT(got.stats.preemptions, 0);
-  if (l.dp > 1) EXPECT_GT(got.steps_with_an_empty_group, 0);
+  if (l.dp > 1) {
+    EXPECT_GT(got.steps_with_an_empty_group, 0);
+  }
   ASSERT_EQ(got.outputs.size(), want.outputs.size());
   for (int k = 0; k < kRequests; ++k) {
     const Collected& a = got.outputs[k];

@@ -128,8 +128,12 @@ TEST(CpuDsa, EqualScoresAreOrderedByPosition) {
   auto at = [&](std::int32_t p) { return std::find(topk.begin(), topk.end(), p) - topk.begin(); };
   EXPECT_LT(at(3), at(9));
   EXPECT_LT(at(9), at(15));
-  if (at(11) < 19 && at(13) < 19) EXPECT_LT(at(11), at(13));
-  if (at(13) < 19 && at(17) < 19) EXPECT_LT(at(13), at(17));
+  if (at(11) < 19 && at(13) < 19) {
+    EXPECT_LT(at(11), at(13));
+  }
+  if (at(13) < 19 && at(17) < 19) {
+    EXPECT_LT(at(13), at(17));
+  }
 }
 
 TEST(CpuDsa, Fp8KeysRoundTripWithinE4M3Precision) {

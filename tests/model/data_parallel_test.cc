@@ -271,14 +271,17 @@ TEST_P(DataParallelLayouts, EqualSingleRank) {
     }
   }
   for (const ScenarioSeq& s : seqs) EXPECT_EQ(s.generated, kGenerate);
-  if (dp > 1) EXPECT_GT(empty_group_steps, 0);
+  if (dp > 1) {
+    EXPECT_GT(empty_group_steps, 0);
+  }
   // Expert load: every token of every step once per MoE layer and routed expert, over ep ranks.
   const std::vector<std::int64_t> load = parallel->ExpertLoad();
   ASSERT_EQ(load.size(), static_cast<std::size_t>(layout.ep));
   EXPECT_EQ(std::accumulate(load.begin(), load.end(), std::int64_t{0}),
             tokens * config.num_experts_per_tok * moe_layers);
-  if (layout.ep > 1)
+  if (layout.ep > 1) {
     for (std::int64_t l : load) EXPECT_GT(l, 0);
+  }
   std::printf("%s tp %d dp %d ep %d cp %d: worst relative L2 %.3g, load", layout.fixture, layout.tp, layout.dp,
               layout.ep, layout.cp, worst);
   for (std::int64_t l : load) std::printf(" %lld", static_cast<long long>(l));

@@ -153,7 +153,9 @@ TEST(ServeAbuse, FiveThousandMalformedRequestsGetOnly4xx) {
         << MalformedName(m.kind) << " request " << i << " on " << m.path << ": " << m.body.substr(0, 200) << " -> "
         << r.status << " " << r.body.substr(0, 300);
     ++per_class[MalformedName(m.kind)];
-    if (i % 500 == 0) ASSERT_EQ(Post(server.port(), "/v1/completions", good).status, 200) << "during, at " << i;
+    if (i % 500 == 0) {
+      ASSERT_EQ(Post(server.port(), "/v1/completions", good).status, 200) << "during, at " << i;
+    }
   }
   EXPECT_EQ(per_class.size(), static_cast<std::size_t>(Malformed::kCount));
   int raw_count = 0;
