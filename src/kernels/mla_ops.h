@@ -31,6 +31,15 @@ struct SeqAttention {
   std::int32_t new_tokens = 0;
 };
 
+// The cache slot of entry `e` of a sequence with block table `table` in a paged class of `per`
+// positions per entry: the entry lives in the page of its first position, which holds
+// max(1, page_size / per) entries (model/memory_spec.h). `per` 1 is one entry per token.
+inline std::int64_t EntrySlot(std::span<const std::int32_t> table, std::int64_t page_size, std::int64_t per,
+                              std::int64_t e) {
+  const std::int64_t first = e * per, per_page = page_size / per > 1 ? page_size / per : 1;
+  return table[first / page_size] * per_page + (first % page_size) / per;
+}
+
 // How the latent cache stores a token's row [kv_lora_rank | rope]. kExact: the row as it is, in the
 // cache tensor's dtype (fp32 or bf16). kFp8 (--kv-cache-dtype fp8_e4m3), FlashMLA's FP8 layout: the
 // latent as e4m3 codes with one fp32 scale per 128 values (scale = max(amax, 1e-4) / 448, the rule

@@ -71,7 +71,6 @@ struct V4AttentionShape {
   // to a query at position p when e < (p + 1) / ratio: every such entry (HCA), or those the
   // indexer selected (CSA).
   std::int64_t ratio = 0;
-  std::int64_t entries_per_page = 0;
   // How the ring and the entries are stored (the step's own keys come as fp32 rows).
   V4KvFormat kv_format = V4KvFormat::kExact;
   std::int64_t rope_dim = 0;

@@ -1,5 +1,7 @@
 #include "model/memory_spec.h"
 
+#include "kernels/mla_ops.h"
+
 #include <algorithm>
 #include <set>
 
@@ -83,9 +85,7 @@ int MemorySpec::index_of(const std::string& name) const {
 
 std::int64_t PagedEntrySlot(const CacheClass& c, std::span<const std::int32_t> table, std::int64_t page_size,
                             std::int64_t pos) {
-  const std::int64_t first = pos / c.tokens_per_entry * c.tokens_per_entry;  // the entry's first position
-  const std::int64_t page = table[first / page_size];
-  return page * c.entries_per_page(page_size) + (first % page_size) / c.tokens_per_entry;
+  return kernels::EntrySlot(table, page_size, c.tokens_per_entry, pos / c.tokens_per_entry);
 }
 
 }  // namespace fission::model

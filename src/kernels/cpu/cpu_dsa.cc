@@ -80,17 +80,12 @@ void IndexerTopK(const Tensor& q, const Tensor& weights, const Tensor& cache, st
                     topk.dtype == DType::kI32 && topk.shape[1] == sh.topk,
                 "IndexerTopK q", q.shape.ToString(), " topk", topk.shape.ToString());
   const std::int64_t d = sh.head_dim, heads = sh.n_heads, per = sh.tokens_per_entry;
-  // Keys of `per` positions live in the page of their first position (model/memory_spec.h).
-  const std::int64_t keys_per_page = std::max<std::int64_t>(1, sh.page_size / per);
   for (const SeqAttention& s : seqs) {
     // The sequence's keys, decoded once.
     const std::int64_t num_keys = s.kv_len / per;
     std::vector<float> keys(static_cast<std::size_t>(num_keys * d));
-    for (std::int64_t k = 0; k < num_keys; ++k) {
-      const std::int64_t first = k * per;
-      ReadKey(cache, s.block_table[first / sh.page_size] * keys_per_page + (first % sh.page_size) / per, sh,
-              keys.data() + k * d);
-    }
+    for (std::int64_t k = 0; k < num_keys; ++k)
+      ReadKey(cache, EntrySlot(s.block_table, sh.page_size, per, k), sh, keys.data() + k * d);
 #pragma omp parallel for schedule(dynamic) if (s.query_len * num_keys * heads * d > (1 << 16))
     for (std::int64_t t = 0; t < s.query_len; ++t) {
       const std::int64_t row = s.query_start + t;

@@ -111,11 +111,7 @@ void CpuV4Ops::Attention(const Tensor& q, const Tensor& kv, const Tensor& window
   const bool selected = selection.data != nullptr;
   for (const SeqAttention& s : seqs) {
     const std::int64_t first = FirstNewPosition(s);
-    // The slot of compressed entry e of the sequence (model/memory_spec.h's rule).
-    auto entry_slot = [&](std::int64_t e) {
-      const std::int64_t pos = e * sh.ratio;
-      return s.block_table[pos / sh.page_size] * sh.entries_per_page + (pos % sh.page_size) / sh.ratio;
-    };
+    auto entry_slot = [&](std::int64_t e) { return EntrySlot(s.block_table, sh.page_size, sh.ratio, e); };
 #pragma omp parallel for schedule(dynamic) if (s.query_len * heads * d * (win + 8) > (1 << 16))
     for (std::int64_t t = 0; t < s.query_len; ++t) {
       const std::int64_t row = s.query_start + t, p = s.query_positions[t];

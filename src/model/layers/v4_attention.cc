@@ -71,9 +71,7 @@ void V4Attention::Forward(const StepContext& step, const Tensor& x, const V4Step
   if (compressor_) {
     const V4Windows& windows = plan.closed.at(ratio_);
     const Buffer entries = compressor_->Pool(step, x, windows, memory.state);
-    if (entries.tensor().data != nullptr)
-      b.v4().WriteEntries(entries.tensor().View(Shape{entries.tensor().shape[0], d}), windows.slots, memory.entries,
-                          format_, rope);
+    if (!entries.empty()) b.v4().WriteEntries(entries, windows.slots, memory.entries, format_, rope);
   }
   if (indexer_) {
     selection = Buffer(DType::kI32, Shape{n, config_.indexer->topk}, alloc);
@@ -86,7 +84,6 @@ void V4Attention::Forward(const StepContext& step, const Tensor& x, const V4Step
   shape.softmax_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)));
   shape.page_size = in.page_size;
   shape.ratio = ratio_;
-  shape.entries_per_page = ratio_ > 0 ? std::max<std::int64_t>(1, in.page_size / ratio_) : 0;
   shape.kv_format = format_;
   shape.rope_dim = rope;
   // The keys of every token of the step (all-gathered over the CP group when split): every rank

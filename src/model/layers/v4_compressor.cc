@@ -32,11 +32,11 @@ Buffer V4Compressor::Pool(const StepContext& step, const Tensor& x, const V4Wind
   const std::span<const kernels::SeqAttention> seqs = step.in->token_seqs;
   Buffer pooled;
   if (m > 0) {
-    pooled = Buffer(DType::kF32, Shape{m, 1, shape_.head_dim}, b.allocator());
-    const Tensor rows = pooled.tensor().View(Shape{m, shape_.head_dim});
-    b.v4().Compress(kv, gate, ape_, state, seqs, windows.windows, shape_, rows);
-    b.RmsNorm(rows, norm_, norm_eps_, rows);
-    b.v4().Rope(pooled, shape_.head_dim - rope_dim_, rope_dim_, windows.positions, inv_freq_, /*inverse=*/false);
+    pooled = Buffer(DType::kF32, Shape{m, shape_.head_dim}, b.allocator());
+    b.v4().Compress(kv, gate, ape_, state, seqs, windows.windows, shape_, pooled);
+    b.RmsNorm(pooled, norm_, norm_eps_, pooled);
+    b.v4().Rope(pooled.tensor().View(Shape{m, 1, shape_.head_dim}), shape_.head_dim - rope_dim_, rope_dim_,
+                windows.positions, inv_freq_, /*inverse=*/false);
   }
   b.v4().UpdateCompressorState(kv, gate, state, seqs, shape_);
   return pooled;
@@ -62,9 +62,7 @@ void V4Indexer::Select(const StepContext& step, const Tensor& x, const Tensor& q
   kernels::IndexerShape shape = shape_;
   shape.page_size = step.in->page_size;
   const Buffer new_keys = compressor_.Pool(step, x, windows, state);
-  if (new_keys.tensor().data != nullptr)
-    b.dsa().WriteIndexKeys(new_keys.tensor().View(Shape{new_keys.tensor().shape[0], shape_.head_dim}), windows.slots,
-                           keys, shape);
+  if (!new_keys.empty()) b.dsa().WriteIndexKeys(new_keys, windows.slots, keys, shape);
   Buffer q(DType::kF32, Shape{n, shape_.n_heads, shape_.head_dim}, b.allocator());
   b.Linear(q_latent, wq_b_, q.tensor().View(Shape{n, shape_.n_heads * shape_.head_dim}));
   b.v4().Rope(q, shape_.head_dim - rope_dim_, rope_dim_, step.in->positions, inv_freq_, /*inverse=*/false);
