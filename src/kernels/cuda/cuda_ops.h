@@ -18,6 +18,9 @@ void Embedding(CudaContext& ctx, const Tensor& table, std::span<const std::int32
                const Tensor& out);
 void Zero(CudaContext& ctx, const Tensor& x);
 void RmsNorm(CudaContext& ctx, const Tensor& x, const Tensor& weight, float eps, const Tensor& out);
+// h += y, then out = RmsNorm(h) in one kernel, bit-identical to Add then RmsNorm.
+void AddRmsNorm(CudaContext& ctx, const Tensor& h, const Tensor& y, const Tensor& weight, float eps,
+                const Tensor& out);
 void LayerNorm(CudaContext& ctx, const Tensor& x, const Tensor& weight, const Tensor& bias, float eps,
                const Tensor& out);
 void Add(CudaContext& ctx, const Tensor& a, const Tensor& b, const Tensor& out);
@@ -74,6 +77,14 @@ void Fp8GemvRuns(CudaContext& ctx, const Fp8GemvInput& in, const ExpertRun* runs
                  std::int64_t max_runs, const Fp8ExpertTable& table, std::int64_t m, std::int64_t k,
                  const Tensor& out);
 
+// The bf16 GEMV over a device-built run list (the routed experts' decode path, moe.cu): run i
+// multiplies rows [row0, row0 + rows) of x [pairs, k] (fp32 or bf16) by expert `expert`'s bf16
+// weight [m, k], found in a device table of the experts' weight pointers, into the same rows of
+// out [pairs, m]. Bf16GemvRunsTakes: every weight bf16 [*, k], 16-byte aligned, k % 8 == 0.
+bool Bf16GemvRunsTakes(std::int64_t k, std::span<const Tensor> w);
+void Bf16GemvRuns(CudaContext& ctx, const Tensor& x, const ExpertRun* runs, const std::int32_t* run_count,
+                  std::int64_t max_runs, const void* const* expert_weights, std::int64_t m, const Tensor& out);
+
 // mla_reference.cu: whether the tuned MLA kernels take this shape, and the fp32 reference kernel
 // that takes any (contexts up to 8192 keys).
 bool MlaTunedShape(const MlaShape& sh, bool absorbed);
@@ -112,7 +123,8 @@ void CombineExperts(CudaContext& ctx, const ExpertRows& rows, const Tensor& y, c
 // every expert runs on the grouped GEMV from run lists built on the device: no host wait, no upload
 // of step data, so the step can be captured as a CUDA graph. More tokens (prefill) take the
 // host-planned path. A rule on shapes only: an eager step and its replay run the same kernels.
-// MoeExperts (bf16) always reads the counts back and cannot be captured.
+// MoeExperts takes the same rule for bf16 experts (the bf16 run GEMV); fp32 experts and larger
+// calls read the per-expert counts back to plan one GEMM per expert, and cannot be captured.
 inline constexpr std::int64_t kDeviceRoutedTokens = 256;
 void MoeExpertsFp8(CudaContext& ctx, const Tensor& x, const Tensor& topk_ids, const Tensor& topk_weights,
                    std::span<const Tensor> gate_up, std::span<const Tensor> gate_up_scale,

@@ -9,6 +9,7 @@
 // physical elements, and every element of the chunk is used once. The block's warps split the
 // chunks; their sums are added in warp order (a fixed order: results do not depend on timing).
 // Activations may be fp32 (converted in registers) or bf16; k % 8 == 0, 16-byte aligned rows.
+// Bf16GemvRuns runs the same tiles over the routed experts' device-listed runs (moe.cu).
 #include <cuda_bf16.h>
 
 #include "kernels/cuda/cuda_common.cuh"
@@ -56,12 +57,14 @@ __device__ __forceinline__ uint4 LoadX(const void* x, std::int64_t i, bool ok) {
   }
 }
 
+// One block's 16 weight rows [row0, row0 + 16) for up to 8 tokens `x` (rows of k values), stored
+// into out rows out_row0 + token.
 template <bool kF32, int kWarps>
-__global__ void __launch_bounds__(kWarps * 32, 16 / kWarps) Bf16GemvKernel(const void* x, std::int64_t n,
-                                                              const __nv_bfloat16* w, std::int64_t m,
-                                                              std::int64_t k, void* out, Elem oe) {
+__device__ __forceinline__ void Bf16MmaTile(const void* x, std::int64_t n, const __nv_bfloat16* w, std::int64_t m,
+                                            std::int64_t k, std::int64_t row0, void* out, std::int64_t out_row0,
+                                            Elem oe) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, gid = lane >> 2, t = lane & 3;
-  const std::int64_t ra = blockIdx.x * static_cast<std::int64_t>(kRows) + gid, rb = ra + 8;
+  const std::int64_t ra = row0 + gid, rb = ra + 8;
   const bool has_a = ra < m, has_b = rb < m, has_x = gid < n;
   const __nv_bfloat16* wa = w + ra * k;
   const __nv_bfloat16* wb = w + rb * k;
@@ -79,9 +82,32 @@ __global__ void __launch_bounds__(kWarps * 32, 16 / kWarps) Bf16GemvKernel(const
     MmaBf16(d, a1.x, b1.x, a1.y, b1.y, x1.x, x1.y);
     MmaBf16(d, a1.z, b1.z, a1.w, b1.w, x1.z, x1.w);
   }
-  StoreMmaTile<kWarps>(d, n, m, blockIdx.x * static_cast<std::int64_t>(kRows), out, 0, oe);
+  StoreMmaTile<kWarps>(d, n, m, row0, out, out_row0, oe);
 }
 
+template <bool kF32, int kWarps>
+__global__ void __launch_bounds__(kWarps * 32, 16 / kWarps) Bf16GemvKernel(const void* x, std::int64_t n,
+                                                              const __nv_bfloat16* w, std::int64_t m,
+                                                              std::int64_t k, void* out, Elem oe) {
+  Bf16MmaTile<kF32, kWarps>(x, n, w, m, k, blockIdx.x * static_cast<std::int64_t>(kRows), out, 0, oe);
+}
+
+// The routed experts' decode path: blockIdx.y is a run of at most 8 rows of one expert (listed on
+// the device, moe.cu), blocks past the listed count return at once, the weight comes from the
+// experts' pointer table.
+static_assert(kGemvRunRows == kTokens);
+template <bool kF32>
+__global__ void __launch_bounds__(kWideWarps * 32) Bf16GemvRunsKernel(const void* x, const ExpertRun* runs,
+                                                                    const std::int32_t* run_count,
+                                                                    const __nv_bfloat16* const* w, std::int64_t m,
+                                                                    std::int64_t k, void* out, Elem oe) {
+  if (static_cast<std::int32_t>(blockIdx.y) >= *run_count) return;
+  const ExpertRun run = runs[blockIdx.y];
+  const std::size_t elem = kF32 ? sizeof(float) : sizeof(__nv_bfloat16);
+  const void* xr = static_cast<const char*>(x) + static_cast<std::size_t>(run.row0) * k * elem;
+  Bf16MmaTile<kF32, kWideWarps>(xr, run.rows, w[run.expert], m, k, blockIdx.x * static_cast<std::int64_t>(kRows), out,
+                                run.row0, oe);
+}
 
 }  // namespace
 
@@ -107,6 +133,34 @@ void Bf16Gemv(CudaContext& ctx, const Tensor& x, const Tensor& w, const Tensor& 
   } else {
     Bf16GemvKernel<false, kWideWarps><<<blocks, kWideWarps * 32, 0, ctx.stream()>>>(x.data, n, wp, m, k, out.data, oe);
   }
+  FISSION_LAUNCHED();
+}
+
+bool Bf16GemvRunsTakes(std::int64_t k, std::span<const Tensor> w) {
+  if (k % 8 != 0) return false;
+  for (const Tensor& t : w)
+    if (t.dtype != DType::kBF16 || t.rank() != 2 || t.shape[1] != k || !Aligned16(t.data)) return false;
+  return true;
+}
+
+void Bf16GemvRuns(CudaContext& ctx, const Tensor& x, const ExpertRun* runs, const std::int32_t* run_count,
+                  std::int64_t max_runs, const void* const* expert_weights, std::int64_t m, const Tensor& out) {
+  const auto* w = reinterpret_cast<const __nv_bfloat16* const*>(expert_weights);
+  const std::int64_t k = x.shape[-1];
+  FISSION_CHECK(k % 8 == 0 && (x.dtype == DType::kF32 || x.dtype == DType::kBF16) && Aligned16(x.data) &&
+                    out.shape[-1] == m && out.numel() / m == x.numel() / k,
+                "Bf16GemvRuns shapes: x ", x.shape.ToString(), " ", DTypeName(x.dtype), ", m ", m, ", out ",
+                out.shape.ToString());
+  constexpr std::int64_t kMaxGridY = 65535;
+  FISSION_CHECK(max_runs <= kMaxGridY, "Bf16GemvRuns: ", max_runs, " runs do not fit one grid");
+  if (max_runs == 0) return;
+  const dim3 grid(static_cast<unsigned>((m + kRows - 1) / kRows), static_cast<unsigned>(max_runs));
+  if (x.dtype == DType::kF32)
+    Bf16GemvRunsKernel<true><<<grid, kWideWarps * 32, 0, ctx.stream()>>>(x.data, runs, run_count, w, m, k, out.data,
+                                                                         ElemOf(out));
+  else
+    Bf16GemvRunsKernel<false><<<grid, kWideWarps * 32, 0, ctx.stream()>>>(x.data, runs, run_count, w, m, k, out.data,
+                                                                          ElemOf(out));
   FISSION_LAUNCHED();
 }
 

@@ -1,8 +1,9 @@
 // DeepSeekMoE on the GPU: routing (sigmoid, bias for selection, group-limited top-k) and the routed
 // experts (token permutation by expert, one GEMM per active expert over its contiguous rows,
-// SiLU-and-multiply over all rows at once, weighted un-permutation in a fixed k order). The bf16
-// MoeExperts reads the per-expert counts back to plan its GEMMs, so a step using it cannot be
-// captured as a CUDA graph; the FP8 experts' decode path plans on the device instead.
+// SiLU-and-multiply over all rows at once, weighted un-permutation in a fixed k order). Decode-sized
+// calls (kDeviceRoutedTokens) of bf16 experts plan on the device and run every expert on the bf16
+// run GEMV, so the step can be captured as a CUDA graph, as the FP8 experts' decode path does;
+// larger calls (and fp32 experts) read the per-expert counts back to plan one GEMM per expert.
 #include <algorithm>
 #include <cub/block/block_scan.cuh>
 #include <vector>
@@ -141,17 +142,32 @@ __global__ void PermuteKernel(const std::int32_t* ids, std::int64_t pairs, int t
   token_of_row[row] = static_cast<std::int32_t>(p / top_k);
 }
 
-// One block: exclusive sums of the per-expert rows (the permutation's cursors) and of their runs
-// of at most kGemvRunRows rows, then each expert writes its runs. Passes of kPlanThreads experts,
-// carrying the sums over.
+// The decode path's whole permutation in one block of kPlanThreads threads: each expert's pair
+// count, the exclusive sums of the rows (the cursors) and of the runs of at most kGemvRunRows rows
+// (passes of kPlanThreads experts, carrying the sums over), each expert's runs, then each (token,
+// k) pair takes the next free row of its expert's block as PermuteKernel does. Shared memory:
+// counts and cursors, 2 * experts ints. Rows past the valid ones (a bad id leaves some) gather
+// token 0 instead of garbage.
 constexpr int kPlanThreads = 1024;
-__global__ void __launch_bounds__(kPlanThreads) PlanRunsKernel(const int* counts, int experts, int* cursor,
-                                                              ExpertRun* runs, std::int64_t max_runs,
-                                                              std::int32_t* run_count) {
+__global__ void __launch_bounds__(kPlanThreads) PlanOnDeviceKernel(const std::int32_t* ids, std::int64_t pairs,
+                                                                  int top_k, int experts, ExpertRun* runs,
+                                                                  std::int64_t max_runs, std::int32_t* run_count,
+                                                                  std::int32_t* row_of_pair,
+                                                                  std::int32_t* token_of_row) {
   using Scan = cub::BlockScan<int, kPlanThreads>;
   __shared__ typename Scan::TempStorage scan;
   __shared__ int carry_rows, carry_runs;
+  extern __shared__ int plan_smem[];
+  int* counts = plan_smem;
+  int* cursor = plan_smem + experts;
+  for (int e = threadIdx.x; e < experts; e += kPlanThreads) counts[e] = 0;
+  for (std::int64_t r = threadIdx.x; r < pairs; r += kPlanThreads) token_of_row[r] = 0;
   if (threadIdx.x == 0) carry_rows = carry_runs = 0;
+  __syncthreads();
+  for (std::int64_t p = threadIdx.x; p < pairs; p += kPlanThreads) {
+    const int e = ids[p];
+    if (e >= 0 && e < experts) atomicAdd(&counts[e], 1);
+  }
   __syncthreads();
   for (int base = 0; base < experts; base += kPlanThreads) {
     const int e = base + static_cast<int>(threadIdx.x);
@@ -176,6 +192,16 @@ __global__ void __launch_bounds__(kPlanThreads) PlanRunsKernel(const int* counts
     __syncthreads();
   }
   if (threadIdx.x == 0) *run_count = carry_runs < max_runs ? carry_runs : static_cast<std::int32_t>(max_runs);
+  for (std::int64_t p = threadIdx.x; p < pairs; p += kPlanThreads) {
+    const int e = ids[p];
+    if (e < 0 || e >= experts) {
+      row_of_pair[p] = -1;
+      continue;
+    }
+    const int row = atomicAdd(&cursor[e], 1);
+    row_of_pair[p] = row;
+    token_of_row[row] = static_cast<std::int32_t>(p / top_k);
+  }
 }
 
 __global__ void CombineKernel(const float* y, const std::int32_t* row_of_pair, const float* weights, int top_k,
@@ -248,27 +274,17 @@ ExpertRows PermuteByExpertOnDevice(CudaContext& ctx, const Tensor& topk_ids, int
   ExpertRows rows;
   rows.pairs = n * top_k;
   rows.max_runs = MaxExpertRuns(rows.pairs, experts);
-  // counts[experts] flags bad ids; nothing reads it (routing produces none, and bad pairs are
-  // skipped memory-safely instead).
-  Buffer counts(DType::kI32, Shape{experts + 1}, ctx.allocator()), cursor(DType::kI32, Shape{experts}, ctx.allocator());
-  FISSION_CUDA(cudaMemsetAsync(counts.tensor().data, 0, (experts + 1) * sizeof(int), ctx.stream()));
-  CountKernel<<<Blocks(rows.pairs, 256), 256, 0, ctx.stream()>>>(topk_ids.ptr<std::int32_t>(), rows.pairs, experts,
-                                                                 counts.ptr<int>(), counts.ptr<int>() + experts);
-  FISSION_LAUNCHED();
   static_assert(sizeof(ExpertRun) == 3 * sizeof(std::int32_t));
   rows.runs = Buffer(DType::kI32, Shape{std::max<std::int64_t>(rows.max_runs, 1) * 3}, ctx.allocator());
   rows.run_count = Buffer(DType::kI32, Shape{1}, ctx.allocator());
-  PlanRunsKernel<<<1, kPlanThreads, 0, ctx.stream()>>>(counts.ptr<int>(), experts, cursor.ptr<int>(),
-                                                       rows.runs.ptr<ExpertRun>(), rows.max_runs,
-                                                       rows.run_count.ptr<std::int32_t>());
-  FISSION_LAUNCHED();
   rows.row_of_pair = Buffer(DType::kI32, Shape{rows.pairs}, ctx.allocator());
   rows.token_of_row = Buffer(DType::kI32, Shape{rows.pairs}, ctx.allocator());
-  // Rows past the valid ones (a bad id leaves some) then gather token 0 instead of garbage.
-  FISSION_CUDA(cudaMemsetAsync(rows.token_of_row.tensor().data, 0, rows.pairs * sizeof(std::int32_t), ctx.stream()));
-  PermuteKernel<<<Blocks(rows.pairs, 256), 256, 0, ctx.stream()>>>(
-      topk_ids.ptr<std::int32_t>(), rows.pairs, static_cast<int>(top_k), experts, cursor.ptr<int>(),
-      rows.row_of_pair.ptr<std::int32_t>(), rows.token_of_row.ptr<std::int32_t>());
+  const std::size_t smem = 2 * static_cast<std::size_t>(experts) * sizeof(int);
+  FISSION_CHECK(smem <= 48 * 1024, "PermuteByExpertOnDevice: ", experts, " experts do not fit one block's plan");
+  PlanOnDeviceKernel<<<1, kPlanThreads, smem, ctx.stream()>>>(
+      topk_ids.ptr<std::int32_t>(), rows.pairs, static_cast<int>(top_k), experts, rows.runs.ptr<ExpertRun>(),
+      rows.max_runs, rows.run_count.ptr<std::int32_t>(), rows.row_of_pair.ptr<std::int32_t>(),
+      rows.token_of_row.ptr<std::int32_t>());
   FISSION_LAUNCHED();
   return rows;
 }
@@ -285,6 +301,38 @@ void CombineExperts(CudaContext& ctx, const ExpertRows& rows, const Tensor& y, c
   FISSION_LAUNCHED();
 }
 
+namespace {
+
+// bf16 decode: the permutation and run lists built on the device and every expert's rows through
+// the bf16 run GEMV (gemv_bf16.cu), products and the SiLU in fp32; nothing waits for the device or
+// uploads step data, so the step can be captured.
+void DeviceRoutedExperts(CudaContext& ctx, const Tensor& x, const Tensor& topk_ids, const Tensor& topk_weights,
+                         std::span<const Tensor> gate_up, std::span<const Tensor> down, const Tensor& out) {
+  const std::int64_t hidden = x.shape[1], inter = down[0].shape[1];
+  const int experts = static_cast<int>(gate_up.size());
+  const auto table = [&](std::span<const Tensor> w, const char* what) {
+    std::vector<const void*> pointers;
+    for (const Tensor& t : w) pointers.push_back(t.data);
+    return ctx.PointerTable(pointers, what);
+  };
+  const void* const* gu_table = table(gate_up, "MoeExperts (gate_up)");
+  const void* const* down_table = table(down, "MoeExperts (down)");
+  const ExpertRows rows = PermuteByExpertOnDevice(ctx, topk_ids, experts);
+  const auto* runs = rows.runs.ptr<ExpertRun>();
+  const auto* run_count = rows.run_count.ptr<std::int32_t>();
+  Buffer xp(x.dtype, Shape{rows.pairs, hidden}, ctx.allocator()),
+      gu(DType::kF32, Shape{rows.pairs, 2 * inter}, ctx.allocator()),
+      act(DType::kF32, Shape{rows.pairs, inter}, ctx.allocator()),
+      y(DType::kF32, Shape{rows.pairs, hidden}, ctx.allocator());
+  GatherRowsDevice(ctx, x, rows.token_of_row.ptr<std::int32_t>(), rows.pairs, xp);
+  Bf16GemvRuns(ctx, xp, runs, run_count, rows.max_runs, gu_table, 2 * inter, gu);
+  SiluMul(ctx, gu, act);
+  Bf16GemvRuns(ctx, act, runs, run_count, rows.max_runs, down_table, hidden, y);
+  CombineExperts(ctx, rows, y, topk_weights, out);
+}
+
+}  // namespace
+
 void MoeExperts(CudaContext& ctx, const Tensor& x, const Tensor& topk_ids, const Tensor& topk_weights,
                 std::span<const Tensor> gate_up, std::span<const Tensor> down, const Tensor& out) {
   const std::int64_t n = x.shape[0], hidden = x.shape[1];
@@ -297,6 +345,10 @@ void MoeExperts(CudaContext& ctx, const Tensor& x, const Tensor& topk_ids, const
   for (int e = 0; e < experts; ++e)
     FISSION_CHECK(down[e].shape[1] == inter && gate_up[e].shape[0] == 2 * inter && gate_up[e].dtype == wtype &&
                   down[e].dtype == wtype, "expert ", e, " differs in shape or dtype from expert 0");
+  // A rule on shapes and weights only: an eager step and its replay run the same kernels.
+  if (n <= kDeviceRoutedTokens && (x.dtype == DType::kF32 || x.dtype == DType::kBF16) &&
+      Bf16GemvRunsTakes(hidden, gate_up) && Bf16GemvRunsTakes(inter, down))
+    return DeviceRoutedExperts(ctx, x, topk_ids, topk_weights, gate_up, down, out);
   const ExpertRows rows = PermuteByExpert(ctx, topk_ids, experts);
   const std::vector<int>& offsets = rows.offsets;
   const std::int64_t pairs = rows.pairs;
