@@ -72,6 +72,12 @@ class Backend {
   virtual void LayerNorm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps, const Tensor& out) = 0;
   // out = a + b (same shapes; may alias).
   virtual void Add(const Tensor& a, const Tensor& b, const Tensor& out) = 0;
+  // The residual step of a pre-norm layer: h += y, then out = RmsNorm(h) as RmsNorm defines it
+  // (y distinct from h; out may be y). A backend may fuse the two; the result is the same bits.
+  virtual void AddRmsNorm(const Tensor& h, const Tensor& y, const Tensor& weight, float eps, const Tensor& out) {
+    Add(h, y, h);
+    RmsNorm(h, weight, eps, out);
+  }
   // gate_up [n, 2I] (gate first, then up) -> out [n, I] = silu(gate) * up.
   virtual void SiluMul(const Tensor& gate_up, const Tensor& out) = 0;
   // Rotates, in place, dims [rope_offset, rope_offset + rope_dim) of every head of x [n, heads, head_dim]

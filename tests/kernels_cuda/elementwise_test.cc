@@ -33,6 +33,35 @@ TEST(CudaElementwise, RmsNormWithPassThroughTailAndAliasing) {
     }
 }
 
+// The fused residual step: the bits of the CUDA Add then RmsNorm (h and the normalised row), and
+// the CPU's within the dtype's bound.
+TEST(CudaElementwise, AddRmsNormIsAddThenRmsNorm) {
+  FISSION_REQUIRE_GPU();
+  std::mt19937 rng(5);
+  for (const DTypeCase& c : kCases)
+    for (auto [n, width, d] : {std::tuple{1, 2048, 2048}, {37, 576, 512}, {64, 7168, 7168}}) {
+      auto h = Prepare(Random(n * width, rng), c.dtype), y = Prepare(Random(n * width, rng), c.dtype);
+      auto w = Prepare(Random(d, rng, 0.5f), c.dtype);
+      std::vector<float> ref_h = h, ref(h.size());
+      Cpu().AddRmsNorm(HostView(ref_h, Shape{n, width}), HostView(y, Shape{n, width}), HostView(w, Shape{d}), 1e-6f,
+                       HostView(ref, Shape{n, width}));
+      Buffer fused_h = ToDevice(c.dtype, Shape{n, width}, h), split_h = ToDevice(c.dtype, Shape{n, width}, h),
+             dy = ToDevice(c.dtype, Shape{n, width}, y), dw = ToDevice(c.dtype, Shape{d}, w),
+             fused = Poisoned(c.dtype, Shape{n, width}), split = Poisoned(c.dtype, Shape{n, width});
+      Gpu().AddRmsNorm(fused_h, dy, dw, 1e-6f, fused);
+      Gpu().Add(split_h, dy, split_h);
+      Gpu().RmsNorm(split_h, dw, 1e-6f, split);
+      EXPECT_TRUE(SameBits(ToHost(fused_h), ToHost(split_h))) << DTypeName(c.dtype) << " n=" << n << ": h";
+      EXPECT_TRUE(SameBits(ToHost(fused), ToHost(split))) << DTypeName(c.dtype) << " n=" << n << ": out";
+      EXPECT_LT(RelErr(ToHost(fused_h), ref_h), c.bound) << DTypeName(c.dtype) << " n=" << n;
+      EXPECT_LT(RelErr(ToHost(fused), ref), c.bound) << DTypeName(c.dtype) << " n=" << n;
+      Gpu().AddRmsNorm(split_h, dy, dw, 1e-6f, dy);  // out may be y
+      Gpu().Add(fused_h, ToDevice(c.dtype, Shape{n, width}, y), fused_h);
+      Gpu().RmsNorm(fused_h, dw, 1e-6f, fused);
+      EXPECT_TRUE(SameBits(ToHost(dy), ToHost(fused))) << DTypeName(c.dtype) << " n=" << n << ": out = y";
+    }
+}
+
 TEST(CudaElementwise, AddAndSiluMul) {
   FISSION_REQUIRE_GPU();
   std::mt19937 rng(2);

@@ -105,6 +105,10 @@ void CudaBackend::LayerNorm(const Tensor& x, const Tensor& weight, const Tensor&
   OpTimer timer(*ctx_, "LayerNorm", x.rank() > 1 ? x.shape[0] : 1);
   cuda::LayerNorm(*ctx_, x, weight, bias, eps, out);
 }
+void CudaBackend::AddRmsNorm(const Tensor& h, const Tensor& y, const Tensor& weight, float eps, const Tensor& out) {
+  OpTimer timer(*ctx_, "AddRmsNorm", h.rank() > 1 ? h.shape[0] : 1);
+  cuda::AddRmsNorm(*ctx_, h, y, weight, eps, out);
+}
 void CudaBackend::Add(const Tensor& a, const Tensor& b, const Tensor& out) {
   OpTimer timer(*ctx_, "Add", a.rank() > 1 ? a.shape[0] : 1);
   cuda::Add(*ctx_, a, b, out);

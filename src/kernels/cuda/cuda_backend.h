@@ -31,6 +31,7 @@ class CudaBackend final : public Backend {
                  const Tensor& out) override;
   void Zero(const Tensor& x) override;
   void RmsNorm(const Tensor& x, const Tensor& weight, float eps, const Tensor& out) override;
+  void AddRmsNorm(const Tensor& h, const Tensor& y, const Tensor& weight, float eps, const Tensor& out) override;
   void LayerNorm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps, const Tensor& out) override;
   void Add(const Tensor& a, const Tensor& b, const Tensor& out) override;
   void SiluMul(const Tensor& gate_up, const Tensor& out) override;

@@ -42,10 +42,18 @@ __global__ void EmbeddingKernel(const void* table, Elem te, std::int64_t rows, c
     StoreF(out, i * width + j, oe, inside ? LoadF(table, row * width + j, te) : 0.0f);
 }
 
-__global__ void RmsNormKernel(const void* x, Elem xe, const void* w, Elem we, void* out, Elem oe,
-                              std::int64_t d, std::int64_t width, float eps) {
+// Row-wise RMSNorm of the first d of `width` values, the rest copied. With `residual` (AddRmsNorm)
+// the row is first the sum x + residual, stored back into x (its own dtype) and normalised as
+// stored, so the fused form gives the bits of Add then RmsNorm. Each element is read and written
+// by the same thread.
+template <bool kAdd>
+__global__ void RmsNormKernel(void* x, Elem xe, const void* residual, Elem re, const void* w, Elem we, void* out,
+                              Elem oe, std::int64_t d, std::int64_t width, float eps) {
   const std::int64_t row = blockIdx.x;
   const std::int64_t base = row * width;
+  if constexpr (kAdd)
+    for (std::int64_t j = threadIdx.x; j < width; j += blockDim.x)
+      StoreF(x, base + j, xe, LoadF(x, base + j, xe) + LoadF(residual, base + j, re));
   float sum = 0.0f;
   for (std::int64_t j = threadIdx.x; j < d; j += blockDim.x) {
     const float v = LoadF(x, base + j, xe);
@@ -182,9 +190,20 @@ void RmsNorm(CudaContext& ctx, const Tensor& x, const Tensor& weight, float eps,
   const std::int64_t n = x.numel() / width;
   FISSION_CHECK(width >= d && out.numel() == x.numel(), "RmsNorm x", x.shape.ToString(), " weight ", d);
   if (n == 0) return;
-  RmsNormKernel<<<static_cast<unsigned>(n), kThreads, 0, ctx.stream()>>>(x.data, ElemOf(x), weight.data,
-                                                                          ElemOf(weight), out.data, ElemOf(out), d,
-                                                                          width, eps);
+  RmsNormKernel<false><<<static_cast<unsigned>(n), kThreads, 0, ctx.stream()>>>(
+      x.data, ElemOf(x), nullptr, Elem::kF32, weight.data, ElemOf(weight), out.data, ElemOf(out), d, width, eps);
+  FISSION_LAUNCHED();
+}
+
+void AddRmsNorm(CudaContext& ctx, const Tensor& h, const Tensor& y, const Tensor& weight, float eps,
+                const Tensor& out) {
+  const std::int64_t d = weight.numel(), width = LastDim(h);
+  const std::int64_t n = h.numel() / width;
+  FISSION_CHECK(width >= d && y.numel() == h.numel() && out.numel() == h.numel() && y.data != h.data,
+                "AddRmsNorm h", h.shape.ToString(), " y", y.shape.ToString(), " weight ", d);
+  if (n == 0) return;
+  RmsNormKernel<true><<<static_cast<unsigned>(n), kThreads, 0, ctx.stream()>>>(
+      h.data, ElemOf(h), y.data, ElemOf(y), weight.data, ElemOf(weight), out.data, ElemOf(out), d, width, eps);
   FISSION_LAUNCHED();
 }
 

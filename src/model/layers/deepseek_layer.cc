@@ -20,8 +20,7 @@ void DeepseekLayer::Forward(const StepContext& step, const Tensor& h, const Tens
   kernels::Backend& b = *step.backend;
   b.RmsNorm(h, input_layernorm, norm_eps, x);
   attend(x, y);
-  b.Add(h, y, h);
-  b.RmsNorm(h, post_attention_layernorm, norm_eps, x);
+  b.AddRmsNorm(h, y, post_attention_layernorm, norm_eps, x);
   feed_forward->Run(step, x, y);
   b.Add(h, y, h);
 }
