@@ -128,13 +128,55 @@ TEST(CudaGraphs, FollowANewCache) {
   for (int round = 0; round < 2; ++round) DecodeBoth(*graphs, *eager, {7, 30, 90, 12}, {{0, 1, 2, 3}}, 4, {4});
 }
 
-// bf16 routed experts cannot be captured (their per-expert GEMMs need the host to know the
-// counts): the capture fails and every step runs eagerly, with the same results.
-TEST(CudaGraphs, UncapturableStepsRunEagerly) {
+// bf16 routed experts plan on the device at decode sizes, so their steps are captured too.
+TEST(CudaGraphs, Bf16ExpertReplaysEqualEagerSteps) {
   ASSERT_GT(DeviceCount(), 0) << "no CUDA device";
   auto graphs = LoadCausalLM(ConfigDir(), DummyV3(true, 1, /*fp8=*/false));
   auto eager = LoadCausalLM(ConfigDir(), DummyV3(false, 1, /*fp8=*/false));
+  const Stats s = DecodeBoth(*graphs, *eager, {9, 40, 3, 70, 18}, {{0, 1, 2, 3}, {1}, {0, 2, 4}}, 4, {1, 4, 8});
+  std::printf("bf16 experts, cuda graphs vs eager: %d of %d rows bit-identical\n", s.exact_rows, s.rows);
+}
+
+// fp32 routed experts cannot be captured (their per-expert GEMMs need the host to know the
+// counts): the capture fails and every step runs eagerly, with the same results.
+TEST(CudaGraphs, UncapturableStepsRunEagerly) {
+  ASSERT_GT(DeviceCount(), 0) << "no CUDA device";
+  LoadOptions with_graphs = DummyV3(true, 1, /*fp8=*/false), without = DummyV3(false, 1, /*fp8=*/false);
+  with_graphs.dtype = without.dtype = "float32";
+  auto graphs = LoadCausalLM(ConfigDir(), with_graphs);
+  auto eager = LoadCausalLM(ConfigDir(), without);
   DecodeBoth(*graphs, *eager, {9, 40, 3, 70}, {{0, 1, 2, 3}, {1}}, 3, {1, 4});
+}
+
+// The work of a captured batch-1 decode step, FP8 and bf16 experts, at 2 and 4 layers (1 dense
+// layer, then MoE layers: the difference is what two MoE layers add). Printed for docs/cuda.md;
+// the bound is the count measured when the decode path was last fused, so an unfused operation
+// (or a new one) shows up here.
+TEST(CudaGraphs, LaunchesPerDecodeLayer) {
+  ASSERT_GT(DeviceCount(), 0) << "no CUDA device";
+  constexpr int kMaxKernelsPerMoeLayer = 60;
+  for (bool fp8 : {true, false}) {
+    kernels::cuda::CudaContext::CaptureCount counts[2];
+    for (int i = 0; i < 2; ++i) {
+      LoadOptions o = DummyV3(true, 1, fp8, 2 + 2 * i);
+      o.cuda_graphs.batch_sizes = {1};
+      auto model = LoadCausalLM(ConfigDir(), o);
+      auto& device = dynamic_cast<DeviceCausalLM&>(*model);
+      const auto& ctx = dynamic_cast<kernels::cuda::CudaBackend&>(device.backend()).context();
+      StepRunner r(*model, 16, 64, 3);
+      const int seq = r.AddSequence();
+      r.Prefill(seq, Tokens(20, 50, model->vocab_size()), false);
+      r.Step({{seq, {7}}});  // the first decode step captures the batch-1 graph
+      counts[i] = ctx.last_capture();
+      ASSERT_GT(counts[i].kernels, 0) << "no batch-1 graph was captured";
+    }
+    const int per_layer = (counts[1].kernels - counts[0].kernels) / 2;
+    std::printf("captured batch-1 decode step, %s experts: %d kernels and %d other nodes at 2 layers, %d and %d at "
+                "4 layers: %d kernels and %d other nodes per MoE layer\n",
+                fp8 ? "fp8" : "bf16", counts[0].kernels, counts[0].others, counts[1].kernels, counts[1].others,
+                per_layer, (counts[1].others - counts[0].others) / 2);
+    EXPECT_LE(per_layer, kMaxKernelsPerMoeLayer) << (fp8 ? "fp8" : "bf16");
+  }
 }
 
 // Tensor parallelism: every rank captures its own graph, NCCL collectives included.

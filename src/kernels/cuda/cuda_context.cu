@@ -151,6 +151,16 @@ cudaGraph_t CudaContext::EndCapture(std::vector<void*>* pinned_constants) {
   allocator_.UseGraphPool(false);
   cudaGraph_t graph = nullptr;
   FISSION_CUDA(cudaStreamEndCapture(stream_, &graph));
+  std::size_t count = 0;
+  FISSION_CUDA(cudaGraphGetNodes(graph, nullptr, &count));
+  std::vector<cudaGraphNode_t> nodes(count);
+  if (count > 0) FISSION_CUDA(cudaGraphGetNodes(graph, nodes.data(), &count));
+  last_capture_ = {};
+  for (cudaGraphNode_t node : nodes) {
+    cudaGraphNodeType type;
+    FISSION_CUDA(cudaGraphNodeGetType(node, &type));
+    ++(type == cudaGraphNodeTypeKernel ? last_capture_.kernels : last_capture_.others);
+  }
   *pinned_constants = std::move(capture_pinned_);
   capture_pinned_.clear();
   return graph;

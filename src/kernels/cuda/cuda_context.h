@@ -145,6 +145,12 @@ class CudaContext {
   void FailIfCapturing(const char* what) const;
   void BeginCapture(const InputMirror& block);
   cudaGraph_t EndCapture(std::vector<void*>* pinned_constants);
+  // What the last capture holds: its kernel launches and its other operations (memsets, copies,
+  // events). A replay runs them one after another; their count is what fusing kernels lowers.
+  struct CaptureCount {
+    int kernels = 0, others = 0;
+  };
+  CaptureCount last_capture() const { return last_capture_; }
   void AbortCapture();
 
   // A device copy of `pointers` (a per-layer table of expert weight pointers), made by the first
@@ -167,6 +173,7 @@ class CudaContext {
   std::shared_ptr<void> scratch_memo_;  // the last unkept StepMemo result
   std::int64_t host_to_device_copies_ = 0;
   bool capturing_ = false;
+  CaptureCount last_capture_;
   std::vector<void*> capture_pinned_;  // pinned copies of this capture's constant uploads
   cublasLtHandle_t lt_ = nullptr;
   void* workspace_ = nullptr;
