@@ -1,5 +1,8 @@
 #include "model/runtime/model_loader.h"
 
+#include <chrono>
+#include <cstdio>
+
 #include "base/log.h"
 #include "base/mapped_file.h"
 #include "comm/tcp_world.h"
@@ -101,6 +104,19 @@ OnlineQuantPlan PlanOnlineQuant(const io::ModelConfig& config, const LoadOptions
              "on cuda only per_block_fp8 / per_block128_fp8 runs; the other formats run on --device cpu)");
   Log(LogLevel::kInfo, where, ": online quantization of ", plan.formats().size(), " modules", plan.Summary());
   return plan;
+}
+
+// "loaded X GB in Y s": the weights' device memory over the wall time from the first rank's
+// loading to the last one's copies having landed.
+[[maybe_unused]] void LogLoaded(std::size_t bytes, int devices, std::chrono::steady_clock::time_point start,
+                                bool dummy) {
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double gb = static_cast<double>(bytes) / 1e9;
+  char line[160];
+  std::snprintf(line, sizeof(line), "%s %.2f GB of %sweights onto %d device%s in %.2f s (%.2f GB/s)",
+                dummy ? "drew" : "loaded", gb, dummy ? "dummy " : "", devices, devices == 1 ? "" : "s", seconds,
+                seconds > 0 ? gb / seconds : 0.0);
+  Log(LogLevel::kInfo, line);
 }
 
 std::unique_ptr<CausalLM> LoadOnCpu(const io::ModelConfig& config, const io::Checkpoint* checkpoint,
@@ -212,6 +228,8 @@ std::unique_ptr<CausalLM> LoadOnCuda(const io::ModelConfig& config, const io::Ch
 #endif
   }
   std::vector<std::unique_ptr<CausalLM>> ranks;
+  const auto start = std::chrono::steady_clock::now();
+  std::size_t weight_bytes = 0;
   for (int i = 0; i < span.count; ++i) {
     const int r = span.first + i;
     const int device = first + i;
@@ -227,11 +245,15 @@ std::unique_ptr<CausalLM> LoadOnCuda(const io::ModelConfig& config, const io::Ch
     loader.SetDeviceFill([&cuda_backend](const Tensor& t, float bound, std::uint64_t seed) {
       cuda_backend.FillUniform(t, bound, seed);
     });
+    const std::size_t before = cuda_backend.context().allocator()->bytes_in_use();
     auto model = BuildShard(config, loader, device_shard, world ? &world->Groups(r) : nullptr);
+    FISSION_CHECK(cudaDeviceSynchronize() == cudaSuccess);  // the copies and fills have landed
+    weight_bytes += cuda_backend.context().allocator()->bytes_in_use() - before;
     // Every operation of a rank's thread goes to its device.
     ranks.push_back(std::make_unique<DeviceCausalLM>(std::move(backends[i]), std::move(model),
                                                      [device] { FISSION_CHECK(cudaSetDevice(device) == cudaSuccess); }));
   }
+  LogLoaded(weight_bytes, span.count, start, checkpoint == nullptr);
   if (!world) return std::move(ranks[0]);
   return std::make_unique<ParallelCausalLM>(std::move(world), std::move(ranks), std::move(link));
 }
