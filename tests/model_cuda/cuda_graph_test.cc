@@ -154,8 +154,10 @@ TEST(CudaGraphs, UncapturableStepsRunEagerly) {
 // (or a new one) shows up here.
 TEST(CudaGraphs, LaunchesPerDecodeLayer) {
   ASSERT_GT(DeviceCount(), 0) << "no CUDA device";
-  constexpr int kMaxKernelsPerMoeLayer = 60;
+  // Measured on the H200 at 6cda9b4: 38 with FP8 experts (each FP8 product quantizes its input
+  // first), 30 with bf16 ones.
   for (bool fp8 : {true, false}) {
+    const int max_kernels_per_moe_layer = fp8 ? 38 : 30;
     kernels::cuda::CudaContext::CaptureCount counts[2];
     for (int i = 0; i < 2; ++i) {
       LoadOptions o = DummyV3(true, 1, fp8, 2 + 2 * i);
@@ -175,7 +177,7 @@ TEST(CudaGraphs, LaunchesPerDecodeLayer) {
                 "4 layers: %d kernels and %d other nodes per MoE layer\n",
                 fp8 ? "fp8" : "bf16", counts[0].kernels, counts[0].others, counts[1].kernels, counts[1].others,
                 per_layer, (counts[1].others - counts[0].others) / 2);
-    EXPECT_LE(per_layer, kMaxKernelsPerMoeLayer) << (fp8 ? "fp8" : "bf16");
+    EXPECT_LE(per_layer, max_kernels_per_moe_layer) << (fp8 ? "fp8" : "bf16");
   }
 }
 

@@ -9,7 +9,8 @@
 #   usage: bash tools/gpu/serve_bench.sh BINDIR TOKENIZER_DIR [LAYERS] [WEIGHTS]
 #   WEIGHTS: fp8 (the config's quantization_config, kept FP8 on the device) or bf16.
 #   SERVER_FLAGS (environment): more `fission serve` flags (e.g. --disable-cuda-graph); TAG names
-#   the run in the log file names (default: WEIGHTS).
+#   the run in the log file names (default: WEIGHTS); MODEL another config folder (default
+#   bench/configs/deepseek-v3); FP8_CONFIG a quantization_config for a config that has none.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-$PWD/gpu-out}
@@ -23,16 +24,17 @@ SERVER_FLAGS=${SERVER_FLAGS:-}
 export NCCL_NVLS_ENABLE=0
 NCCL_DIR=$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib"))' 2>/dev/null)
 export LD_LIBRARY_PATH=$PWD/$BIN/lib:/usr/local/cuda/lib64:/usr/local/cuda/lib:${NCCL_DIR:-}:${LD_LIBRARY_PATH:-}
-MODEL=bench/configs/deepseek-v3
+MODEL=${MODEL:-bench/configs/deepseek-v3}
+FP8_CONFIG=${FP8_CONFIG:-}
 if [[ $WEIGHTS == fp8 ]]; then
-  OVERRIDE="{\"num_hidden_layers\": $LAYERS, \"first_k_dense_replace\": 1}"
+  OVERRIDE="{\"num_hidden_layers\": $LAYERS, \"first_k_dense_replace\": 1${FP8_CONFIG:+, \"quantization_config\": $FP8_CONFIG}}"
 else  # drop the quantization config: every matrix bf16
   OVERRIDE="{\"num_hidden_layers\": $LAYERS, \"first_k_dense_replace\": 1, \"quantization_config\": null}"
 fi
 INPUT=1024
 OUTPUT=256
 LOG=$OUT/serve_bench_$TAG.log
-echo "DeepSeek-V3 dims, $LAYERS layers, $WEIGHTS weights, input $INPUT, output $OUTPUT, flags: ${SERVER_FLAGS:-none}" | tee "$LOG"
+echo "$MODEL, $LAYERS layers, $WEIGHTS weights, input $INPUT, output $OUTPUT, flags: ${SERVER_FLAGS:-none}" | tee "$LOG"
 
 "$BIN/fission" serve --model-path $MODEL --tokenizer-path "$TOK" --load-format dummy \
   --json-model-override-args "$OVERRIDE" --device cuda --dtype bfloat16 --port 0 \
