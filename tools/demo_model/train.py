@@ -826,6 +826,8 @@ def main():
     ap.add_argument("--chat-pool", type=int, default=100000, help="chat documents built before training")
     ap.add_argument("--mtp", type=int, default=1, help="1: train the MTP (NextN) draft layer alongside")
     ap.add_argument("--mtp-weight", type=float, default=1.0, help="weight of the MTP loss")
+    ap.add_argument("--mtp-rows", type=float, default=0.25,
+                    help="share of each batch's rows the MTP layer trains on (it learns fast; the target needs the steps)")
     ap.add_argument("--log-every", type=int, default=200, help="steps between log lines")
     ap.add_argument("--val-every", type=int, default=1000, help="steps between validation measurements")
     ap.add_argument("--unpadded-check", type=int, default=6, help="3-shot prompts decoded again alone, unpadded")
@@ -1007,11 +1009,12 @@ def main():
             with torch.autocast(**autocast):
                 hidden = model.model(input_ids=ids).last_hidden_state
                 logits = model.lm_head(hidden)
-                ml = mtp_logits(model, mtp, ids, hidden) if mtp is not None else None
+                rows = max(1, math.ceil(ids.shape[0] * args.mtp_rows))
+                ml = mtp_logits(model, mtp, ids[:rows], hidden[:rows]) if mtp is not None else None
             loss, _, _ = weighted_loss(logits, ids, w)
             total = loss
             if ml is not None:
-                mloss, _, _ = weighted_loss(ml, ids[:, 1:], w[:, 1:])  # row t predicts token t+2
+                mloss, _, _ = weighted_loss(ml, ids[:rows, 1:], w[:rows, 1:])  # row t predicts token t+2
                 total = loss + args.mtp_weight * mloss
                 mtp_losses.append(mloss.detach())
             opt.zero_grad(set_to_none=True)
