@@ -19,10 +19,16 @@ with integer arguments a and b; get_weather with a string city), rendered by CHA
 Qwen/Hermes-style tools block. "call" items end with the user turn and carry the expected call
 ({"name", "arguments"}); "answer" items end with the tool result and carry the expected answer.
 
+Also writes, with --paraphrase-size N, paraphrase.jsonl: N more training problems in many other
+wordings (paraphrase.py), drawn from a seeded stream of their own (seed + 3), so the files above are
+the same with or without them. A paraphrase never repeats a test or train question, and none has
+the skeleton (paraphrase.skeleton) of a held-out chat question of --heldout: those are dropped
+and counted (check_heldout_skeletons.py verifies the result).
+
 Pure python, no dependencies.
 
 usage: make_data.py --out DIR [--seed 20261130] [--test-size 500] [--train-size 1000]
-                    [--chat-size 20] [--tool-size 200]
+                    [--chat-size 20] [--tool-size 200] [--paraphrase-size 0] [--heldout FILE]
 """
 import argparse
 import json
@@ -884,6 +890,32 @@ def generate(seed, test_size, train_size):
     return test, train
 
 
+def heldout_skeletons(path):
+    """The skeletons of the held-out chat questions in path (a JSON-lines file with "question")."""
+    from paraphrase import skeleton
+    with open(path, encoding="utf-8") as f:
+        return {skeleton(json.loads(line)["question"]) for line in f if line.strip()}
+
+
+def generate_paraphrases(seed, size, avoid_questions, avoid_skeletons):
+    """size paraphrased problems from their own stream (seed + 3), and how many were dropped because
+    their skeleton is a held-out one."""
+    from paraphrase import make_paraphrase, skeleton
+    rng = random.Random(seed + 3)
+    seen = set(avoid_questions)
+    rows, dropped = [], 0
+    while len(rows) < size:
+        p = make_paraphrase(rng)
+        if p["question"] in seen:
+            continue
+        if skeleton(p["question"]) in avoid_skeletons:
+            dropped += 1
+            continue
+        seen.add(p["question"])
+        rows.append(p)
+    return rows, dropped
+
+
 def write_jsonl(path, rows):
     with open(path, "w", encoding="utf-8") as f:
         for r in rows:
@@ -898,6 +930,10 @@ def main():
     ap.add_argument("--train-size", type=int, default=1000)
     ap.add_argument("--chat-size", type=int, default=20)
     ap.add_argument("--tool-size", type=int, default=200, help="held-out tool-call conversations")
+    ap.add_argument("--paraphrase-size", type=int, default=0, help="paraphrased training problems (paraphrase.jsonl)")
+    ap.add_argument("--heldout", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests",
+                                                      "fixtures", "demo", "chat_heldout.jsonl"),
+                    help="held-out chat questions whose skeletons no paraphrase may have")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     test, train = generate(args.seed, args.test_size, args.train_size)
@@ -909,6 +945,13 @@ def main():
     tool_eval, _ = make_tool_eval(random.Random(args.seed + 2), args.tool_size)
     write_jsonl(os.path.join(args.out, "tool_calls.jsonl"), tool_eval)
     print(f"wrote {len(test)} test, {len(train)} train, {len(chat)} chat, {len(tool_eval)} tool to {args.out}")
+    if args.paraphrase_size > 0:
+        avoid = heldout_skeletons(args.heldout)
+        seen = {p["question"] for p in test} | {p["question"] for p in train}
+        para, dropped = generate_paraphrases(args.seed, args.paraphrase_size, seen, avoid)
+        write_jsonl(os.path.join(args.out, "paraphrase.jsonl"), para)
+        print(f"wrote {len(para)} paraphrase problems; dropped {dropped} whose skeleton is one of the "
+              f"{len(avoid)} held-out skeletons of {args.heldout}")
     return 0
 
 
