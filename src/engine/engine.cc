@@ -71,7 +71,8 @@ Engine::Engine(model::CausalLM* model, const EngineConfig& config, const Detoken
   }
   published_stats_.free_pages = dp * groups_[0].pool->num_free();
   published_stats_.free_state_slots = num_state_slots();
-  model->CaptureDecodeGraphs();  // before any request, as SGLang does
+  // Before any request, as SGLang does: with drafts, the verify and draft steps' graphs too.
+  model->CaptureDecodeGraphs(drafter_ ? config_.speculative.drafts() : 0);
 }
 
 Engine::~Engine() {

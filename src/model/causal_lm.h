@@ -68,8 +68,9 @@ class CausalLM {
   virtual std::optional<kernels::DeviceMemory> device_memory() { return std::nullopt; }
   // Captures the decode graphs of every configured batch size for the allocated memory now, as
   // SGLang does at start-up, so that no request waits for a capture; a model without graphs does
-  // nothing.
-  virtual void CaptureDecodeGraphs() {}
+  // nothing. `draft_steps` > 0 (speculative decoding with that many drafts a sequence): also the
+  // verify runs' graphs (draft_steps + 1 tokens a sequence) and the draft layer's chained steps'.
+  virtual void CaptureDecodeGraphs(std::int32_t draft_steps) { (void)draft_steps; }
   // Drops captured decode graphs (they reference the communicators, which a parallel model
   // destroys before its ranks' models).
   virtual void ReleaseGraphs() {}
