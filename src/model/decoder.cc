@@ -81,14 +81,15 @@ DecodeGraphs::StepFn DecoderModel::DraftStepFn() {
 }
 
 void DecoderModel::CaptureDecodeGraphs(std::int32_t draft_steps) {
+  if (draft_ != nullptr && draft_steps > 0) verify_tokens_ = draft_steps + 1;
   DecodeGraphs* decode = GraphSet(&target_graphs_[1], 1, false);
   if (decode == nullptr) return;
   const auto start = std::chrono::steady_clock::now();
   std::string captured = StrCat(decode->CaptureAll(TargetStepFn()), " decode");
-  if (draft_ != nullptr && draft_steps > 0) {
+  if (verify_tokens_ > 0) {
     // Verify runs of S + 1 tokens a sequence at the same batch sizes (as SGLang), and the chained
     // draft steps (S - 1 a decode step) when there are any.
-    const int tokens = draft_steps + 1;
+    const int tokens = verify_tokens_;
     captured += StrCat(", ", GraphSet(&target_graphs_[tokens], tokens, false)->CaptureAll(TargetStepFn()),
                        " verify (", tokens, " tokens a sequence)");
     if (draft_steps > 1) captured += StrCat(", ", GraphSet(&draft_graphs_, 1, true)->CaptureAll(DraftStepFn()), " draft");
@@ -129,8 +130,9 @@ DecodeGraphs* DecoderModel::GraphSet(std::unique_ptr<DecodeGraphs>* slot, int to
 DecodeGraphs* DecoderModel::TargetGraphs(const ForwardBatch& batch) {
   if (graph_sizes_.empty() || !batch.dp_groups.empty() || batch.sequences.empty()) return nullptr;
   const SequenceSlice& first = batch.sequences.front();
-  // Several tokens a sequence are captured as verify runs only (a model with a draft layer).
-  if (first.query_len < 1 || (first.query_len > 1 && (draft_ == nullptr || !first.verify))) return nullptr;
+  // Several tokens a sequence are captured as the engine's verify runs only.
+  if (first.query_len < 1 || (first.query_len > 1 && (first.query_len != verify_tokens_ || !first.verify)))
+    return nullptr;
   DecodeGraphs* graphs = GraphSet(&target_graphs_[first.query_len], first.query_len, false);
   return graphs != nullptr && graphs->Takes(batch) ? graphs : nullptr;
 }

@@ -141,6 +141,9 @@ class DecoderModel : public CausalLM {
   // layer's (one row per sequence).
   std::map<int, std::unique_ptr<DecodeGraphs>> target_graphs_;
   std::unique_ptr<DecodeGraphs> draft_graphs_;
+  // S + 1 of the engine's speculative decoding (CaptureDecodeGraphs): verify runs of other lengths
+  // (sequences near max_new_tokens draft fewer) run eagerly. 0: no verify graphs.
+  int verify_tokens_ = 0;
   std::unique_ptr<DraftHead> draft_;
   int draft_class_ = -1;  // the draft's first cache class in the allocated memory
   // With a draft layer: the normed hidden states [tokens, hidden] of every row of the last target

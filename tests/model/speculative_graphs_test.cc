@@ -157,6 +157,7 @@ class SpeculativeGraphsTest : public ::testing::Test {
   void SpeculateBoth(const std::vector<int>& lengths, const std::vector<std::vector<int>>& batches, int rounds,
                      int drafts) {
     SpecDriver a(graphs(), static_cast<int>(lengths.size())), b(*eager_, static_cast<int>(lengths.size()));
+    graphs().CaptureDecodeGraphs(drafts);  // as the engine does, for its memory
     for (std::size_t i = 0; i < lengths.size(); ++i) {
       const std::vector<std::int32_t> prompt = Tokens(lengths[i], 40 + i, eager_->vocab_size());
       const int s = static_cast<int>(i);
@@ -221,18 +222,18 @@ class SpeculativeGraphsTest : public ::testing::Test {
 TEST_F(SpeculativeGraphsTest, VerifyAndDraftStepsReplayEagerBitsAndPad) {
   // Batches of 4 and 2 (captured sizes), 3 and 1 (padded to 4 and 2); contexts cross pages.
   SpeculateBoth({3, 9, 14, 6}, {{0, 1, 2, 3}, {1, 3}, {0, 2, 3}, {2}}, 4, 3);
-  // Verify graphs of sizes 4 and 2 and draft graphs of sizes 4 and 2, each captured once; then
-  // every verify run and every chained draft step (two a round and batch) is a replay, and so is
-  // the extend of a run that kept no draft (one row a sequence: round 0's four batches).
-  EXPECT_EQ(backend().captures, 4);
+  // Decode, verify and draft graphs of sizes 4 and 2, each captured once; then every verify run
+  // and every chained draft step (two a round and batch) is a replay, and so is the extend of a
+  // run that kept no draft (one row a sequence: round 0's four batches).
+  EXPECT_EQ(backend().captures, 6);
   EXPECT_EQ(backend().replays, 4 * 4 * (1 + 2) + 4);
 }
 
 TEST_F(SpeculativeGraphsTest, OneDraftHasNoChainedSteps) {
   SpeculateBoth({5, 2, 11}, {{0, 1, 2}, {2, 0}}, 3, 1);
-  // Verify runs of 2 tokens at sizes 4 and 2, and draft graphs for the extends of runs that kept
-  // no draft (rounds 0 and 2).
-  EXPECT_EQ(backend().captures, 4);
+  // Decode and verify runs of 2 tokens at sizes 4 and 2 at start-up, then draft graphs for the
+  // extends of runs that kept no draft (rounds 0 and 2).
+  EXPECT_EQ(backend().captures, 6);
   EXPECT_EQ(backend().replays, 2 * 3 + 2 * 2);
 }
 
@@ -241,13 +242,31 @@ TEST_F(SpeculativeGraphsTest, CaptureAtStartUpCoversEverySet) {
   graphs().CaptureDecodeGraphs(3);
   // Decode, verify (4 tokens a sequence) and draft graphs, sizes 4 and 2 each.
   EXPECT_EQ(backend().captures, 6);
-  // A new memory drops them; the driver's allocation makes new ones as batches need them.
-  SpeculateBoth({3, 9, 14, 6}, {{0, 1, 2, 3}}, 2, 3);
-  EXPECT_EQ(backend().captures, 6 + 2);
+  // A new memory drops them, and they are made again as batches need them: verify runs of 4
+  // tokens (what the engine announced), not those of other lengths.
+  SpecDriver a(graphs(), 4), b(*eager_, 4);
+  for (int s = 0; s < 4; ++s) {
+    const std::vector<std::int32_t> prompt = Tokens(3 + s, 90 + s, eager_->vocab_size());
+    ExpectSameRows(a.Target({{s, prompt}}, false), b.Target({{s, prompt}}, false), "prefill");
+    std::vector<std::int32_t> known = prompt;
+    known.push_back(17);
+    a.Commit(s, static_cast<std::int32_t>(prompt.size()), known);
+    b.Commit(s, static_cast<std::int32_t>(prompt.size()), known);
+  }
+  const std::vector<std::int32_t> four = {17, 5, 6, 7}, three = {17, 5, 6};
+  ExpectSameRows(a.Target({{0, four}, {1, four}, {2, four}, {3, four}}, true),
+                 b.Target({{0, four}, {1, four}, {2, four}, {3, four}}, true), "verify of 4");
+  EXPECT_EQ(backend().captures, 6 + 1);
+  EXPECT_EQ(backend().replays, 1);
+  ExpectSameRows(a.Target({{0, three}, {1, three}}, true), b.Target({{0, three}, {1, three}}, true), "verify of 3");
+  EXPECT_EQ(backend().captures, 6 + 1);
+  EXPECT_EQ(backend().replays, 1);
 }
 
 TEST_F(SpeculativeGraphsTest, BatchesAGraphDoesNotTakeRunEagerly) {
   SpecDriver a(graphs(), 6), b(*eager_, 6);
+  graphs().CaptureDecodeGraphs(2);
+  const int captured = backend().captures;
   for (int s = 0; s < 6; ++s) {
     const std::vector<std::int32_t> prompt = Tokens(5 + s, 70 + s, eager_->vocab_size());
     ExpectSameRows(a.Target({{s, prompt}}, false), b.Target({{s, prompt}}, false), "prefill");
@@ -281,13 +300,15 @@ TEST_F(SpeculativeGraphsTest, BatchesAGraphDoesNotTakeRunEagerly) {
   const std::vector<std::int32_t> rows = {1, 1, 1, 1, 1};
   ExpectSameRows(a.Extend(rows), b.Extend(rows), "extend");
   ExpectSameRows(a.Chain(positions, tokens), b.Chain(positions, tokens), "chain");
-  EXPECT_EQ(backend().captures, 0);
+  EXPECT_EQ(backend().captures, captured);
   EXPECT_EQ(backend().replays, 0);
 }
 
 TEST_F(SpeculativeGraphsTest, AFailedCaptureFallsBackToEagerSteps) {
   backend().fail_captures = true;
   SpeculateBoth({3, 9, 14, 6}, {{0, 1, 2, 3}, {1, 3}}, 2, 2);
+  // At start-up each set tried its largest size, then its smallest; no size is tried again.
+  EXPECT_EQ(backend().captures, 3 * 2);
   EXPECT_EQ(backend().replays, 0);
 }
 
