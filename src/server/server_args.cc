@@ -137,6 +137,8 @@ const std::vector<FlagInfo>& ServerFlags() {
        "only 1 (tree drafts have not landed)"},
       {"--speculative-num-draft-tokens", {}, T::kInt, K::kApplied, P::kEngine, "N", "steps + 1",
        "tokens per verify run: --speculative-num-steps + 1"},
+      {"--speculative-accept-all-for-benchmark", {}, T::kBool, K::kApplied, P::kEngine, "", "",
+       "accept every draft: outputs are NOT the model's (timing on dummy weights only)"},
       {"--speculative-draft-model-path", {}, T::kString, K::kApplied, P::kLoad, "PATH", "the target's own layer",
        "a NextN checkpoint (SGLang's export layout); without it the target checkpoint's extra layer"},
   };
