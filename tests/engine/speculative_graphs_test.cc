@@ -10,6 +10,7 @@
 
 #include "engine/engine.h"
 #include "engine/fake_model_testlib.h"
+#include "engine/offline.h"
 #include "model/replaying_backend.h"
 #include "model/runtime/model_loader.h"
 
@@ -156,6 +157,13 @@ TEST(SpeculativeGraphs, TheBenchmarkModeIsAFlagOfItsOwn) {
   EXPECT_THROW(c.Validate(), Error);  // without --speculative-algorithm
   c.speculative.algorithm = "NEXTN";
   EXPECT_NO_THROW(c.Validate());
+  // fission generate's summary reports the acceptance (tools/gpu/spec_bench.sh reads it).
+  OfflineReport report;
+  report.stats.spec_verify_runs = 4;
+  report.stats.spec_draft_tokens = 12;
+  report.stats.spec_accepted_tokens = 12;
+  EXPECT_NE(ThroughputSummary(report).find("12 of 12 drafts accepted, accept length 4.000"), std::string::npos)
+      << ThroughputSummary(report);
 }
 
 }  // namespace
