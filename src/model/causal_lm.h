@@ -76,7 +76,7 @@ class CausalLM {
   virtual void ReleaseGraphs() {}
 
   // Speculative decoding with the model's own draft layers (model/draft_batch.h). A model that
-  // loaded them keeps the hidden states of its last eager step's rows (the rows fed to the lm_head)
+  // loaded them keeps the hidden states of its last target step's rows (the rows fed to the lm_head)
   // and those of its last draft step, and its Memory() includes the draft layers' cache classes.
   virtual bool has_draft() const { return false; }
   // Runs the draft layer over `batch` and returns its logits [batch.logits_indices.size(), vocab],

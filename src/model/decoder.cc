@@ -81,7 +81,7 @@ DecodeGraphs::StepFn DecoderModel::DraftStepFn() {
 }
 
 void DecoderModel::CaptureDecodeGraphs(std::int32_t draft_steps) {
-  if (draft_ != nullptr && draft_steps > 0) verify_tokens_ = draft_steps + 1;
+  verify_tokens_ = draft_ != nullptr && draft_steps > 0 ? draft_steps + 1 : 0;
   DecodeGraphs* decode = GraphSet(&target_graphs_[1], 1, false);
   if (decode == nullptr) return;
   const auto start = std::chrono::steady_clock::now();
