@@ -49,7 +49,8 @@ Engine::Engine(model::CausalLM* model, const EngineConfig& config, const Detoken
       context_length_(ContextLength(config, *model)),
       balancer_(config.load_balance_method),
       sampler_(config.eos_token_ids),
-      outputs_(detokenizer, config.eos_token_ids, context_length_) {
+      outputs_(detokenizer, config.eos_token_ids, context_length_),
+      verifier_(config.speculative.accept_all_for_benchmark) {
   memory_plan_ = PlanModelMemory(config_, *model);
   model->AllocateMemory(memory_plan_);
   const int dp = model->dp_size();
@@ -68,10 +69,14 @@ Engine::Engine(model::CausalLM* model, const EngineConfig& config, const Detoken
       Fail("--speculative-algorithm ", config_.speculative.algorithm, ": the model (", model->architecture(),
            ") was loaded without a draft layer");
     drafter_ = std::make_unique<Drafter>(config_.speculative, config_.page_size, context_length_);
+    if (config_.speculative.accept_all_for_benchmark)
+      Log(LogLevel::kWarning, "*** --speculative-accept-all-for-benchmark: every draft is accepted, so the outputs "
+          "are NOT the model's; for timing speculative decoding on dummy weights only ***");
   }
   published_stats_.free_pages = dp * groups_[0].pool->num_free();
   published_stats_.free_state_slots = num_state_slots();
-  model->CaptureDecodeGraphs();  // before any request, as SGLang does
+  // Before any request, as SGLang does: with drafts, the verify and draft steps' graphs too.
+  model->CaptureDecodeGraphs(drafter_ ? config_.speculative.drafts() : 0);
 }
 
 Engine::~Engine() {

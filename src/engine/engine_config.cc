@@ -33,7 +33,10 @@ double ParseFraction(const std::string& flag, const std::string& value) {
 }  // namespace
 
 void SpeculativeConfig::Validate() const {
-  if (!enabled()) return;
+  if (!enabled()) {
+    if (accept_all_for_benchmark) Fail("--speculative-accept-all-for-benchmark needs --speculative-algorithm");
+    return;
+  }
   if (algorithm != "NEXTN" && algorithm != "EAGLE")
     Fail("--speculative-algorithm ", algorithm,
          ": Fission drafts with the model's own NextN (MTP) layer: NEXTN or EAGLE (EAGLE3, STANDALONE and NGRAM "
@@ -85,6 +88,9 @@ bool ParseEngineFlag(const std::vector<std::string>& args, std::size_t* i, Engin
     config->speculative.num_steps = ParseInteger<std::int32_t>(flag, take());
   } else if (flag == "--speculative-eagle-topk") {
     config->speculative.eagle_topk = ParseInteger<std::int32_t>(flag, take());
+  } else if (flag == "--speculative-accept-all-for-benchmark") {
+    if (inline_value) Fail(flag, " takes no value");
+    config->speculative.accept_all_for_benchmark = true;
   } else if (flag == "--speculative-num-draft-tokens") {
     config->speculative.num_draft_tokens = ParseInteger<std::int32_t>(flag, take());
   } else if (flag == "--page-size") {
@@ -129,7 +135,9 @@ std::string EngineFlagsHelp() {
          "  --speculative-algorithm A NEXTN | EAGLE: speculative decoding with the model's NextN draft layer\n"
          "  --speculative-num-steps N drafts per sequence and step (default 3)\n"
          "  --speculative-eagle-topk N only 1 (chained drafts)\n"
-         "  --speculative-num-draft-tokens N  tokens per verify run: steps + 1 (default)\n";
+         "  --speculative-num-draft-tokens N  tokens per verify run: steps + 1 (default)\n"
+         "  --speculative-accept-all-for-benchmark  accept every draft: outputs are NOT the model's\n"
+         "                            (benchmarks on dummy weights only)\n";
 }
 
 }  // namespace fission::engine

@@ -22,6 +22,10 @@ struct SpeculativeConfig {
   std::int32_t num_steps = 0;       // --speculative-num-steps: drafts per sequence and step (0: 3)
   std::int32_t eagle_topk = 0;      // --speculative-eagle-topk: only 1 (0: 1)
   std::int32_t num_draft_tokens = 0;  // --speculative-num-draft-tokens: num_steps + 1 (0: that)
+  // --speculative-accept-all-for-benchmark: every draft is accepted, so outputs are NOT the
+  // model's; a benchmark mode for dummy weights (whose drafts are never accepted) that measures
+  // the time of verify runs that keep every draft. Off unless the flag is given.
+  bool accept_all_for_benchmark = false;
 
   bool enabled() const { return !algorithm.empty(); }
   // Drafts per verify run, defaults applied (SGLang's choice for DeepSeek: 3 steps, topk 1, 4 tokens).

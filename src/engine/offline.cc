@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <string>
 
 #include "base/error.h"
 
@@ -62,7 +63,16 @@ std::string ThroughputSummary(const OfflineReport& report) {
                 rate(static_cast<double>(s.decode_only_tokens), s.decode_seconds), report.seconds,
                 rate(static_cast<double>(s.generated_tokens), report.seconds), static_cast<long long>(s.steps),
                 static_cast<long long>(s.preemptions));
-  return buffer;
+  std::string summary = buffer;
+  if (s.spec_verify_runs > 0) {
+    std::snprintf(buffer, sizeof(buffer),
+                  "speculative: %lld verify runs, %lld of %lld drafts accepted, accept length %.3f, %lld draft steps\n",
+                  static_cast<long long>(s.spec_verify_runs), static_cast<long long>(s.spec_accepted_tokens),
+                  static_cast<long long>(s.spec_draft_tokens), s.spec_accept_length(),
+                  static_cast<long long>(s.spec_draft_steps));
+    summary += buffer;
+  }
+  return summary;
 }
 
 }  // namespace fission::engine

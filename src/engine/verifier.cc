@@ -14,6 +14,7 @@ void SpeculativeVerifier::Verify(const StepPlan& plan, const std::vector<LogitsR
                                  const model::StepLogits& logits, Sampler& sampler, std::vector<VerifiedRun>* out) {
   out->assign(plan.items.size(), VerifiedRun{});
   VerifyGreedy(plan, rows, logits, sampler, out);
+  if (accept_all_) return;  // every run took the rows' path
   // Sampled runs read their target distributions on the host.
   Buffer host;
   const float* data = nullptr;
@@ -42,10 +43,12 @@ void SpeculativeVerifier::VerifyGreedy(const StepPlan& plan, const std::vector<L
   std::vector<std::int32_t> first(plan.items.size(), -1);  // each greedy run's first row in rows_
   for (std::size_t k = 0; k < plan.items.size(); ++k) {
     const ScheduledSequence& item = plan.items[k];
-    if (item.num_drafts == 0 || !Greedy(item)) continue;
+    if (item.num_drafts == 0 || (!accept_all_ && !Greedy(item))) continue;
     first[k] = static_cast<std::int32_t>(rows_.size());
-    for (std::int32_t j = 0; j <= item.num_drafts; ++j)
+    for (std::int32_t j = 0; j <= item.num_drafts; ++j) {
       rows_.push_back(sampler.MakeRow(*item.seq, rows[k].sample + j, vocab, &ids_.emplace_back(), j));
+      if (accept_all_ && j < item.num_drafts) rows_.back().forced_token = item.seq->drafts[j];
+    }
   }
   if (rows_.empty()) return;
   sampler.SampleRows(logits, rows_, &results_);
@@ -56,7 +59,7 @@ void SpeculativeVerifier::VerifyGreedy(const StepPlan& plan, const std::vector<L
     for (std::int32_t j = 0; j <= item.num_drafts; ++j) targets.push_back(results_[first[k] + j].token);
     const std::span<const std::int32_t> drafts(item.seq->drafts.data(), static_cast<std::size_t>(item.num_drafts));
     VerifiedRun& run = (*out)[k];
-    run.accepted = AcceptGreedy(targets, drafts);
+    run.accepted = accept_all_ ? item.num_drafts : AcceptGreedy(targets, drafts);
     run.tokens.assign(results_.begin() + first[k], results_.begin() + first[k] + run.accepted + 1);
   }
 }

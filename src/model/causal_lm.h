@@ -68,14 +68,15 @@ class CausalLM {
   virtual std::optional<kernels::DeviceMemory> device_memory() { return std::nullopt; }
   // Captures the decode graphs of every configured batch size for the allocated memory now, as
   // SGLang does at start-up, so that no request waits for a capture; a model without graphs does
-  // nothing.
-  virtual void CaptureDecodeGraphs() {}
+  // nothing. `draft_steps` > 0 (speculative decoding with that many drafts a sequence): also the
+  // verify runs' graphs (draft_steps + 1 tokens a sequence) and the draft layer's chained steps'.
+  virtual void CaptureDecodeGraphs(std::int32_t draft_steps) { (void)draft_steps; }
   // Drops captured decode graphs (they reference the communicators, which a parallel model
   // destroys before its ranks' models).
   virtual void ReleaseGraphs() {}
 
   // Speculative decoding with the model's own draft layers (model/draft_batch.h). A model that
-  // loaded them keeps the hidden states of its last eager step's rows (the rows fed to the lm_head)
+  // loaded them keeps the hidden states of its last target step's rows (the rows fed to the lm_head)
   // and those of its last draft step, and its Memory() includes the draft layers' cache classes.
   virtual bool has_draft() const { return false; }
   // Runs the draft layer over `batch` and returns its logits [batch.logits_indices.size(), vocab],

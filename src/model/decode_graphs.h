@@ -1,13 +1,16 @@
-// Captured decode steps (CUDA graphs) for one model shard: a decode-only step of n sequences runs
-// as the replay of a graph captured for the smallest batch size >= n in the configured list, its
-// rows past n padding (token 0 at position 0, KV slot -1: nothing is written; their logits are
-// dropped). The engine captures every size at start-up (CaptureAll); a size not captured yet is
-// captured the first time a batch needs it.
+// Captured steps (CUDA graphs) for one model shard: a step of n sequences of T new tokens each
+// (T = 1: plain decode; T = S + 1: speculative verify runs of a token and S drafts) runs as the
+// replay of a graph captured for the smallest batch size >= n in the configured list, its
+// sequences past n padding (tokens 0 at positions 0 .. T - 1, KV slot -1: nothing is written;
+// their rows are dropped). The engine captures every size at start-up (CaptureAll); a size not
+// captured yet is captured the first time a batch needs it.
 //
 // Every graph reads its step from one fixed step-input block (model/step_inputs.h), written the
 // same way as an eager step's, with block tables at a fixed width of `max_pages` pages per
 // sequence. A replay writes the padded batch into the block and copies everything before the
-// tables plus the tables' used columns.
+// tables plus the tables' used columns. Besides the logits, a graph set may keep fixed rows of a
+// model's own (StepShape::hidden_size): an output the step writes (the normed hidden states a draft
+// step reads) and an input the caller fills before Run (the hidden rows a draft step reads).
 //
 // Graphs hold the model memory's addresses: they belong to one allocation and are dropped when the
 // model allocates its memory again.
@@ -42,49 +45,74 @@ std::vector<int> CudaGraphSizes(const CudaGraphOptions& options);
 
 class DecodeGraphs {
  public:
-  // Runs one step of `view` (a padded batch in the graph's input block), leaving its logits in
-  // `logits_out` [size, vocab].
-  using StepFn = std::function<void(const StepView& view, const Tensor& logits_out)>;
+  // What every graph of a set computes.
+  struct StepShape {
+    int tokens_per_sequence = 1;     // T: 1 for decode, S + 1 for verify runs
+    std::int64_t vocab_size = 0;     // the logits' width
+    int vocab_ranks = 1;             // attention-TP ranks (the step-input block's vocabulary order)
+    std::int64_t max_positions = 0;  // the longest context (the block tables' fixed width)
+    // > 0: the graphs also write rows [tokens, hidden_size] (`Outputs::hidden`) and, with
+    // `input_rows`, read rows [tokens, hidden_size] the caller fills (`Outputs::input`).
+    std::int64_t hidden_size = 0;
+    bool input_rows = false;
+    const char* what = "decode";  // the steps' name in logs
+  };
+  // A graph's fixed tensors at its size (rows = size · T): where the step writes its logits (and
+  // hidden rows) and the input rows it reads. Empty where the StepShape asks for none.
+  struct Outputs {
+    Tensor logits, hidden, input;
+  };
+  // What a replay left: the batch's logits rows and hidden rows (valid until this set runs again).
+  struct Result {
+    StepLogits logits;
+    Tensor hidden;
+  };
+  // Runs one step of `view` (a padded batch in the graph's input block) into `out`.
+  using StepFn = std::function<void(const StepView& view, const Outputs& out)>;
 
   // Graphs of `sizes` for `memory` on `backend`; null when the backend does not capture graphs.
   static std::unique_ptr<DecodeGraphs> Create(kernels::Backend& backend, std::vector<int> sizes,
-                                              const ModelMemory& memory, int vocab_ranks, std::int64_t max_positions,
-                                              std::int64_t vocab_size);
+                                              const ModelMemory& memory, const StepShape& shape);
   ~DecodeGraphs();
 
   // Whether these graphs were made for `memory` (the same storage and geometry).
   bool For(const ModelMemory& memory) const;
-  // Whether `batch` is a step a graph runs: decode only (one new token per sequence, rows in
-  // sequence order, every row's logits in order), at most the largest size, tables that fit.
+  // Whether `batch` is a step a graph runs: every sequence T new tokens (T > 1: verify runs) in
+  // sequence order, every row's logits in order, at most the largest size, tables that fit.
   bool Takes(const ForwardBatch& batch) const;
+  // The input rows of the first `tokens` rows, for the caller to fill before Run (StepShape::input_rows).
+  Tensor InputRows(std::int32_t tokens) const;
   // Runs `batch` (Takes must hold) on its graph, capturing it first with `step` if needed (`step`
-  // must stay valid as long as the graphs: a backend may run it again). An Error from the capture
-  // turns off this size and every larger one (the step then runs eagerly: returns nullopt) and is
-  // logged once.
-  std::optional<StepLogits> Run(const ForwardBatch& batch, const StepFn& step);
+  // must stay valid as long as the graphs: a backend may run it again; it must not write the
+  // input rows). An Error from the capture turns off this size and every larger one (the step
+  // then runs eagerly: returns nullopt) and is logged once.
+  std::optional<Result> Run(const ForwardBatch& batch, const StepFn& step);
   // Captures every size not captured yet, largest first (smaller graphs then reuse the larger
   // ones' scratch in the graph pool); returns how many sizes have a graph.
   int CaptureAll(const StepFn& step);
+  int tokens_per_sequence() const { return shape_.tokens_per_sequence; }
 
  private:
-  DecodeGraphs(kernels::Backend& backend, std::vector<int> sizes, const ModelMemory& memory, int vocab_ranks,
-               std::int64_t max_positions, std::int64_t vocab_size);
+  DecodeGraphs(kernels::Backend& backend, std::vector<int> sizes, const ModelMemory& memory, const StepShape& shape);
   int SizeFor(int batch_size) const;
   // Whether `size` has a graph, capturing it if needed; false (logged, that size and larger ones
   // off) when the capture fails.
   bool EnsureCaptured(int size, const StepFn& step);
   void Capture(int size, const StepFn& step);
-  // Writes `batch`'s sequences and padding rows up to `size` into the block.
+  // Writes `batch`'s sequences and padding sequences up to `size` into the block.
   void WritePadded(const ForwardBatch& batch, int size);
+  Outputs OutputsOf(int size) const;
 
   kernels::Backend& backend_;
   std::vector<int> sizes_;  // ascending; sizes from a failed capture on are removed
+  StepShape shape_;
   std::vector<const void*> memory_addresses_;
   MemoryPlan memory_plan_;
-  std::int64_t max_pages_ = 0, vocab_size_ = 0;
+  std::int64_t max_pages_ = 0;
   std::unique_ptr<StepInputs> inputs_;
   ForwardBatch padded_;  // the last padded batch (scratch)
-  Buffer logits_;        // [largest size, vocab]: every graph's output rows
+  // [largest size · T, vocab] and [largest size · T, hidden]: every graph's rows.
+  Buffer logits_, hidden_, input_;
   std::map<int, std::unique_ptr<kernels::StepGraph>> graphs_;
 };
 

@@ -1,6 +1,7 @@
 #include "model/decoder.h"
 
 #include <chrono>
+#include <string>
 
 #include "base/log.h"
 
@@ -35,13 +36,11 @@ void DecoderModel::LoadDeepseekHead(WeightLoader& loader, Buffer embed_tokens) {
 }
 
 void DecoderModel::AllocateMemory(const MemoryPlan& plan) {
-  graphs_.reset();  // they hold the old storage's addresses
+  ReleaseGraphs();  // they hold the old storage's addresses
   memory_.reset();
   memory_ = std::make_unique<ModelMemory>(Memory(), plan, backend_.allocator());
   inputs_ = std::make_unique<StepInputs>(backend_, memory_->spec(), options_.rank.attn_tp_size());
   if (draft_ != nullptr) draft_class_ = memory_->spec().index_of(draft_->Memory().front().name);
-  target_hidden_ = Buffer();
-  draft_hidden_ = Buffer();
   if (options_.indexer_query_split) inputs_->SplitIndexerQueries(options_.rank.attn_tp_size(), options_.rank.attn_tp_rank());
 }
 
@@ -60,41 +59,88 @@ StepLogits DecoderModel::Forward(const ForwardBatch& batch) {
   FISSION_CHECK(batch.positions.size() == batch.token_ids.size() && batch.kv_slots.size() == batch.token_ids.size());
   for (std::int32_t id : batch.token_ids)
     FISSION_CHECK(id >= 0 && id < config_.vocab_size, "token id ", id, " outside vocabulary ", config_.vocab_size);
-  if (DecodeGraphs* graphs = Graphs(); graphs != nullptr && batch.dp_groups.empty() && graphs->Takes(batch)) {
-    if (std::optional<StepLogits> logits = graphs->Run(batch, CapturedStep())) return std::move(*logits);
+  if (DecodeGraphs* graphs = TargetGraphs(batch)) {
+    if (std::optional<DecodeGraphs::Result> run = graphs->Run(batch, TargetStepFn())) {
+      if (draft_ != nullptr) target_hidden_.View(run->hidden);
+      return std::move(run->logits);
+    }
   }
   const RankInfo& rank = options_.rank;
   const PcpPlan plan = PlanContextParallelStep(batch, rank.cp_size(), rank.cp_rank(), options_.pcp_min_tokens);
   const StepView& view = inputs_->Write(batch, plan, memory_->plan().page_size);
   inputs_->Upload();
-  return RunStep(view, Tensor{});
+  return RunStep(view, DecodeGraphs::Outputs{});
 }
 
-DecodeGraphs::StepFn DecoderModel::CapturedStep() {
-  return [this](const StepView& view, const Tensor& logits_out) { RunStep(view, logits_out); };
+DecodeGraphs::StepFn DecoderModel::TargetStepFn() {
+  return [this](const StepView& view, const DecodeGraphs::Outputs& out) { RunStep(view, out); };
 }
 
-void DecoderModel::CaptureDecodeGraphs() {
-  DecodeGraphs* graphs = Graphs();
-  if (graphs == nullptr) return;
+DecodeGraphs::StepFn DecoderModel::DraftStepFn() {
+  return [this](const StepView& view, const DecodeGraphs::Outputs& out) { DraftStep(view, out.input, out); };
+}
+
+void DecoderModel::CaptureDecodeGraphs(std::int32_t draft_steps) {
+  verify_tokens_ = draft_ != nullptr && draft_steps > 0 ? draft_steps + 1 : 0;
+  DecodeGraphs* decode = GraphSet(&target_graphs_[1], 1, false);
+  if (decode == nullptr) return;
   const auto start = std::chrono::steady_clock::now();
-  const int captured = graphs->CaptureAll(CapturedStep());
+  std::string captured = StrCat(decode->CaptureAll(TargetStepFn()), " decode");
+  if (verify_tokens_ > 0) {
+    // Verify runs of S + 1 tokens a sequence at the same batch sizes (as SGLang), and the chained
+    // draft steps (S - 1 a decode step) when there are any.
+    const int tokens = verify_tokens_;
+    captured += StrCat(", ", GraphSet(&target_graphs_[tokens], tokens, false)->CaptureAll(TargetStepFn()),
+                       " verify (", tokens, " tokens a sequence)");
+    if (draft_steps > 1) captured += StrCat(", ", GraphSet(&draft_graphs_, 1, true)->CaptureAll(DraftStepFn()), " draft");
+  }
   if (options_.rank.world_rank() == 0)
-    Log(LogLevel::kInfo, "CUDA graphs: captured ", captured, " decode batch sizes in ",
+    Log(LogLevel::kInfo, "CUDA graphs: captured ", captured, " batch sizes in ",
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), " s");
 }
 
-DecodeGraphs* DecoderModel::Graphs() {
-  // With a draft layer every step runs eagerly: draft steps read the hidden states an eager step
-  // keeps (capturing verify and draft steps has not landed).
-  if (graph_sizes_.empty() || memory_ == nullptr || draft_ != nullptr) return nullptr;
-  if (graphs_ == nullptr || !graphs_->For(*memory_)) {
-    graphs_.reset();
-    graphs_ = DecodeGraphs::Create(backend_, graph_sizes_, *memory_, options_.rank.attn_tp_size(),
-                                   config_.max_position_embeddings, config_.vocab_size);
-    if (graphs_ == nullptr) graph_sizes_.clear();  // the backend does not capture (the CPU)
+void DecoderModel::ReleaseGraphs() {
+  target_graphs_.clear();
+  draft_graphs_.reset();
+  // They may be views of the graphs' rows.
+  target_hidden_.View(Tensor{});
+  draft_hidden_.View(Tensor{});
+}
+
+DecodeGraphs* DecoderModel::GraphSet(std::unique_ptr<DecodeGraphs>* slot, int tokens_per_sequence, bool draft) {
+  if (graph_sizes_.empty() || memory_ == nullptr) return nullptr;
+  if (*slot == nullptr || !(*slot)->For(*memory_)) {
+    slot->reset();
+    DecodeGraphs::StepShape shape;
+    shape.tokens_per_sequence = tokens_per_sequence;
+    shape.vocab_size = config_.vocab_size;
+    shape.vocab_ranks = options_.rank.attn_tp_size();
+    shape.max_positions = config_.max_position_embeddings;
+    // With a draft layer every target step keeps its normed hidden rows, and a draft step reads
+    // the rows the caller gathers into its input.
+    if (draft_ != nullptr) shape.hidden_size = config_.hidden_size;
+    shape.input_rows = draft;
+    shape.what = draft ? "draft" : tokens_per_sequence > 1 ? "verify" : "decode";
+    *slot = DecodeGraphs::Create(backend_, graph_sizes_, *memory_, shape);
+    if (*slot == nullptr) graph_sizes_.clear();  // the backend does not capture (the CPU)
   }
-  return graphs_.get();
+  return slot->get();
+}
+
+DecodeGraphs* DecoderModel::TargetGraphs(const ForwardBatch& batch) {
+  if (graph_sizes_.empty() || !batch.dp_groups.empty() || batch.sequences.empty()) return nullptr;
+  const SequenceSlice& first = batch.sequences.front();
+  // Several tokens a sequence are captured as the engine's verify runs only.
+  if (first.query_len < 1 || (first.query_len > 1 && (first.query_len != verify_tokens_ || !first.verify)))
+    return nullptr;
+  DecodeGraphs* graphs = GraphSet(&target_graphs_[first.query_len], first.query_len, false);
+  return graphs != nullptr && graphs->Takes(batch) ? graphs : nullptr;
+}
+
+DecodeGraphs* DecoderModel::DraftGraphs(const ForwardBatch& batch) {
+  if (graph_sizes_.empty()) return nullptr;
+  DecodeGraphs* graphs = GraphSet(&draft_graphs_, 1, true);
+  return graphs != nullptr && graphs->Takes(batch) ? graphs : nullptr;
 }
 
 StepContext DecoderModel::MakeContext(const StepView& view, const TokenLayout& layout, const Tensor& logits_out) const {
@@ -108,24 +154,25 @@ StepContext DecoderModel::MakeContext(const StepView& view, const TokenLayout& l
   return step;
 }
 
-StepLogits DecoderModel::RunStep(const StepView& view, const Tensor& logits_out) {
+StepLogits DecoderModel::RunStep(const StepView& view, const DecodeGraphs::Outputs& out) {
   const TokenLayout layout(backend_, options_.rank, view, &expert_load_);
-  const StepContext step = MakeContext(view, layout, logits_out);
+  const StepContext step = MakeContext(view, layout, out.logits);
   Buffer h = Hidden(step);
-  if (draft_ != nullptr && logits_out.data == nullptr) {
-    // Keep every row, normed, for the draft's next extend; a row's norm is the same bits whether
-    // it is taken before or after selecting the logits rows.
-    target_hidden_ = layout.AllRows(std::move(h));
-    backend_.RmsNorm(target_hidden_, final_norm_, final_norm_eps_, target_hidden_);
-    Buffer selected(DType::kF32, Shape{static_cast<std::int64_t>(view.logits_indices.size()), config_.hidden_size},
-                    backend_.allocator());
-    backend_.GatherRows(target_hidden_, view.logits_indices, selected);
+  if (draft_ == nullptr) {
+    // Only the rows that need logits go through the final norm and lm_head.
+    Buffer selected = layout.LogitRows(h);
+    backend_.RmsNorm(selected, final_norm_, final_norm_eps_, selected);
     return LmHead(step, selected);
   }
-  if (draft_ != nullptr) target_hidden_ = Buffer();  // a captured step keeps nothing
-  // Only the rows that need logits go through the final norm and lm_head.
-  Buffer selected = layout.LogitRows(h);
-  backend_.RmsNorm(selected, final_norm_, final_norm_eps_, selected);
+  // Keep every row, normed, for the draft's next extend (a captured step in its fixed rows); a
+  // row's norm is the same bits whether it is taken before or after selecting the logits rows.
+  Buffer all = layout.AllRows(std::move(h));
+  const Tensor kept = out.hidden.data != nullptr ? out.hidden : all.tensor();
+  backend_.RmsNorm(all, final_norm_, final_norm_eps_, kept);
+  Buffer selected(DType::kF32, Shape{static_cast<std::int64_t>(view.logits_indices.size()), config_.hidden_size},
+                  backend_.allocator());
+  backend_.GatherRows(kept, view.logits_indices, selected);
+  if (out.hidden.data == nullptr) target_hidden_.Own(std::move(all));
   return LmHead(step, selected);
 }
 
@@ -135,36 +182,57 @@ MemorySpec DecoderModel::WithDraftMemory(MemorySpec family) const {
   return family;
 }
 
-StepLogits DecoderModel::ForwardDraft(const DraftBatch& draft) {
-  if (draft_ == nullptr) return CausalLM::ForwardDraft(draft);  // an Error naming the model
-  FISSION_CHECK(memory_ != nullptr, "ForwardDraft before AllocateMemory");
+void DecoderModel::CheckDraftBatch(const DraftBatch& draft, std::int64_t source_rows) const {
   const ForwardBatch& batch = draft.batch;
-  const std::int32_t n = batch.num_tokens();
   FISSION_CHECK(batch.positions.size() == batch.token_ids.size() && batch.kv_slots.size() == batch.token_ids.size() &&
                 draft.hidden_rows.size() == batch.token_ids.size());
-  const Buffer& source = draft.source == DraftBatch::Source::kTarget ? target_hidden_ : draft_hidden_;
-  const std::int64_t source_rows = source.empty() ? 0 : source.tensor().shape[0];
-  for (std::int32_t i = 0; i < n; ++i) {
+  for (std::int32_t i = 0; i < batch.num_tokens(); ++i) {
     FISSION_CHECK(batch.token_ids[i] >= 0 && batch.token_ids[i] < config_.vocab_size, "draft token id ",
                   batch.token_ids[i], " outside vocabulary ", config_.vocab_size);
     FISSION_CHECK(draft.hidden_rows[i] >= 0 && draft.hidden_rows[i] < source_rows, "draft row ", i,
                   " reads hidden row ", draft.hidden_rows[i], " of a step that kept ", source_rows);
   }
+}
+
+StepLogits DecoderModel::ForwardDraft(const DraftBatch& draft) {
+  if (draft_ == nullptr) return CausalLM::ForwardDraft(draft);  // an Error naming the model
+  FISSION_CHECK(memory_ != nullptr, "ForwardDraft before AllocateMemory");
+  const ForwardBatch& batch = draft.batch;
+  const KeptRows& source = draft.source == DraftBatch::Source::kTarget ? target_hidden_ : draft_hidden_;
+  CheckDraftBatch(draft, source.count());
+  const Shape rows{batch.num_tokens(), config_.hidden_size};
+  if (DecodeGraphs* graphs = DraftGraphs(batch)) {
+    // The rows go into the graph's input before any capture, which may write the source (the
+    // previous draft step's rows are this set's own output).
+    const Tensor input = graphs->InputRows(batch.num_tokens());
+    backend_.GatherRows(source.rows, draft.hidden_rows, input);
+    if (std::optional<DecodeGraphs::Result> run = graphs->Run(batch, DraftStepFn())) {
+      draft_hidden_.View(run->hidden);
+      return std::move(run->logits);
+    }
+  }
   const PcpPlan plan = PlanContextParallelStep(batch, 1, 0, options_.pcp_min_tokens);
   const StepView& view = inputs_->Write(batch, plan, memory_->plan().page_size);
   inputs_->Upload();
+  Buffer previous(DType::kF32, rows, backend_.allocator()), hidden(DType::kF32, rows, backend_.allocator());
+  backend_.GatherRows(source.rows, draft.hidden_rows, previous);
+  DecodeGraphs::Outputs out;
+  out.hidden = hidden.tensor();
+  StepLogits logits = DraftStep(view, previous, out);
+  draft_hidden_.Own(std::move(hidden));
+  return logits;
+}
+
+StepLogits DecoderModel::DraftStep(const StepView& view, const Tensor& previous, const DecodeGraphs::Outputs& out) {
   const TokenLayout layout(backend_, options_.rank, view);
-  const StepContext step = MakeContext(view, layout, Tensor{});
-  const Shape rows{n, config_.hidden_size};
+  const StepContext step = MakeContext(view, layout, out.logits);
   Allocator* alloc = backend_.allocator();
-  Buffer embedded(DType::kF32, rows, alloc), previous(DType::kF32, rows, alloc), out(DType::kF32, rows, alloc);
+  Buffer embedded(DType::kF32, Shape{view.rows, config_.hidden_size}, alloc);
   Embed(step, embedded);
-  backend_.GatherRows(source, draft.hidden_rows, previous);
-  draft_->Forward(step, embedded, previous, draft_class_, out);
-  draft_hidden_ = std::move(out);
+  draft_->Forward(step, embedded, previous, draft_class_, out.hidden);
   Buffer selected(DType::kF32, Shape{static_cast<std::int64_t>(view.logits_indices.size()), config_.hidden_size},
                   alloc);
-  backend_.GatherRows(draft_hidden_, view.logits_indices, selected);
+  backend_.GatherRows(out.hidden, view.logits_indices, selected);
   return LmHead(step, selected);
 }
 

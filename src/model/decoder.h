@@ -1,6 +1,7 @@
 // What every decoder-only family shares, so that a family file holds only its own math: the
 // step's plumbing (token ids checked, the context-parallel split planned, the step-input block
-// written and uploaded, decode steps sent to CUDA graphs), the model's memory, the vocab-parallel
+// written and uploaded, decode, verify and chained draft steps sent to CUDA graphs), the model's
+// memory, the vocab-parallel
 // embedding, and the final norm and lm_head over only the rows whose logits the step returns.
 //
 // A family derives from DecoderModel, loads its weights in its constructor (SetVocabulary for
@@ -8,6 +9,7 @@
 // (Hidden).
 #pragma once
 
+#include <map>
 #include <memory>
 #include <vector>
 
@@ -53,11 +55,12 @@ class DecoderModel : public CausalLM {
   void AllocateMemory(const MemoryPlan& plan) override;
   // On a device the logits stay in its memory.
   StepLogits Forward(const ForwardBatch& batch) override;
-  void CaptureDecodeGraphs() override;
-  void ReleaseGraphs() override { graphs_.reset(); }
+  void CaptureDecodeGraphs(std::int32_t draft_steps) override;
+  void ReleaseGraphs() override;
   bool has_draft() const override { return draft_ != nullptr; }
   std::vector<std::int64_t> ExpertLoad() const override { return expert_load_.per_ep_rank; }
-  // Draft steps run unsplit on every rank (the CP split is for the target's prefill), eagerly.
+  // Draft steps run unsplit on every rank (the CP split is for the target's prefill); one row per
+  // sequence (the chained steps) as graph replays.
   StepLogits ForwardDraft(const DraftBatch& batch) override;
 
   const io::ModelConfig& config() const { return config_; }
@@ -90,13 +93,39 @@ class DecoderModel : public CausalLM {
   Range vocab_part() const { return vocab_part_; }
 
  private:
-  StepLogits RunStep(const StepView& view, const Tensor& logits_out);
+  // Rows a draft step reads: an eager step's own buffer, or a graph's fixed output rows (valid
+  // until that graph set runs again, which is after the draft step that reads them).
+  struct KeptRows {
+    Buffer owned;
+    Tensor rows;
+    void Own(Buffer b) {
+      owned = std::move(b);
+      rows = owned.tensor();
+    }
+    void View(const Tensor& t) {
+      owned = Buffer();
+      rows = t;
+    }
+    std::int64_t count() const { return rows.data == nullptr ? 0 : rows.shape[0]; }
+  };
+
+  // A target step of `view`: logits (and, with a draft layer, the normed hidden rows) into `out`'s
+  // tensors when it names them (a captured step), else into new buffers.
+  StepLogits RunStep(const StepView& view, const DecodeGraphs::Outputs& out);
+  // A draft step of `view` over the hidden rows `previous`, writing out.hidden (and out.logits when
+  // it names them).
+  StepLogits DraftStep(const StepView& view, const Tensor& previous, const DecodeGraphs::Outputs& out);
+  void CheckDraftBatch(const DraftBatch& draft, std::int64_t source_rows) const;
   StepLogits LmHead(const StepContext& step, const Tensor& rows);
   StepContext MakeContext(const StepView& view, const TokenLayout& layout, const Tensor& logits_out) const;
-  // The decode graphs of the allocated memory (made anew after AllocateMemory); null when graphs
-  // are off.
-  DecodeGraphs* Graphs();
-  DecodeGraphs::StepFn CapturedStep();
+  // The graph set in `slot` for the allocated memory (made anew after AllocateMemory), null when
+  // graphs are off: target steps of `tokens_per_sequence` tokens a sequence, or draft steps.
+  DecodeGraphs* GraphSet(std::unique_ptr<DecodeGraphs>* slot, int tokens_per_sequence, bool draft);
+  // The set that runs `batch` as a replay, or null (the step runs eagerly).
+  DecodeGraphs* TargetGraphs(const ForwardBatch& batch);
+  DecodeGraphs* DraftGraphs(const ForwardBatch& batch);
+  DecodeGraphs::StepFn TargetStepFn();
+  DecodeGraphs::StepFn DraftStepFn();
 
   io::ModelConfig config_;
   kernels::Backend& backend_;
@@ -108,12 +137,18 @@ class DecoderModel : public CausalLM {
   std::unique_ptr<ModelMemory> memory_;
   std::unique_ptr<StepInputs> inputs_;  // eager steps' block
   std::vector<int> graph_sizes_;        // empty: every step runs eagerly
-  std::unique_ptr<DecodeGraphs> graphs_;
+  // Target steps' graphs by tokens per sequence (1: decode, S + 1: verify runs), and the draft
+  // layer's (one row per sequence).
+  std::map<int, std::unique_ptr<DecodeGraphs>> target_graphs_;
+  std::unique_ptr<DecodeGraphs> draft_graphs_;
+  // S + 1 of the engine's speculative decoding (CaptureDecodeGraphs): verify runs of other lengths
+  // (sequences near max_new_tokens draft fewer) run eagerly. 0: no verify graphs.
+  int verify_tokens_ = 0;
   std::unique_ptr<DraftHead> draft_;
   int draft_class_ = -1;  // the draft's first cache class in the allocated memory
-  // With a draft layer: the normed hidden states [tokens, hidden] of every row of the last eager
-  // target step and of the last draft step, in token order (what the next draft step reads).
-  Buffer target_hidden_, draft_hidden_;
+  // With a draft layer: the normed hidden states [tokens, hidden] of every row of the last target
+  // step and of the last draft step, in token order (what the next draft step reads).
+  KeptRows target_hidden_, draft_hidden_;
   ExpertLoadCount expert_load_;  // counted by the token layout's MoE transitions
 };
 

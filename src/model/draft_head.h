@@ -20,8 +20,10 @@ class DraftHead {
   virtual std::vector<CacheClass> Memory() const = 0;
   // embedded [rows, hidden]: the target's embedding of each row's next token; previous [rows,
   // hidden]: the hidden state that predicted it (normed, as fed to an lm_head). Writes out [rows,
-  // hidden], the row to feed the target's lm_head (and the next chained draft step). Both inputs
-  // may be overwritten. `first_class` is the index of its first cache class in the model's memory.
+  // hidden], the row to feed the target's lm_head (and the next chained draft step). `embedded`
+  // may be overwritten; `previous` is only read (a captured draft step reads it from its graph's
+  // fixed input rows, filled before the replay). `first_class` is the index of its first cache
+  // class in the model's memory.
   virtual void Forward(const StepContext& step, const Tensor& embedded, const Tensor& previous, int first_class,
                        const Tensor& out) const = 0;
 };

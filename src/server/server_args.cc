@@ -106,7 +106,8 @@ const std::vector<FlagInfo>& ServerFlags() {
        "prefill chunks and decode tokens always share steps"},
       {"--schedule-policy", {}, T::kString, K::kIgnored, P::kServer, "P", "fcfs", "the scheduler is FCFS"},
       {"--cuda-graph-bs", {}, T::kIntList, K::kApplied, P::kServer, "N...", "1 2 4 8 12 16 24 32 40 ... max",
-       "decode batch sizes captured as CUDA graphs (a batch runs on the smallest size that holds it)"},
+       "decode (and speculative verify and draft) batch sizes captured as CUDA graphs (a batch runs on the "
+       "smallest size that holds it)"},
       {"--cuda-graph-max-bs", {}, T::kInt, K::kApplied, P::kServer, "N", "256",
        "the largest default CUDA graph batch size"},
       {"--disable-cuda-graph", {}, T::kBool, K::kApplied, P::kServer, "", "", "run decode steps eagerly"},
@@ -137,6 +138,8 @@ const std::vector<FlagInfo>& ServerFlags() {
        "only 1 (tree drafts have not landed)"},
       {"--speculative-num-draft-tokens", {}, T::kInt, K::kApplied, P::kEngine, "N", "steps + 1",
        "tokens per verify run: --speculative-num-steps + 1"},
+      {"--speculative-accept-all-for-benchmark", {}, T::kBool, K::kApplied, P::kEngine, "", "",
+       "accept every draft: outputs are NOT the model's (timing on dummy weights only)"},
       {"--speculative-draft-model-path", {}, T::kString, K::kApplied, P::kLoad, "PATH", "the target's own layer",
        "a NextN checkpoint (SGLang's export layout); without it the target checkpoint's extra layer"},
   };

@@ -1,4 +1,5 @@
-// Decode steps as CUDA graph replays (model/decode_graphs.h) against the same steps run eagerly,
+// Decode steps (and speculative decoding's verify and draft steps) as CUDA graph replays
+// (model/decode_graphs.h) against the same steps run eagerly,
 // on DeepSeek-V3's dimensions (dummy FP8 weights, 2 layers, 64 routed experts): the shapes the
 // tuned MLA kernels and the FP8 expert path take. A batch of exactly a captured size runs the
 // same kernels on the same inputs as the eager step, so its logits must be bit-identical; a
@@ -14,6 +15,7 @@
 #include "kernels/cuda/cuda_context.h"
 #include "model/runtime/device_model.h"
 #include "model/runtime/model_loader.h"
+#include "model/spec_driver_testlib.h"
 #include "model/step_runner_testlib.h"
 
 namespace fission::model {
@@ -118,6 +120,52 @@ TEST(CudaGraphs, SparseAttentionReplaysEqualEagerSteps) {
   const Stats s = DecodeBoth(*graphs, *eager, lengths, batches, 12, {1, 4, 8});
   std::printf("dsa cuda graphs vs eager: %d of %d rows bit-identical, worst relative L2 %.3g\n", s.exact_rows,
               s.rows, s.worst);
+}
+
+// Speculative decoding's captured steps with the NextN layer (its dummy weights): verify runs of 4
+// tokens a sequence (every row's logits), the draft extend over the kept rows (eager, reading the
+// hidden rows a replay kept) and the chained draft steps, against the same steps eagerly. Batches
+// of captured sizes only: every row bit-identical.
+TEST(CudaGraphs, VerifyAndDraftStepsReplayEagerSteps) {
+  ASSERT_GT(DeviceCount(), 0) << "no CUDA device";
+  LoadOptions with_graphs = DummyV3(true), without = DummyV3(false);
+  with_graphs.load_draft = without.load_draft = true;
+  auto graphs = LoadCausalLM(ConfigDir(), with_graphs);
+  auto eager = LoadCausalLM(ConfigDir(), without);
+  int exact = 0, rows = 0;
+  const CompareSteps compare = [&](const LogitRows& got, const LogitRows& want, std::size_t, const std::string& what) {
+    ASSERT_EQ(got.size(), want.size()) << what;
+    for (std::size_t r = 0; r < got.size(); ++r) {
+      ++rows;
+      if (got[r] == want[r]) ++exact;
+      EXPECT_EQ(got[r], want[r]) << what << ", row " << r << ": relative L2 "
+                                 << RelativeL2(got[r], want[r].data(), graphs->vocab_size());
+    }
+  };
+  SpeculateBoth(*graphs, *eager, {5, 16, 17, 40, 100, 300, 33, 64}, {{0, 1, 2, 3, 4, 5, 6, 7}, {1, 3, 5, 7}, {6}}, 4,
+                3, compare, 16);
+  std::printf("speculative cuda graphs vs eager (captured sizes): %d of %d rows bit-identical\n", exact, rows);
+}
+
+// Padded verify and draft steps (5 sequences on the graph of 8, 3 on that of 4): within
+// kPaddedBound of the eager steps (the decode attention splits its keys by the padded size).
+TEST(CudaGraphs, PaddedVerifyAndDraftStepsStayClose) {
+  ASSERT_GT(DeviceCount(), 0) << "no CUDA device";
+  LoadOptions with_graphs = DummyV3(true), without = DummyV3(false);
+  with_graphs.load_draft = without.load_draft = true;
+  auto graphs = LoadCausalLM(ConfigDir(), with_graphs);
+  auto eager = LoadCausalLM(ConfigDir(), without);
+  double worst = 0.0;
+  const CompareSteps compare = [&](const LogitRows& got, const LogitRows& want, std::size_t, const std::string& what) {
+    ASSERT_EQ(got.size(), want.size()) << what;
+    for (std::size_t r = 0; r < got.size(); ++r) {
+      const double err = RelativeL2(got[r], want[r].data(), graphs->vocab_size());
+      worst = std::max(worst, err);
+      EXPECT_LE(err, kPaddedBound) << what << ", row " << r;
+    }
+  };
+  SpeculateBoth(*graphs, *eager, {9, 40, 3, 70, 120, 31}, {{0, 1, 2, 3, 4}, {1, 4, 5}}, 3, 3, compare, 16);
+  std::printf("padded speculative cuda graphs vs eager: worst relative L2 %.3g\n", worst);
 }
 
 // A second cache (other addresses) gets graphs of its own.

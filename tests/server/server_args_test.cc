@@ -219,6 +219,11 @@ TEST(ServerArgsTest, FeaturesNotLandedAreErrorsThatSaySo) {
   EXPECT_TRUE(Contains(ErrorOf({"--speculative-algorithm", "EAGLE", "--speculative-num-steps", "3",
                                 "--speculative-num-draft-tokens", "8"}),
                        "--speculative-num-draft-tokens"));
+  // The benchmark mode that accepts every draft: off unless given, and only with an algorithm.
+  EXPECT_FALSE(Parse({"--speculative-algorithm", "NEXTN"}).engine.speculative.accept_all_for_benchmark);
+  EXPECT_TRUE(Parse({"--speculative-algorithm", "NEXTN", "--speculative-accept-all-for-benchmark"})
+                  .engine.speculative.accept_all_for_benchmark);
+  EXPECT_TRUE(Contains(ErrorOf({"--speculative-accept-all-for-benchmark"}), "--speculative-algorithm"));
   // The same flags with their neutral values are fine.
   EXPECT_EQ(ErrorOf({"--dp-size", "1", "--ep-size", "1", "--nnodes", "1", "--node-rank", "0"}), "");
 }

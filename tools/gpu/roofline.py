@@ -8,9 +8,15 @@ top_k routed experts, and the lm_head row block (all of it: every vocabulary row
 logits). For a batch of b sequences the routed experts read are the expected number of distinct
 experts among b * top_k uniform draws. Norms, biases and the embedding row are ignored (< 0.1%).
 
+Speculative decoding (--verify-tokens T = S + 1, --draft-steps S): the target step is a verify
+run of T tokens a sequence (the experts of b * T * top_k draws, the cache read once), and each of
+the S draft steps reads the NextN layer (one MoE decoder layer, eh_proj in bf16) over the batch,
+its own latent cache and the whole lm_head again. With every draft accepted a step emits T tokens
+a sequence, so the time per token is the step's over T.
+
   usage: roofline.py CONFIG_DIR [--override JSON] [--weights fp8|bf16] [--context N] [--batch B]
-         [--bandwidth GBPS]
-Prints one JSON object: bytes per step and the roofline step time in ms.
+         [--verify-tokens T --draft-steps S] [--bandwidth GBPS]
+Prints one JSON object: bytes per step, the roofline step time and time per token in ms.
 """
 import argparse
 import json
@@ -26,7 +32,7 @@ def merge(base, patch):
     return base
 
 
-def roofline(c, weights, context, batch, bandwidth_gbps):
+def roofline(c, weights, context, batch, bandwidth_gbps, verify_tokens=1, draft_steps=0):
     w = 1.0 if weights == "fp8" else 2.0  # bytes per quantized matrix element
     h, heads = c["hidden_size"], c["num_attention_heads"]
     nope, rope, v = c["qk_nope_head_dim"], c["qk_rope_head_dim"], c["v_head_dim"]
@@ -38,17 +44,28 @@ def roofline(c, weights, context, batch, bandwidth_gbps):
     moe_layers = layers - dense_layers
     experts, top_k = c["n_routed_experts"], c["num_experts_per_tok"]
     expert = 3 * h * c["moe_intermediate_size"]
-    distinct = experts * (1.0 - (1.0 - top_k / experts) ** batch)
-    moe = c.get("n_shared_experts", 0) * expert + distinct * expert
-    weight_bytes = w * (layers * attention + dense_layers * 3 * h * c["intermediate_size"] + moe_layers * moe)
-    weight_bytes += moe_layers * experts * h * 2.0  # router, bf16
-    weight_bytes += c["vocab_size"] * h * 2.0  # lm_head, bf16 (not quantized in the checkpoints)
-    kv_bytes = batch * layers * context * (kv_lora + rope) * 2.0  # bf16 latent cache
-    total = weight_bytes + kv_bytes
+
+    def moe(tokens):  # one MoE layer's expert bytes (elements) for `tokens` rows
+        distinct = experts * (1.0 - (1.0 - top_k / experts) ** tokens)
+        return c.get("n_shared_experts", 0) * expert + distinct * expert
+
+    lm_head = c["vocab_size"] * h * 2.0  # bf16 (not quantized in the checkpoints)
+    router = experts * h * 2.0  # bf16
+    weight_bytes = w * (layers * attention + dense_layers * 3 * h * c["intermediate_size"] +
+                        moe_layers * moe(batch * verify_tokens))
+    weight_bytes += moe_layers * router + lm_head
+    row = (kv_lora + rope) * 2.0  # one bf16 latent row
+    kv_bytes = batch * layers * context * row
+    # Each draft step: the NextN layer (attention, MoE, eh_proj) and its cache, then the lm_head.
+    draft_bytes = draft_steps * (w * (attention + moe(batch)) + router + 2 * h * h * 2.0 + lm_head +
+                                 batch * context * row)
+    total = weight_bytes + kv_bytes + draft_bytes
+    step_ms = total / (bandwidth_gbps * 1e9) * 1e3
     return {
         "weights": weights, "batch": batch, "context": context, "layers": layers,
-        "weight_bytes": int(weight_bytes), "kv_bytes": int(kv_bytes),
-        "step_ms": total / (bandwidth_gbps * 1e9) * 1e3, "bandwidth_gbps": bandwidth_gbps,
+        "verify_tokens": verify_tokens, "draft_steps": draft_steps,
+        "weight_bytes": int(weight_bytes), "kv_bytes": int(kv_bytes), "draft_bytes": int(draft_bytes),
+        "step_ms": step_ms, "token_ms": step_ms / verify_tokens, "bandwidth_gbps": bandwidth_gbps,
     }
 
 
@@ -59,11 +76,13 @@ def main():
     p.add_argument("--weights", choices=["fp8", "bf16"], default="fp8")
     p.add_argument("--context", type=int, default=1024)
     p.add_argument("--batch", type=int, default=1)
+    p.add_argument("--verify-tokens", type=int, default=1, help="tokens a sequence per target step (S + 1)")
+    p.add_argument("--draft-steps", type=int, default=0, help="draft layer steps per target step (S)")
     p.add_argument("--bandwidth", type=float, default=4200.0, help="GB/s")
     a = p.parse_args()
     with open(os.path.join(a.config_dir, "config.json")) as f:
         config = merge(json.load(f), json.loads(a.override))
-    print(json.dumps(roofline(config, a.weights, a.context, a.batch, a.bandwidth)))
+    print(json.dumps(roofline(config, a.weights, a.context, a.batch, a.bandwidth, a.verify_tokens, a.draft_steps)))
 
 
 if __name__ == "__main__":

@@ -11,6 +11,8 @@
 #           e2e-bf16  the same with bf16 weights
 #           e2e-eager the FP8 run with --disable-cuda-graph (the side-by-side reference for graphs)
 #           graphs  tools/gpu/graph_check.sh (CUDA graph replays against eager steps)
+#           spec    tools/gpu/spec_bench.sh (speculative decoding's TPOT, NEXTN 1 and 3 steps accepting
+#                   every draft, batch 1 and 16, graphs against eager)
 #           kernels tools/gpu/check.sh --prebuilt (kernel tests, kernel benchmarks, torch reference)
 #           kernel-tests  the kernel tests alone
 #           ops     the operation table: torch goldens made here, the CPU reference against them, CUDA
@@ -53,6 +55,7 @@ for stage in "$@"; do
     e2e-eager) SERVER_FLAGS=--disable-cuda-graph TAG=fp8_eager timeout 420 bash tools/gpu/serve_bench.sh "$BIN" "$TOK" 4 fp8 \
                  > "$OUT/stage_e2e_eager.txt" 2>&1 ;;
     graphs) timeout 420 bash tools/gpu/graph_check.sh "$BIN" > "$OUT/stage_graphs.txt" 2>&1 ;;
+    spec) timeout 300 bash tools/gpu/spec_bench.sh "$BIN" > "$OUT/stage_spec.txt" 2>&1 ;;
     e2e-bf16) timeout 420 bash tools/gpu/serve_bench.sh "$BIN" "$TOK" 4 bf16 > "$OUT/stage_e2e_bf16.txt" 2>&1 ;;
     kernels) bash tools/gpu/check.sh --prebuilt "$BIN" --no-build > "$OUT/stage_kernels.txt" 2>&1 ;;
     bench-lite) timeout 300 "$BIN/fission_cuda_bench" gemm fp8 decode moe_fp8 > "$OUT/bench_lite.log" 2>&1 ;;

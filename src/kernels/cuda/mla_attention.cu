@@ -66,24 +66,25 @@ constexpr int kMinDecodeKeysPerSplit = mla::kKeys;
 // return at once.
 constexpr std::int64_t kMaxDecodeSplits = std::min<std::int64_t>(128, mla::kMaxSplits);
 
-// Pure decode's work list (PlanDecodeOnDevice): item (sequence i, row block rb, split sp) at
-// (i·row_blocks + rb)·splits + sp, the order the host lists use. Sequence i's keys are [0, position
-// + 1), cut into chunks of ⌈kv_len / splits⌉ keys rounded up to whole tiles, so a short context
-// leaves its later splits empty. A position outside the block table's reach is clamped: whatever
-// the values, nothing outside the table is read.
-__global__ void DecodeWorkKernel(const std::int32_t* positions, int n, int table_width, int page_size, int row_blocks,
-                                 int rows_per_block, int splits, SeqInfo* seqs, WorkItem* items) {
+// A uniform step's work list (PlanDecodeOnDevice): item (sequence i, row block rb, split sp) at
+// (i·row_blocks + rb)·splits + sp, the order the host lists use. Sequence i has `tokens` queries at
+// rows [i·tokens, (i + 1)·tokens) and its keys are [0, last query's position + 1), cut into chunks
+// of ⌈kv_len / splits⌉ keys rounded up to whole tiles, so a short context leaves its later splits
+// empty (each query row still sees keys up to its own position). A position outside the block
+// table's reach is clamped: whatever the values, nothing outside the table is read.
+__global__ void DecodeWorkKernel(const std::int32_t* positions, int n, int tokens, int table_width, int page_size,
+                                 int row_blocks, int rows_per_block, int splits, SeqInfo* seqs, WorkItem* items) {
   const std::int64_t item = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
   const int per_seq = row_blocks * splits;
   if (item >= static_cast<std::int64_t>(n) * per_seq) return;
   const int i = static_cast<int>(item / per_seq), in_seq = static_cast<int>(item % per_seq);
   const int rb = in_seq / splits, sp = in_seq % splits;
-  const int reach = table_width * page_size, position = positions[i];
+  const int reach = table_width * page_size, position = positions[i * tokens + tokens - 1];
   const int kv_len = position < 0 ? 1 : min(position, reach - 1) + 1;
   const int chunk =
       max(kMinDecodeKeysPerSplit, ((kv_len + splits - 1) / splits + mla::kKeys - 1) / mla::kKeys * mla::kKeys);
   items[item] = WorkItem{i, rb * rows_per_block, min(kv_len, sp * chunk), min(kv_len, (sp + 1) * chunk), sp};
-  if (in_seq == 0) seqs[i] = SeqInfo{i, 1, kv_len, 0, i * table_width, i};
+  if (in_seq == 0) seqs[i] = SeqInfo{i * tokens, tokens, kv_len, 0, i * table_width, i * tokens};
 }
 
 // The absorbed form's work on the device: sequences, work items (blocks of the flash kernel), block
@@ -135,29 +136,30 @@ AbsorbedWork PlanOnHost(CudaContext& ctx, std::span<const SeqAttention> seqs, st
   return work;
 }
 
-// Pure decode: the splits follow from the batch size and heads alone, and a kernel reads each
-// sequence's position (kv_len = position + 1) on the device to cut its keys. Nothing here depends on
-// this step's values, so a captured step replays with new positions and tables.
-AbsorbedWork PlanDecodeOnDevice(CudaContext& ctx, std::span<const SeqAttention> seqs, std::int64_t heads,
-                                std::int64_t page_size, int rows_per_block) {
+// A uniform step (pure decode, or verify runs of `tokens` queries each): the splits follow from the
+// batch size, tokens and heads alone, and a kernel reads each sequence's last position (kv_len =
+// position + 1) on the device to cut its keys. Nothing here depends on this step's values, so a
+// captured step replays with new positions and tables.
+AbsorbedWork PlanDecodeOnDevice(CudaContext& ctx, std::span<const SeqAttention> seqs, std::int64_t tokens,
+                                std::int64_t heads, std::int64_t page_size, int rows_per_block) {
   AbsorbedWork work;
   std::int64_t position_width = 0, table_width = 0;
   work.positions = UploadPerSequence(ctx, seqs, [](const SeqAttention& s) { return s.query_positions; },
                                      &position_width);
   work.tables = UploadPerSequence(ctx, seqs, [](const SeqAttention& s) { return s.block_table; }, &table_width);
-  FISSION_CHECK(position_width == 1, "a decode sequence has one query position");
+  FISSION_CHECK(position_width == tokens, "a uniform step's sequence has ", tokens, " query positions");
   const std::int64_t n = static_cast<std::int64_t>(seqs.size());
-  const int row_blocks = static_cast<int>((heads + rows_per_block - 1) / rows_per_block);
+  const int row_blocks = static_cast<int>((tokens * heads + rows_per_block - 1) / rows_per_block);
   work.splits = PickSplits(n * row_blocks, kMaxDecodeSplits, ctx.sm_count());
   const std::int64_t items = n * row_blocks * work.splits;
   FISSION_CHECK(items < (std::int64_t{1} << 31) && n * table_width < (std::int64_t{1} << 31),
                 "decode work list too large: ", n, " sequences");
   work.item_count = static_cast<int>(items);
-  work.merge_count = n * heads;
+  work.merge_count = n * tokens * heads;
   work.seqs = DeviceMeta(Buffer(DType::kU8, Shape{n * static_cast<std::int64_t>(sizeof(SeqInfo))}, ctx.allocator()));
   work.items = DeviceMeta(Buffer(DType::kU8, Shape{items * static_cast<std::int64_t>(sizeof(WorkItem))}, ctx.allocator()));
   DecodeWorkKernel<<<Blocks(items, 256), 256, 0, ctx.stream()>>>(
-      work.positions.ptr<std::int32_t>(), static_cast<int>(n), static_cast<int>(table_width),
+      work.positions.ptr<std::int32_t>(), static_cast<int>(n), static_cast<int>(tokens), static_cast<int>(table_width),
       static_cast<int>(page_size), row_blocks, rows_per_block, work.splits, work.seqs.ptr<SeqInfo>(),
       work.items.ptr<WorkItem>());
   FISSION_LAUNCHED();
@@ -347,16 +349,22 @@ int PickSplits(std::int64_t base_blocks, std::int64_t max_splits, std::int64_t s
   return splits;
 }
 
-// A pure decode step: sequence i has one query, at row i, and that token is its last key.
-bool PureDecode(std::span<const SeqAttention> seqs, std::int64_t n) {
-  if (seqs.empty() || static_cast<std::int64_t>(seqs.size()) != n) return false;
+// The queries a sequence has in a uniform step of n query rows, or 0: every sequence has the same
+// count T (1: a pure decode, more: verify runs) at rows [i·T, (i + 1)·T), its last query its last key.
+std::int64_t UniformQueries(std::span<const SeqAttention> seqs, std::int64_t n) {
+  if (seqs.empty()) return 0;
+  const std::int32_t t = seqs[0].query_len;
+  if (t < 1 || static_cast<std::int64_t>(seqs.size()) * t != n) return 0;
   for (std::size_t i = 0; i < seqs.size(); ++i) {
     const SeqAttention& s = seqs[i];
-    if (s.query_len != 1 || s.query_start != static_cast<std::int32_t>(i) || s.query_positions[0] != s.kv_len - 1)
-      return false;
+    if (s.query_len != t || s.query_start != static_cast<std::int32_t>(i) * t || s.query_positions.back() != s.kv_len - 1)
+      return 0;
   }
-  return true;
+  return t;
 }
+
+// A pure decode step: sequence i has one query, at row i, and that token is its last key.
+bool PureDecode(std::span<const SeqAttention> seqs, std::int64_t n) { return UniformQueries(seqs, n) == 1; }
 
 void MlaAttentionExpanded(CudaContext& ctx, const Tensor& q, const Tensor& cache, const Tensor& kv_b,
                           std::span<const SeqAttention> seqs, const MlaShape& sh, const Tensor& out) {
@@ -457,8 +465,9 @@ void MlaAttentionAbsorbed(CudaContext& ctx, const Tensor& q, const Tensor& cache
   AbsorbQueries(ctx, wb, qb, q_lat.ptr<__nv_bfloat16>(), runs, sh);
 
   // Work: 16 or 64 (token, head) rows of one sequence per block (16 when no sequence has more, so
-  // no tensor work goes to empty rows), the keys split so that the grid fills the chip. A pure
-  // decode step builds its list on the device (capturable); any other batch on the host.
+  // no tensor work goes to empty rows), the keys split so that the grid fills the chip. A uniform
+  // step (pure decode or verify runs) builds its list on the device (capturable, and the same
+  // list eagerly); any other batch on the host.
   std::int64_t max_rows = 0;
   for (const SeqAttention& s : seqs) max_rows = std::max<std::int64_t>(max_rows, s.query_len * heads);
   const int rows_per_block = max_rows <= 16 ? 16 : mla::kMaxRows;
@@ -466,8 +475,9 @@ void MlaAttentionAbsorbed(CudaContext& ctx, const Tensor& q, const Tensor& cache
   const AbsorbedWork& work = ctx.StepMemo<AbsorbedWork>(
       {"mla.absorbed", seqs.data(), seqs.size(), heads, rows_per_block, sh.page_size},
       seqs[0].query_positions.data(), [&] {
-        return PureDecode(seqs, n) ? PlanDecodeOnDevice(ctx, seqs, heads, sh.page_size, rows_per_block)
-                                   : PlanOnHost(ctx, seqs, heads, rows_per_block);
+        const std::int64_t tokens = UniformQueries(seqs, n);
+        return tokens > 0 ? PlanDecodeOnDevice(ctx, seqs, tokens, heads, sh.page_size, rows_per_block)
+                          : PlanOnHost(ctx, seqs, heads, rows_per_block);
       });
   const int splits = work.splits;
   Buffer part_o, part_lse;

@@ -32,6 +32,9 @@ void ProjectValues(CudaContext& ctx, const __nv_bfloat16* wb, const __nv_bfloat1
 int PickSplits(std::int64_t base_blocks, std::int64_t max_splits, std::int64_t slots);
 // A pure decode step: sequence i has one query, at row i, and that token is its last key.
 bool PureDecode(std::span<const SeqAttention> seqs, std::int64_t n);
+// The queries each sequence has in a uniform step of n query rows (every sequence T at rows
+// [i·T, (i + 1)·T), its last query its last key: 1 for a pure decode, S + 1 for verify runs), or 0.
+std::int64_t UniformQueries(std::span<const SeqAttention> seqs, std::int64_t n);
 
 // One span holding each sequence's `part`, sequence i's at i·width. When sequence i's part already
 // lies i·width values after sequence 0's, that span is uploaded as it is (inside a graph's input

@@ -30,11 +30,11 @@ void NextnLayer::Forward(const StepContext& step, const Tensor& embedded, const 
   kernels::Backend& b = *step.backend;
   Allocator* alloc = b.allocator();
   const Shape shape = embedded.shape;
-  b.RmsNorm(embedded, enorm_, eps_, embedded);
-  b.RmsNorm(previous, hnorm_, eps_, previous);
   Buffer h(DType::kF32, shape, alloc), x(DType::kF32, shape, alloc), y(DType::kF32, shape, alloc);
+  b.RmsNorm(embedded, enorm_, eps_, embedded);
+  b.RmsNorm(previous, hnorm_, eps_, x);  // `previous` is only read (a graph's fixed input rows)
   b.Linear(embedded, eh_embed_, h);
-  b.Linear(previous, eh_hidden_, y);
+  b.Linear(x, eh_hidden_, y);
   b.Add(h, y, h);
   const Tensor cache = step.memory->entries(first_class, 0);
   decoder_.Forward(step, h, x, y,

@@ -38,9 +38,9 @@ class DeviceCausalLM final : public CausalLM {
     make_current_();
     return model_->ForwardDraft(batch);
   }
-  void CaptureDecodeGraphs() override {
+  void CaptureDecodeGraphs(std::int32_t draft_steps) override {
     make_current_();
-    model_->CaptureDecodeGraphs();
+    model_->CaptureDecodeGraphs(draft_steps);
   }
   void ReleaseGraphs() override {
     make_current_();

@@ -133,9 +133,9 @@ StepLogits ParallelCausalLM::ForwardDraft(const DraftBatch& batch) {
   return logits;
 }
 
-void ParallelCausalLM::CaptureDecodeGraphs() {
+void ParallelCausalLM::CaptureDecodeGraphs(std::int32_t draft_steps) {
   if (link_) return;
-  OnEveryRank([&](int r) { ranks_[r]->CaptureDecodeGraphs(); });
+  OnEveryRank([&](int r) { ranks_[r]->CaptureDecodeGraphs(draft_steps); });
 }
 
 void ParallelCausalLM::RunFollower() {

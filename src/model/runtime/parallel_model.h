@@ -47,7 +47,7 @@ class ParallelCausalLM final : public CausalLM {
   std::vector<std::int64_t> ExpertLoad() const override { return ranks_[0]->ExpertLoad(); }
   // Every local rank captures at once (their NCCL collectives meet); with several nodes the
   // followers cannot join a capture outside a follower step, so graphs are captured at first use.
-  void CaptureDecodeGraphs() override;
+  void CaptureDecodeGraphs(std::int32_t draft_steps) override;
   std::optional<kernels::DeviceMemory> device_memory() override;
   bool has_draft() const override { return ranks_[0]->has_draft(); }
   // Every local rank runs the draft step (one node: draft steps are not sent to followers).
