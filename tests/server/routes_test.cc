@@ -282,8 +282,11 @@ TEST(ServeTools, ToolsReachTheChatTemplate) {
   body["tool_choice"] = "none";
   const Reply none = Post(server.port(), "/v1/chat/completions", body.dump());
   EXPECT_EQ(none.json["usage"]["prompt_tokens"], without.json["usage"]["prompt_tokens"]) << "tool_choice none hides tools";
+  // The demo model starts a call to a function it was trained on ("multiply", not offered here)
+  // and max_tokens cuts it: an unfinished call to an unknown tool is no tool call (as SGLang's
+  // qwen25 detector, the text from <tool_call> on is not returned as content either).
   EXPECT_FALSE(with.json["choices"][0]["message"].contains("tool_calls"));
-  EXPECT_NE(with.json["choices"][0]["message"]["content"].get<std::string>().find("####"), std::string::npos);
+  EXPECT_EQ(with.json["choices"][0]["finish_reason"], "length");
   body["tools"] = Json::parse(R"([{"type": "function"}])");
   EXPECT_EQ(Post(server.port(), "/v1/chat/completions", body.dump()).status, 400);
   EXPECT_EQ(server.Stop(), 0);

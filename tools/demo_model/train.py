@@ -826,7 +826,7 @@ def main():
     ap.add_argument("--chat-pool", type=int, default=100000, help="chat documents built before training")
     ap.add_argument("--mtp", type=int, default=1, help="1: train the MTP (NextN) draft layer alongside")
     ap.add_argument("--mtp-weight", type=float, default=1.0, help="weight of the MTP loss")
-    ap.add_argument("--mtp-rows", type=float, default=0.25,
+    ap.add_argument("--mtp-rows", type=float, default=1.0,
                     help="share of each batch's rows the MTP layer trains on (it learns fast; the target needs the steps)")
     ap.add_argument("--log-every", type=int, default=200, help="steps between log lines")
     ap.add_argument("--val-every", type=int, default=1000, help="steps between validation measurements")
