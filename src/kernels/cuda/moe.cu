@@ -126,12 +126,10 @@ __global__ void CountKernel(const std::int32_t* ids, std::int64_t pairs, int exp
   atomicAdd(&counts[e], 1);
 }
 
-// Each (token, k) pair takes the next free row of its expert's block; a pair with an id outside
+// (Token, k) pair p takes the next free row of its expert's block; a pair with an id outside
 // [0, experts) gets none (-1).
-__global__ void PermuteKernel(const std::int32_t* ids, std::int64_t pairs, int top_k, int experts, int* cursor,
-                              std::int32_t* row_of_pair, std::int32_t* token_of_row) {
-  const std::int64_t p = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
-  if (p >= pairs) return;
+__device__ __forceinline__ void TakeRow(const std::int32_t* ids, std::int64_t p, int top_k, int experts, int* cursor,
+                                        std::int32_t* row_of_pair, std::int32_t* token_of_row) {
   const int e = ids[p];
   if (e < 0 || e >= experts) {
     row_of_pair[p] = -1;
@@ -140,6 +138,12 @@ __global__ void PermuteKernel(const std::int32_t* ids, std::int64_t pairs, int t
   const int row = atomicAdd(&cursor[e], 1);
   row_of_pair[p] = row;
   token_of_row[row] = static_cast<std::int32_t>(p / top_k);
+}
+
+__global__ void PermuteKernel(const std::int32_t* ids, std::int64_t pairs, int top_k, int experts, int* cursor,
+                              std::int32_t* row_of_pair, std::int32_t* token_of_row) {
+  const std::int64_t p = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
+  if (p < pairs) TakeRow(ids, p, top_k, experts, cursor, row_of_pair, token_of_row);
 }
 
 // The decode path's whole permutation in one block of kPlanThreads threads: each expert's pair
@@ -192,16 +196,8 @@ __global__ void __launch_bounds__(kPlanThreads) PlanOnDeviceKernel(const std::in
     __syncthreads();
   }
   if (threadIdx.x == 0) *run_count = carry_runs < max_runs ? carry_runs : static_cast<std::int32_t>(max_runs);
-  for (std::int64_t p = threadIdx.x; p < pairs; p += kPlanThreads) {
-    const int e = ids[p];
-    if (e < 0 || e >= experts) {
-      row_of_pair[p] = -1;
-      continue;
-    }
-    const int row = atomicAdd(&cursor[e], 1);
-    row_of_pair[p] = row;
-    token_of_row[row] = static_cast<std::int32_t>(p / top_k);
-  }
+  for (std::int64_t p = threadIdx.x; p < pairs; p += kPlanThreads)
+    TakeRow(ids, p, top_k, experts, cursor, row_of_pair, token_of_row);
 }
 
 __global__ void CombineKernel(const float* y, const std::int32_t* row_of_pair, const float* weights, int top_k,
