@@ -14,6 +14,7 @@
 
 #include "engine/engine.h"
 #include "engine/fake_model_testlib.h"
+#include "engine/speculative_testlib.h"
 #include "model/runtime/model_loader.h"
 
 namespace fission::engine {
@@ -50,10 +51,9 @@ EngineConfig Config(int steps) {
   return c;
 }
 
-struct Job {
-  std::vector<std::int32_t> prompt;
-  SamplingParams params;
-};
+using Job = testing::SpecJob;
+using testing::ExpectSameTokens;
+using testing::RunJobs;
 
 std::vector<Job> GreedyJobs() {
   std::vector<Job> jobs;
@@ -63,31 +63,7 @@ std::vector<Job> GreedyJobs() {
   return jobs;
 }
 
-std::vector<Collected> RunJobs(model::CausalLM* model, const EngineConfig& config, const std::vector<Job>& jobs,
-                           EngineStats* stats = nullptr, const Detokenizer* detok = nullptr) {
-  Engine engine(model, config, detok);
-  Collector collector;
-  std::vector<std::int64_t> ids;
-  for (const Job& j : jobs) ids.push_back(collector.Submit(engine, j.prompt, j.params));
-  while (engine.HasWork()) {
-    engine.Step();
-    EXPECT_EQ(engine.CheckPageAccounting(), "");
-  }
-  EXPECT_EQ(engine.stats().free_pages + engine.stats().cached_pages, engine.num_pages());
-  if (stats != nullptr) *stats = engine.stats();
-  std::vector<Collected> out;
-  for (std::int64_t id : ids) out.push_back(collector.results(id)[0]);
-  return out;
-}
 
-void ExpectSameTokens(const std::vector<Collected>& a, const std::vector<Collected>& b) {
-  ASSERT_EQ(a.size(), b.size());
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    EXPECT_EQ(a[i].tokens, b[i].tokens) << "request " << i;
-    EXPECT_EQ(a[i].finish_reason, b[i].finish_reason) << "request " << i;
-    EXPECT_EQ(a[i].text, b[i].text) << "request " << i;
-  }
-}
 
 // A model whose drafts come from a table of known continuations (a plain run's outputs): the draft
 // row at position p with input token t predicts the token after t in the sequence that has t at

@@ -10,6 +10,7 @@
 
 #include "engine/engine.h"
 #include "engine/fake_model_testlib.h"
+#include "engine/speculative_testlib.h"
 #include "engine/offline.h"
 #include "model/replaying_backend.h"
 #include "model/runtime/model_loader.h"
@@ -50,10 +51,9 @@ EngineConfig Config(int steps, bool accept_all = false) {
   return c;
 }
 
-struct Job {
-  std::vector<std::int32_t> prompt;
-  SamplingParams params;
-};
+using Job = testing::SpecJob;
+using testing::ExpectSameTokens;
+using testing::RunJobs;
 
 // Prompts of 1 to 40 tokens and outputs of 1 to 21, so that batches shrink step by step (padded
 // sizes) and sequences reach max_new_tokens in the middle of their drafts.
@@ -65,29 +65,7 @@ std::vector<Job> Jobs(int count) {
   return jobs;
 }
 
-std::vector<Collected> RunJobs(model::CausalLM* model, const EngineConfig& config, const std::vector<Job>& jobs,
-                               EngineStats* stats) {
-  Engine engine(model, config);
-  Collector collector;
-  std::vector<std::int64_t> ids;
-  for (const Job& j : jobs) ids.push_back(collector.Submit(engine, j.prompt, j.params));
-  while (engine.HasWork()) {
-    engine.Step();
-    EXPECT_EQ(engine.CheckPageAccounting(), "");
-  }
-  *stats = engine.stats();
-  std::vector<Collected> out;
-  for (std::int64_t id : ids) out.push_back(collector.results(id)[0]);
-  return out;
-}
 
-void ExpectSameTokens(const std::vector<Collected>& a, const std::vector<Collected>& b) {
-  ASSERT_EQ(a.size(), b.size());
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    EXPECT_EQ(a[i].tokens, b[i].tokens) << "request " << i;
-    EXPECT_EQ(a[i].finish_reason, b[i].finish_reason) << "request " << i;
-  }
-}
 
 void ExpectSameSpeculation(const EngineStats& a, const EngineStats& b) {
   EXPECT_EQ(a.spec_verify_runs, b.spec_verify_runs);
