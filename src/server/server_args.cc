@@ -126,7 +126,7 @@ const std::vector<FlagInfo>& ServerFlags() {
       {"--context-length", {}, T::kInt, K::kApplied, P::kEngine, "N", "the model's", "longest sequence"},
       {"--random-seed", {}, T::kInt, K::kApplied, P::kEngine, "N", "0", "seed for requests without one"},
       {"--kv-cache-dtype", {}, T::kString, K::kApplied, P::kServer, "T", "auto",
-       "auto | bf16 | bfloat16 | fp8_e4m3 (the CPU backend; on cuda not yet); fp8_e5m2, fp4_e2m1 have not landed"},
+       "auto | bf16 | bfloat16 | fp8_e4m3 (MLA latent rows as e4m3 codes with scales); fp8_e5m2, fp4_e2m1 have not landed"},
       {"--swa-full-tokens-ratio", {}, T::kFloat, K::kIgnored, P::kServer, "F", "0.8",
        "there is no separate sliding-window pool"},
       // Speculative decoding.
@@ -325,9 +325,6 @@ void Validate(ServerArgs* out, std::vector<std::string>* problems) {
     const std::string& kv = out->kv_cache_dtype;
     if (kv != "auto" && kv != "bf16" && kv != "bfloat16" && kv != "fp8_e4m3")
       Fail("--kv-cache-dtype ", kv, ": only fp8_e4m3 of the quantized KV caches has landed (use fp8_e4m3, auto or bf16)");
-    if (kv == "fp8_e4m3" && out->device.rfind("cuda", 0) == 0)
-      Fail("--kv-cache-dtype fp8_e4m3 on ", out->device,
-           ": the CUDA backend's FP8 MLA kernels have not landed yet (use auto or bf16 on cuda)");
   });
   check([&] {
     if (out->dtype != "auto" && out->dtype != "bfloat16") Fail("--dtype ", out->dtype, ": only auto and bfloat16 have landed");

@@ -60,6 +60,20 @@ TEST(LoadFlags, DeviceAndDtype) {
   EXPECT_EQ(LoadOptions{}.device, "cpu");
 }
 
+// fission generate takes --kv-cache-dtype as serve does: bf16 rows are auto's, fp8_e4m3 the FP8
+// latent cache, anything else an Error naming the flag.
+TEST(LoadFlags, KvCacheDtype) {
+  EXPECT_EQ(Parse({"--kv-cache-dtype", "fp8_e4m3"}).kv_cache_dtype, "fp8_e4m3");
+  EXPECT_EQ(Parse({"--kv-cache-dtype=bf16"}).kv_cache_dtype, "auto");
+  EXPECT_EQ(Parse({"--kv-cache-dtype", "bfloat16"}).kv_cache_dtype, "auto");
+  try {
+    Parse({"--kv-cache-dtype", "fp8_e5m2"});
+    ADD_FAILURE() << "fp8_e5m2 accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--kv-cache-dtype fp8_e5m2"), std::string::npos) << e.what();
+  }
+}
+
 // Without a CUDA backend in the build, or without a device on the host, --device cuda is an
 // Error that says so; it never falls back to the CPU silently.
 TEST(LoadFlags, CudaWithoutADeviceIsAnError) {

@@ -226,6 +226,26 @@ double Compare(CausalLM& want_model, CausalLM& got_model, double bound, const st
   return worst;
 }
 
+// The mixed scenario on both models: most rows within kBf16Typical, the median within half of it
+// (a row further away is one where a token's expert choice flipped at a near tie of the router).
+void ExpectMostRowsClose(CausalLM& want_model, CausalLM& got_model, const std::string& what) {
+  std::vector<std::int32_t> tokens;
+  const auto want = RunMixedScenario(want_model, &tokens);
+  const auto got = RunMixedScenario(got_model, &tokens);
+  ASSERT_EQ(got.size(), want.size()) << what;
+  std::vector<double> errors;
+  for (std::size_t i = 0; i < want.size(); ++i)
+    errors.push_back(RelativeL2(got[i], want[i].data(), want_model.vocab_size()));
+  std::sort(errors.begin(), errors.end());
+  const double median = errors[errors.size() / 2];
+  const std::size_t outliers = static_cast<std::size_t>(
+      std::count_if(errors.begin(), errors.end(), [](double e) { return e > kBf16Typical; }));
+  EXPECT_LE(median, kBf16Typical / 2) << what;
+  EXPECT_LE(static_cast<double>(outliers), kBf16OutlierFraction * errors.size()) << what;
+  std::printf("%s: median relative L2 %.3g, worst %.3g, %zu of %zu rows above %.2g\n", what.c_str(), median,
+              errors.back(), outliers, errors.size(), kBf16Typical);
+}
+
 TEST(CudaModel, EqualsCpuBackend) {
   ASSERT_GT(DeviceCount(), 0) << "no CUDA device";
   const std::string dir = FixtureModelDir("tiny-deepseek-v3");
@@ -242,20 +262,27 @@ TEST(CudaModel, Bf16WeightsAndCacheStayCloseToCpu) {
   options.dtype = "bfloat16";
   auto cuda = LoadCausalLM(dir, options);
   EXPECT_EQ(cuda->Memory().classes[0].fields[0].dtype, DType::kBF16);
-  std::vector<std::int32_t> tokens;
-  const auto want = RunMixedScenario(*cpu, &tokens);
-  const auto got = RunMixedScenario(*cuda, &tokens);
-  ASSERT_EQ(got.size(), want.size());
-  std::vector<double> errors;
-  for (std::size_t i = 0; i < want.size(); ++i) errors.push_back(RelativeL2(got[i], want[i].data(), cpu->vocab_size()));
-  std::sort(errors.begin(), errors.end());
-  const double median = errors[errors.size() / 2];
-  const std::size_t outliers = static_cast<std::size_t>(
-      std::count_if(errors.begin(), errors.end(), [](double e) { return e > kBf16Typical; }));
-  EXPECT_LE(median, kBf16Typical / 2);
-  EXPECT_LE(static_cast<double>(outliers), kBf16OutlierFraction * errors.size());
-  std::printf("cuda bf16 vs cpu: median relative L2 %.3g, worst %.3g, %zu of %zu rows above %.2g\n", median,
-              errors.back(), outliers, errors.size(), kBf16Typical);
+  ExpectMostRowsClose(*cpu, *cuda, "cuda bf16 vs cpu");
+}
+
+// --kv-cache-dtype fp8_e4m3 on both backends (fp32 weights): the CUDA kernels read the FP8 rows
+// the CUDA WriteLatent stored (the bytes the CPU stores from the same rows, tested in
+// kernels_cuda/mla_fp8_test.cc): dense MLA on tiny-deepseek-v3, the indexer's fp8 keys and
+// sparse MLA on tiny-deepseek-v32. Rows written from values that differ by the tensor cores' bf16
+// rounding may round to neighbouring e4m3 codes, so the bound is the bf16 case's.
+TEST(CudaModel, Fp8KvCacheStaysCloseToCpu) {
+  ASSERT_GT(DeviceCount(), 0) << "no CUDA device";
+  for (const char* fixture : {"tiny-deepseek-v3", "tiny-deepseek-v32"}) {
+    const std::string dir = FixtureModelDir(fixture);
+    LoadOptions cpu_options;
+    cpu_options.kv_cache_dtype = "fp8_e4m3";
+    LoadOptions cuda_options = OnCuda();
+    cuda_options.kv_cache_dtype = "fp8_e4m3";
+    auto cpu = LoadCausalLM(dir, cpu_options);
+    auto cuda = LoadCausalLM(dir, cuda_options);
+    EXPECT_EQ(cuda->Memory().classes[0].fields[0].dtype, DType::kF8E4M3) << fixture;
+    ExpectMostRowsClose(*cpu, *cuda, StrCat("cuda fp8 kv vs cpu fp8 kv, ", fixture));
+  }
 }
 
 // FP8 kept on the device (--dtype auto on an FP8 checkpoint: LinearFp8 and MoeExpertsFp8) against

@@ -14,8 +14,11 @@ the S draft steps reads the NextN layer (one MoE decoder layer, eh_proj in bf16)
 its own latent cache and the whole lm_head again. With every draft accepted a step emits T tokens
 a sequence, so the time per token is the step's over T.
 
+With --kv-cache-dtype fp8_e4m3 a latent row is FlashMLA's FP8 entry (kv_lora_rank e4m3 codes, an
+fp32 scale per 128 of them, the rope part in bf16) instead of bf16.
+
   usage: roofline.py CONFIG_DIR [--override JSON] [--weights fp8|bf16] [--context N] [--batch B]
-         [--verify-tokens T --draft-steps S] [--bandwidth GBPS]
+         [--verify-tokens T --draft-steps S] [--kv-cache-dtype auto|fp8_e4m3] [--bandwidth GBPS]
 Prints one JSON object: bytes per step, the roofline step time and time per token in ms.
 """
 import argparse
@@ -32,7 +35,7 @@ def merge(base, patch):
     return base
 
 
-def roofline(c, weights, context, batch, bandwidth_gbps, verify_tokens=1, draft_steps=0):
+def roofline(c, weights, context, batch, bandwidth_gbps, verify_tokens=1, draft_steps=0, kv_dtype="auto"):
     w = 1.0 if weights == "fp8" else 2.0  # bytes per quantized matrix element
     h, heads = c["hidden_size"], c["num_attention_heads"]
     nope, rope, v = c["qk_nope_head_dim"], c["qk_rope_head_dim"], c["v_head_dim"]
@@ -54,7 +57,8 @@ def roofline(c, weights, context, batch, bandwidth_gbps, verify_tokens=1, draft_
     weight_bytes = w * (layers * attention + dense_layers * 3 * h * c["intermediate_size"] +
                         moe_layers * moe(batch * verify_tokens))
     weight_bytes += moe_layers * router + lm_head
-    row = (kv_lora + rope) * 2.0  # one bf16 latent row
+    # One cached latent row: bf16, or the FP8 entry.
+    row = kv_lora + 4 * -(-kv_lora // 128) + 2.0 * rope if kv_dtype == "fp8_e4m3" else (kv_lora + rope) * 2.0
     kv_bytes = batch * layers * context * row
     # Each draft step: the NextN layer (attention, MoE, eh_proj) and its cache, then the lm_head.
     draft_bytes = draft_steps * (w * (attention + moe(batch)) + router + 2 * h * h * 2.0 + lm_head +
@@ -63,7 +67,7 @@ def roofline(c, weights, context, batch, bandwidth_gbps, verify_tokens=1, draft_
     step_ms = total / (bandwidth_gbps * 1e9) * 1e3
     return {
         "weights": weights, "batch": batch, "context": context, "layers": layers,
-        "verify_tokens": verify_tokens, "draft_steps": draft_steps,
+        "verify_tokens": verify_tokens, "draft_steps": draft_steps, "kv_cache_dtype": kv_dtype,
         "weight_bytes": int(weight_bytes), "kv_bytes": int(kv_bytes), "draft_bytes": int(draft_bytes),
         "step_ms": step_ms, "token_ms": step_ms / verify_tokens, "bandwidth_gbps": bandwidth_gbps,
     }
@@ -78,11 +82,13 @@ def main():
     p.add_argument("--batch", type=int, default=1)
     p.add_argument("--verify-tokens", type=int, default=1, help="tokens a sequence per target step (S + 1)")
     p.add_argument("--draft-steps", type=int, default=0, help="draft layer steps per target step (S)")
+    p.add_argument("--kv-cache-dtype", choices=["auto", "bf16", "fp8_e4m3"], default="auto")
     p.add_argument("--bandwidth", type=float, default=4200.0, help="GB/s")
     a = p.parse_args()
     with open(os.path.join(a.config_dir, "config.json")) as f:
         config = merge(json.load(f), json.loads(a.override))
-    print(json.dumps(roofline(config, a.weights, a.context, a.batch, a.bandwidth, a.verify_tokens, a.draft_steps)))
+    print(json.dumps(roofline(config, a.weights, a.context, a.batch, a.bandwidth, a.verify_tokens, a.draft_steps,
+                              a.kv_cache_dtype)))
 
 
 if __name__ == "__main__":

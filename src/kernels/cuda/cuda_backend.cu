@@ -11,13 +11,10 @@ namespace fission::kernels::cuda {
 class CudaMlaOps final : public MlaOps {
  public:
   explicit CudaMlaOps(CudaContext& ctx) : ctx_(ctx) {}
-  // Exact rows only: the loader refuses --kv-cache-dtype fp8_e4m3 on cuda until its FP8 MLA kernels
-  // land (docs/architecture.md, "Element types").
   void WriteLatent(const Tensor& rows, std::span<const std::int64_t> slots, const Tensor& cache,
                    const MlaShape& shape) override {
-    FISSION_CHECK(shape.latent_format == LatentFormat::kExact, "the CUDA backend stores exact latent rows only");
     OpTimer timer(ctx_, "WriteKv", rows.rank() > 1 ? rows.shape[0] : 1);
-    cuda::WriteKv(ctx_, rows, slots, cache);
+    cuda::WriteLatent(ctx_, rows, slots, cache, shape);
   }
   void Expanded(const Tensor& q, const Tensor& cache, const Tensor& kv_b, std::span<const SeqAttention> seqs,
                 const MlaShape& shape, const Tensor& out) override {

@@ -87,6 +87,13 @@ void Bf16GemvRuns(CudaContext& ctx, const Tensor& x, const ExpertRun* runs, cons
 
 // mla_reference.cu: whether the tuned MLA kernels take this shape, and the fp32 reference kernel
 // that takes any (contexts up to 8192 keys).
+// mla_latent.cu: rows [n, kv_lora_rank + rope] into the cache in the shape's format (FP8 entries
+// quantized on the device by the CPU backend's rule), and a step's rows (cache slots on the
+// device) out of it as bf16 [count, kv_lora_rank + rope].
+void WriteLatent(CudaContext& ctx, const Tensor& rows, std::span<const std::int64_t> slots, const Tensor& cache,
+                 const MlaShape& sh);
+void GatherLatent(CudaContext& ctx, const Tensor& cache, const MlaShape& sh, const std::int32_t* slots,
+                  std::int64_t count, const Tensor& out);
 bool MlaTunedShape(const MlaShape& sh, bool absorbed);
 void MlaAttentionReference(CudaContext& ctx, const Tensor& q, const Tensor& cache, const Tensor& kv_b,
                            std::span<const SeqAttention> seqs, const MlaShape& sh, const Tensor& out);

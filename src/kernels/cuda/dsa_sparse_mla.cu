@@ -5,7 +5,7 @@
 // query, against the expanded form's kv_b expansion of every selected row for every head, so the
 // prefill (expanded) form runs the same kernel, as FlashMLA's sparse prefill does.
 //
-// SparseLatentKernel (kv_lora_rank 512, rope 64; fp32 or bf16 cache, bf16 tensor cores with fp32
+// SparseLatentKernel (kv_lora_rank 512, rope 64; fp32, bf16 or FP8 cache (entries decoded in registers), bf16 tensor cores with fp32
 // accumulation): one block of 8 warps per (query row, group of 64 heads, split of its selection).
 // The 64 heads' q rows [q_latent | q_rope] (576 values) stay in shared memory; the selected latent
 // rows are gathered in tiles of 64 through the row's block table into two cp.async stages (the next
@@ -35,6 +35,7 @@
 #include "kernels/cuda/dsa_common.cuh"
 #include "kernels/cuda/mla_flash.cuh"
 #include "kernels/cuda/mla_host.h"
+#include "kernels/cuda/mla_latent.cuh"
 
 namespace fission::kernels::cuda {
 namespace {
@@ -62,6 +63,7 @@ struct SparseArgs {
   std::int64_t rope_tok_stride = 0, rope_head_stride = 0;
   const void* cache = nullptr;
   bool cache_bf16 = true;
+  LatentRows latent;  // latent.fp8: FP8 entries of latent.stride bytes
   const std::int32_t* topk = nullptr;
   int width = 0;
   const SparseToken* tokens = nullptr;  // null: a pure decode step, token i is sequence i's row i
@@ -99,9 +101,19 @@ __device__ __forceinline__ void LoadQ(unsigned char* qs, const SparseArgs& a, st
 }
 
 // Key row tid / 4 of a tile from cache slot `slot` (zeros for -1), chunks as in LoadQ. An fp32
-// cache is converted through registers.
+// cache is converted and FP8 entries decoded through registers.
 __device__ __forceinline__ void LoadKeys(unsigned char* ks, const SparseArgs& a, std::int64_t slot) {
   const int r = threadIdx.x >> 2, q = threadIdx.x & 3;
+  if (a.latent.fp8) {
+    const auto* entry = static_cast<const std::uint8_t*>(a.cache) + (slot < 0 ? 0 : slot) * a.latent.stride;
+#pragma unroll 6
+    for (int i = 0; i < kChunks / 4; ++i) {
+      const int c = q + 4 * i;
+      *reinterpret_cast<uint4*>(ks + 16 * Swz(r, c)) =
+          slot >= 0 ? Fp8LatentChunk(entry, kLatent, c) : make_uint4(0, 0, 0, 0);
+    }
+    return;
+  }
   const std::int64_t base = (slot < 0 ? 0 : slot) * kDim;
   if (a.cache_bf16) {
     const __nv_bfloat16* row = static_cast<const __nv_bfloat16*>(a.cache) + base;
@@ -337,10 +349,10 @@ __device__ float RefBlockReduce(float v, float* red, bool max) {
   return r;
 }
 
-__global__ void SparseReferenceKernel(const void* q, Elem qe, const void* cache, Elem ce, const void* kv_b, Elem we,
+__global__ void SparseReferenceKernel(const void* q, Elem qe, LatentRows cache, const void* kv_b, Elem we,
                                       const std::int32_t* topk, int width, const RefRow* rows,
                                       const std::int32_t* tables, int page, void* out, Elem oe, int heads, int nope,
-                                      int rope, int vdim, int lora, std::int64_t row_w, float scale) {
+                                      int rope, int vdim, int lora, float scale) {
   extern __shared__ float smem_f[];
   float* q_lat = smem_f;
   float* o_lat = q_lat + lora;
@@ -372,10 +384,10 @@ __global__ void SparseReferenceKernel(const void* q, Elem qe, const void* cache,
   };
   float local_max = -INFINITY;
   for (int j = threadIdx.x; j < keys; j += kRefThreads) {
-    const std::int64_t base = slot_of(j) * row_w;
+    const std::int64_t slot = slot_of(j);
     float s = 0.0f;
-    for (int l = 0; l < lora; ++l) s += q_lat[l] * LoadF(cache, base + l, ce);
-    for (int r = 0; r < rope; ++r) s += LoadF(q, q_base + nope + r, qe) * LoadF(cache, base + lora + r, ce);
+    for (int l = 0; l < lora; ++l) s += q_lat[l] * LatentValue(cache, slot, l);
+    for (int r = 0; r < rope; ++r) s += LoadF(q, q_base + nope + r, qe) * LatentValue(cache, slot, lora + r);
     scores[j] = s * scale;
     local_max = fmaxf(local_max, scores[j]);
   }
@@ -389,7 +401,7 @@ __global__ void SparseReferenceKernel(const void* q, Elem qe, const void* cache,
   const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
   for (int l = threadIdx.x; l < lora; l += kRefThreads) {
     float acc = 0.0f;
-    for (int j = 0; j < keys; ++j) acc += scores[j] * LoadF(cache, slot_of(j) * row_w + l, ce);
+    for (int j = 0; j < keys; ++j) acc += scores[j] * LatentValue(cache, slot_of(j), l);
     o_lat[l] = acc * inv;
   }
   __syncthreads();
@@ -421,11 +433,11 @@ void SparseReference(CudaContext& ctx, const Tensor& q, const Tensor& cache, con
   const std::size_t smem = (2 * static_cast<std::size_t>(sh.kv_lora_rank) + kRefMaxKeys) * sizeof(float);
   SparseReferenceKernel<<<dim3(static_cast<unsigned>(rows.size()), static_cast<unsigned>(sh.num_heads)), kRefThreads,
                           smem, ctx.stream()>>>(
-      q.data, ElemOf(q), cache.data, ElemOf(cache), kv_b.data, ElemOf(kv_b), topk.ptr<const std::int32_t>(),
+      q.data, ElemOf(q), LatentRowsOf(cache, sh), kv_b.data, ElemOf(kv_b), topk.ptr<const std::int32_t>(),
       static_cast<int>(topk.shape[1]), rows_dev.ptr<const RefRow>(), tables_dev.ptr<const std::int32_t>(),
       static_cast<int>(sh.page_size), out.data, ElemOf(out), static_cast<int>(sh.num_heads),
       static_cast<int>(sh.qk_nope_head_dim), static_cast<int>(sh.qk_rope_head_dim), static_cast<int>(sh.v_head_dim),
-      static_cast<int>(sh.kv_lora_rank), cache.shape[1], sh.softmax_scale);
+      static_cast<int>(sh.kv_lora_rank), sh.softmax_scale);
   FISSION_LAUNCHED();
 }
 
@@ -469,8 +481,9 @@ SparseWork PlanSparse(CudaContext& ctx, std::span<const SeqAttention> seqs, cons
 void SparseMla(CudaContext& ctx, const Tensor& q, const Tensor& cache, const Tensor& kv_b, const Tensor& topk,
                std::span<const SeqAttention> seqs, const MlaShape& sh, const Tensor& out) {
   const std::int64_t heads = sh.num_heads, qk = sh.qk_nope_head_dim + sh.qk_rope_head_dim;
-  FISSION_CHECK(cache.rank() == 2 && cache.shape[1] == sh.kv_lora_rank + sh.qk_rope_head_dim, "latent row width ",
-                cache.shape.ToString());
+  FISSION_CHECK(cache.rank() == 2 && cache.shape[1] == LatentRowWidth(sh) &&
+                    (sh.latent_format == LatentFormat::kExact || cache.dtype == DType::kU8),
+                "latent cache ", cache.shape.ToString(), " ", DTypeName(cache.dtype), " for rows of ", LatentRowWidth(sh));
   FISSION_CHECK(heads > 0 && q.numel() % (heads * qk) == 0 && kv_b.shape[0] == heads * (sh.qk_nope_head_dim + sh.v_head_dim) &&
                     kv_b.shape[1] == sh.kv_lora_rank,
                 "SparseMla q", q.shape.ToString(), " kv_b", kv_b.shape.ToString());
@@ -501,7 +514,8 @@ void SparseMla(CudaContext& ctx, const Tensor& q, const Tensor& cache, const Ten
   a.rope_tok_stride = heads * qk;
   a.rope_head_stride = qk;
   a.cache = cache.data;
-  a.cache_bf16 = ElemOf(cache) == Elem::kBF16;
+  a.latent = LatentRowsOf(cache, sh);
+  a.cache_bf16 = !a.latent.fp8 && ElemOf(cache) == Elem::kBF16;
   a.topk = topk.ptr<const std::int32_t>();
   a.width = width;
   a.page_size = static_cast<int>(sh.page_size);

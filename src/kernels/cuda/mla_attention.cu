@@ -13,6 +13,7 @@
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/mla_flash.cuh"
 #include "kernels/cuda/mla_host.h"
+#include "kernels/cuda/mla_latent.cuh"
 #include "kernels/cuda/mla_prefill.cuh"
 
 namespace fission::kernels::cuda {
@@ -28,8 +29,9 @@ constexpr float kLog2e = 1.4426950408889634f;
 void CheckShapes(const Tensor& q, const Tensor& cache, const Tensor& kv_b, std::span<const SeqAttention> seqs,
                  const MlaShape& sh, const Tensor& out) {
   const std::int64_t heads = sh.num_heads, qk = sh.qk_nope_head_dim + sh.qk_rope_head_dim;
-  FISSION_CHECK(cache.rank() == 2 && cache.shape[1] == sh.kv_lora_rank + sh.qk_rope_head_dim, "latent row width ",
-                cache.shape.ToString());
+  FISSION_CHECK(cache.rank() == 2 && cache.shape[1] == LatentRowWidth(sh) &&
+                    (sh.latent_format == LatentFormat::kExact || cache.dtype == DType::kU8),
+                "latent cache ", cache.shape.ToString(), " ", DTypeName(cache.dtype), " for rows of ", LatentRowWidth(sh));
   FISSION_CHECK(q.numel() % (heads * qk) == 0 && kv_b.shape[0] == heads * (sh.qk_nope_head_dim + sh.v_head_dim) &&
                 kv_b.shape[1] == sh.kv_lora_rank, "MLA q", q.shape.ToString(), " kv_b", kv_b.shape.ToString());
   const std::int64_t n = q.numel() / (heads * qk);
@@ -371,14 +373,15 @@ void MlaAttentionExpanded(CudaContext& ctx, const Tensor& q, const Tensor& cache
   CheckShapes(q, cache, kv_b, seqs, sh, out);
   // The tuned kernel is built for DeepSeek-V3's 128/64/128 heads; other shapes take the reference.
   if (!MlaTunedShape(sh, /*absorbed=*/false)) return MlaAttentionReference(ctx, q, cache, kv_b, seqs, sh, out);
-  const std::int64_t heads = sh.num_heads, lora = sh.kv_lora_rank, row_w = cache.shape[1];
+  const std::int64_t heads = sh.num_heads, lora = sh.kv_lora_rank, row_w = lora + sh.qk_rope_head_dim;
   const std::int64_t nope = sh.qk_nope_head_dim, vdim = sh.v_head_dim, qk = nope + sh.qk_rope_head_dim;
   // The register-softmax kernel (mla_prefill.cuh) by default; FISSION_MLA_PREFILL=generic selects the
   // shared-memory-softmax kernel (mla_flash.cuh), kept for comparison.
   const char* choice = std::getenv("FISSION_MLA_PREFILL");
   const bool generic = choice != nullptr && std::strcmp(choice, "generic") == 0;
   const int rows_per_block = generic ? mla::kMaxRows : mla::kPrefillRows;
-  // Gather every sequence's latent rows (cached prefix and new tokens) into one contiguous bf16 block.
+  // Gather every sequence's latent rows (cached prefix and new tokens) into one contiguous bf16 block
+  // (FP8 entries decoded on the way): the step's working copy that the key/value expansion reads.
   const ExpandedWork& work = ctx.StepMemo<ExpandedWork>(
       {"mla.expanded", seqs.data(), seqs.size(), rows_per_block, sh.page_size, cache.shape[0]},
       seqs.empty() ? nullptr : seqs[0].query_positions.data(),
@@ -386,7 +389,7 @@ void MlaAttentionExpanded(CudaContext& ctx, const Tensor& q, const Tensor& cache
   if (work.item_count == 0) return;
   const std::int64_t total_kv = work.total_kv;
   Buffer latent(DType::kBF16, Shape{total_kv, row_w}, ctx.allocator());
-  GatherRowsDevice(ctx, cache, work.slots.ptr<std::int32_t>(), total_kv, latent);
+  GatherLatent(ctx, cache, sh, work.slots.ptr<std::int32_t>(), total_kv, latent);
 
   // Keys' and values' head parts: kv[j, h] = [k_nope (128) | v (128)] = latent[j, :lora] · kv_b[h]ᵀ.
   Buffer kv_b_holder, q_holder;
@@ -453,6 +456,7 @@ void MlaAttentionAbsorbed(CudaContext& ctx, const Tensor& q, const Tensor& cache
   const std::int64_t heads = sh.num_heads, lora = sh.kv_lora_rank, row_w = cache.shape[1];
   const std::int64_t nope = sh.qk_nope_head_dim, qk = nope + sh.qk_rope_head_dim;
   const std::int64_t n = q.numel() / (heads * qk);
+  const bool fp8 = sh.latent_format == LatentFormat::kFp8;
   const auto runs = QueryRuns(seqs);
   if (runs.empty()) return;
   Buffer kv_b_holder, q_holder;
@@ -488,8 +492,10 @@ void MlaAttentionAbsorbed(CudaContext& ctx, const Tensor& q, const Tensor& cache
   Params p{};
   p.qa = {q_lat.tensor().data, Elem::kBF16, heads * lora, lora, static_cast<int>(lora)};
   p.qb = {qb + nope, Elem::kBF16, heads * qk, qk, static_cast<int>(sh.qk_rope_head_dim)};
-  p.ka = {cache.data, ElemOf(cache), row_w, 0, static_cast<int>(row_w)};
-  p.kb = {cache.data, ElemOf(cache), 0, 0, 0};
+  // Exact rows are copied into the key tiles as they are; FP8 entries are decoded there (p.latent).
+  p.ka = {cache.data, fp8 ? Elem::kBF16 : ElemOf(cache), row_w, 0, static_cast<int>(row_w)};
+  p.kb = {cache.data, fp8 ? Elem::kBF16 : ElemOf(cache), 0, 0, 0};
+  p.latent = LatentRowsOf(cache, sh);
   p.seqs = work.seqs.ptr<const SeqInfo>();
   p.items = work.items.ptr<const WorkItem>();
   p.block_tables = work.tables.ptr<const std::int32_t>();

@@ -17,6 +17,7 @@
 #pragma once
 
 #include "kernels/cuda/cuda_common.cuh"
+#include "kernels/cuda/mla_latent.cuh"
 
 namespace fission::kernels::cuda::mla {
 
@@ -45,6 +46,8 @@ struct Params {
   RowSrc qa, qb;  // a Q row is qa's elements then qb's
   RowSrc ka, kb;  // a K row likewise, read at the key's slot
   RowSrc v;       // unused when V is the first DV columns of K
+  // Absorbed form over FP8 entries (fp8 set): key rows are decoded from `latent`, not read via ka/kb.
+  LatentRows latent;
   const SeqInfo* seqs;
   const WorkItem* items;
   const std::int32_t* block_tables;  // paged keys: slot = table[key / page] * page + key % page
@@ -172,6 +175,31 @@ __device__ __forceinline__ void LoadTile(__nv_bfloat16* tile, int ld, const RowS
   }
 }
 
+// Rows [0, NR) of an [NR][ld] bf16 key tile from FP8 latent entries: the entry of cache slot
+// index[r] decoded chunk by chunk in registers (eight 16-byte chunks in flight per thread), zeros
+// where index[r] < 0. Plain stores: visible after the block's next barrier.
+template <int D, int NR>
+__device__ __forceinline__ void LoadFp8KeyTile(__nv_bfloat16* tile, int ld, const LatentRows& lat,
+                                               const std::int64_t* index) {
+  constexpr int kChunks = D / 8, kTotal = NR * kChunks, kBatch = 8;
+  const auto* base = static_cast<const std::uint8_t*>(lat.cache);
+  for (int e0 = threadIdx.x; e0 < kTotal; e0 += kThreads * kBatch) {
+    uint4 v[kBatch];
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) {
+      const int e = e0 + u * kThreads;
+      v[u] = make_uint4(0, 0, 0, 0);
+      if (e < kTotal && index[e / kChunks] >= 0)
+        v[u] = Fp8LatentChunk(base + index[e / kChunks] * lat.stride, lat.lora, e % kChunks);
+    }
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) {
+      const int e = e0 + u * kThreads;
+      if (e < kTotal) *reinterpret_cast<uint4*>(tile + (e / kChunks) * ld + (e % kChunks) * 8) = v[u];
+    }
+  }
+}
+
 // Decode blocks of 16 rows prefetch the next key tile into a second stage while computing one
 // (the latent rows are both keys and values there, so one stage is one buffer).
 template <int DQK, int DV, bool kVFromK, int RB>
@@ -261,12 +289,21 @@ __global__ void __launch_bounds__(kThreads, (RB == 1 || DQK <= 192) ? 2 : 1) Fla
                                      p.page_size + key % p.page_size
                            : static_cast<std::int64_t>(seq.kv_base) + key;
   };
+  // A key tile: copied asynchronously from exact rows, decoded through registers from FP8 entries
+  // (the two-stage prefetch then overlaps nothing, but the bytes read are the entries' own).
+  const bool fp8_keys = kVFromK && p.latent.fp8;
+  auto load_keys = [&](__nv_bfloat16* dst, const std::int64_t* index) {
+    if (fp8_keys)
+      LoadFp8KeyTile<DQK, kKeys>(dst, L::kLdQK, p.latent, index);
+    else
+      LoadTile<DQK, kKeys>(dst, L::kLdQK, p.ka, p.kb, index, row_head);
+  };
   const int tiles = key_end > item.key_begin ? (key_end - item.key_begin + kKeys - 1) / kKeys : 0;
   if constexpr (L::kStages == 2) {
     if (tiles > 0) {
       if (tid < kKeys) key_index[tid] = slot_of(item.key_begin + tid);
       __syncthreads();
-      LoadTile<DQK, kKeys>(ks_base, L::kLdQK, p.ka, p.kb, key_index, row_head);
+      load_keys(ks_base, key_index);
     }
     CpAsyncCommit();
   }
@@ -280,7 +317,7 @@ __global__ void __launch_bounds__(kThreads, (RB == 1 || DQK <= 192) ? 2 : 1) Fla
         std::int64_t* next_index = key_index + ((t + 1) & 1) * kKeys;
         if (tid < kKeys) next_index[tid] = slot_of(k0 + kKeys + tid);
         __syncthreads();
-        LoadTile<DQK, kKeys>(ks_base + ((t + 1) & 1) * kKeys * L::kLdQK, L::kLdQK, p.ka, p.kb, next_index, row_head);
+        load_keys(ks_base + ((t + 1) & 1) * kKeys * L::kLdQK, next_index);
       }
       CpAsyncCommit();
       CpAsyncWait<1>();
@@ -289,7 +326,7 @@ __global__ void __launch_bounds__(kThreads, (RB == 1 || DQK <= 192) ? 2 : 1) Fla
       if (tid < kKeys) key_index[tid] = slot_of(k0 + tid);
       __syncthreads();
       // Keys share the block's head (expanded form) or ignore it (absorbed form, head stride 0).
-      LoadTile<DQK, kKeys>(ks, L::kLdQK, p.ka, p.kb, key_index, row_head);
+      load_keys(ks, key_index);
       if constexpr (!kVFromK) {
         RowSrc none;
         LoadTile<DV, kKeys>(vs, kLdV, p.v, none, key_index, row_head);

@@ -7,6 +7,7 @@
 
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/mla_latent.cuh"
 
 namespace fission::kernels::cuda {
 namespace {
@@ -41,10 +42,10 @@ __device__ float BlockMax(float v, float* red) {
 }
 
 // Grid (rows, heads); dynamic shared memory: lora (q_latent) + lora (o_latent) + kMaxKeys floats.
-__global__ void MlaReferenceKernel(const void* q, Elem qe, const void* cache, Elem ce, const void* kv_b, Elem we,
+__global__ void MlaReferenceKernel(const void* q, Elem qe, LatentRows cache, const void* kv_b, Elem we,
                                    const std::int32_t* rows, const RowInfo* infos, const std::int64_t* slots,
                                    void* out, Elem oe, int heads, int nope, int rope, int vdim, int lora,
-                                   std::int64_t row_w, float scale) {
+                                   float scale) {
   extern __shared__ float smem[];
   float* q_lat = smem;
   float* o_lat = q_lat + lora;
@@ -65,10 +66,10 @@ __global__ void MlaReferenceKernel(const void* q, Elem qe, const void* cache, El
   __syncthreads();
   float local_max = -INFINITY;
   for (int j = threadIdx.x; j < keys; j += kThreads) {
-    const std::int64_t base = slots[info.slot_begin + j] * row_w;
+    const std::int64_t slot = slots[info.slot_begin + j];
     float s = 0.0f;
-    for (int l = 0; l < lora; ++l) s += q_lat[l] * LoadF(cache, base + l, ce);
-    for (int r = 0; r < rope; ++r) s += LoadF(q, q_base + nope + r, qe) * LoadF(cache, base + lora + r, ce);
+    for (int l = 0; l < lora; ++l) s += q_lat[l] * LatentValue(cache, slot, l);
+    for (int r = 0; r < rope; ++r) s += LoadF(q, q_base + nope + r, qe) * LatentValue(cache, slot, lora + r);
     s *= scale;
     scores[j] = s;
     local_max = fmaxf(local_max, s);
@@ -83,7 +84,7 @@ __global__ void MlaReferenceKernel(const void* q, Elem qe, const void* cache, El
   const float inv = 1.0f / BlockSum(local_sum, red);  // also orders the score writes before the reads
   for (int l = threadIdx.x; l < lora; l += kThreads) {
     float acc = 0.0f;
-    for (int j = 0; j < keys; ++j) acc += scores[j] * LoadF(cache, slots[info.slot_begin + j] * row_w + l, ce);
+    for (int j = 0; j < keys; ++j) acc += scores[j] * LatentValue(cache, slots[info.slot_begin + j], l);
     o_lat[l] = acc * inv;
   }
   __syncthreads();
@@ -130,11 +131,10 @@ void MlaAttentionReference(CudaContext& ctx, const Tensor& q, const Tensor& cach
   const std::size_t smem = (2 * static_cast<std::size_t>(lora) + kMaxKeys) * sizeof(float);
   MlaReferenceKernel<<<dim3(static_cast<unsigned>(rows.size()), static_cast<unsigned>(sh.num_heads)), kThreads, smem,
                        ctx.stream()>>>(
-      q.data, ElemOf(q), cache.data, ElemOf(cache), kv_b.data, ElemOf(kv_b), rows_dev.ptr<std::int32_t>(),
+      q.data, ElemOf(q), LatentRowsOf(cache, sh), kv_b.data, ElemOf(kv_b), rows_dev.ptr<std::int32_t>(),
       reinterpret_cast<const RowInfo*>(infos_dev.tensor().data), reinterpret_cast<const std::int64_t*>(slots_dev.tensor().data),
       out.data, ElemOf(out), static_cast<int>(sh.num_heads), static_cast<int>(sh.qk_nope_head_dim),
-      static_cast<int>(sh.qk_rope_head_dim), static_cast<int>(sh.v_head_dim), lora, cache.shape[1],
-      sh.softmax_scale);
+      static_cast<int>(sh.qk_rope_head_dim), static_cast<int>(sh.v_head_dim), lora, sh.softmax_scale);
   FISSION_LAUNCHED();
 }
 

@@ -87,7 +87,7 @@ bool ParseLoadFlag(const std::vector<std::string>& args, std::size_t* i, LoadOpt
                                   "--dist-timeout", "--pcp-min-tokens", "--cuda-graph-max-bs",
                                   "--speculative-draft-model-path", "--quantization", "--model-loader-extra-config",
                                   "--dp-size", "--data-parallel-size", "--dp", "--ep-size", "--expert-parallel-size",
-                                  "--ep"};
+                                  "--ep", "--kv-cache-dtype"};
   bool known = false;
   for (const char* k : kValued) known = known || flag == k;
   if (!known) return false;
@@ -129,6 +129,8 @@ bool ParseLoadFlag(const std::vector<std::string>& args, std::size_t* i, LoadOpt
     options->model_loader_extra_config = value;
   } else if (flag == "--load-format") {
     options->load_format = value;
+  } else if (flag == "--kv-cache-dtype") {
+    options->kv_cache_dtype = value == "bf16" || value == "bfloat16" ? "auto" : value;  // bf16 rows are auto's
   } else {
     options->json_model_override_args = value;
   }

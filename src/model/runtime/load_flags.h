@@ -1,7 +1,8 @@
 // Command-line flags that shape how a model is loaded and laid out, named as SGLang's
 // launch_server names them: --tp-size/--tensor-parallel-size, --attn-cp-size,
 // --enable-nsa-prefill-context-parallel, --nsa-prefill-cp-mode, --load-format,
-// --json-model-override-args, --device, --dtype, --quantization, --model-loader-extra-config, and the multi-node flags --nnodes, --node-rank,
+// --json-model-override-args, --device, --dtype, --kv-cache-dtype, --quantization, --model-loader-extra-config,
+// and the multi-node flags --nnodes, --node-rank,
 // --dist-init-addr (--nccl-init-addr), --dist-timeout, the CUDA graph flags --cuda-graph-bs,
 // --cuda-graph-max-bs, --disable-cuda-graph; plus Fission's --pcp-min-tokens.
 #pragma once

@@ -297,9 +297,6 @@ std::unique_ptr<CausalLM> LoadCausalLM(const std::string& dir, const LoadOptions
     Log(LogLevel::kInfo, config.source, ": MXFP4 weights (Quark) are dequantized exactly at load into ",
         device.cuda && options.dtype == "bfloat16" ? "bf16" : "fp32", " (no MXFP4 kernels run them as stored)",
         config.quantization.activations == "fp4" ? "; the checkpoint's fp4 activation quantization is not applied" : "");
-  if (device.cuda && options.kv_cache_dtype == "fp8_e4m3")
-    Fail("--kv-cache-dtype fp8_e4m3 on cuda: the CUDA backend's FP8 MLA kernels have not landed yet (it runs on "
-         "--device cpu; use auto or bf16 on cuda)");
   const OnlineQuantPlan plan = PlanOnlineQuant(config, options, device.cuda);
   ShardOptions shard;
   shard.mla_form = ParseMlaForm(options.mla_form);
