@@ -185,6 +185,23 @@ TEST(CudaMla, AbsorbedPureDecodeBuildsItsWorkOnTheDevice) {
   }
 }
 
+// Verify runs of speculative decoding: every sequence has T = 4 queries ending at its last key, so
+// the work list is built on the device as for a pure decode. Contexts on both sides of a split
+// boundary (128 keys), alone and with the padding sequences a captured step adds (4 queries at
+// positions 0..3), which change the split count of the others.
+TEST(CudaMla, AbsorbedVerifyRunsBuildTheirWorkOnTheDevice) {
+  FISSION_REQUIRE_GPU();
+  std::mt19937 rng(37);
+  const std::vector<SeqSpec> runs = {{5, 4}, {36, 4}, {66, 4}, {126, 4}, {129, 4}};
+  std::vector<SeqSpec> padded = runs;
+  padded.insert(padded.end(), 3, SeqSpec{0, 4});
+  for (const std::vector<SeqSpec>& specs : {runs, padded})
+    for (std::int64_t heads : {16, 128}) {
+      Check(specs, heads, 16, DType::kBF16, Form::kAbsorbed, rng, Layout::kContiguous);
+      Check(specs, heads, 16, DType::kBF16, Form::kAbsorbed, rng, Layout::kSeparate);
+    }
+}
+
 // Registers an input block for a scope, and removes it whatever happens.
 struct MirrorScope {
   CudaContext& ctx;
