@@ -6,14 +6,14 @@
 # at the decode's mean context (tools/gpu/roofline.py) and the KV capacity in tokens the start-up
 # log reports at the default --mem-fraction-static. Table in $OUT/kv_bench.txt.
 #
-#   usage: bash tools/gpu/kv_bench.sh BINDIR     Environment: OUT, LAYERS (4), INPUT (4096), OUTPUT (128)
+#   usage: bash tools/gpu/kv_bench.sh BINDIR     Environment: OUT, LAYERS (4), INPUT (1024), OUTPUT (128)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-$PWD/gpu-out}
 mkdir -p "$OUT"
 BIN=$1
 LAYERS=${LAYERS:-4}
-INPUT=${INPUT:-4096}
+INPUT=${INPUT:-1024}
 OUTPUT=${OUTPUT:-128}
 MODEL=bench/configs/deepseek-v3
 OVERRIDE="{\"num_hidden_layers\": $LAYERS, \"first_k_dense_replace\": 1}"
@@ -35,7 +35,7 @@ PY
   for kv in auto fp8_e4m3; do
     log=$OUT/kv_${kv}_b$batch.log
     timeout 240 "$BIN/fission" generate --model-path $MODEL --load-format dummy --json-model-override-args "$OVERRIDE" \
-      --device cuda --kv-cache-dtype "$kv" --max-running-requests 64 --input "$OUT/kv_prompts.jsonl" > /dev/null 2> "$log"
+      --device cuda --dtype bfloat16 --kv-cache-dtype "$kv" --max-running-requests 64 --input "$OUT/kv_prompts.jsonl" > /dev/null 2> "$log"
     rate=$(awk '/^decode:/ {for (i = 1; i < NF; ++i) if ($(i + 1) == "tokens/s") print $i}' "$log")
     tpot=$(awk -v b="$batch" '/^decode:/ { if ($2 > 0) printf "%.3f", $5 * 1000 * b / $2 }' "$log")
     tokens=$(grep -o 'model memory: [0-9]* pages of [0-9]* tokens ([0-9]* tokens' "$log" | grep -o '([0-9]*' | tr -d '(')
