@@ -285,6 +285,26 @@ TEST(CudaModel, Fp8KvCacheStaysCloseToCpu) {
   }
 }
 
+// Online ptpc_fp8 (every quantizable module but the lm_head, embeddings and routers, as the GLM-5.2
+// recipe's global rule) on CUDA against the same configuration on the CPU, fp32 activations: both
+// quantize the weights on the host by the same rule and each token's activations by the same
+// per-token rule, so rows differ where the CUDA path's bf16 attention moves an activation across
+// an e4m3 rounding boundary (the bound of the bf16 case).
+TEST(CudaModel, OnlinePtpcFp8StaysCloseToCpu) {
+  ASSERT_GT(DeviceCount(), 0) << "no CUDA device";
+  const std::string dir = FixtureModelDir("tiny-deepseek-v3");
+  const std::string ptpc = R"({"online_quant_config": {"global_quant_config": "ptpc_fp8", )"
+                           R"("exclude_layer": ["lm_head", "model.embed_tokens", "*.mlp.gate"]}})";
+  LoadOptions cpu_options;
+  cpu_options.model_loader_extra_config = ptpc;
+  LoadOptions cuda_options = OnCuda();
+  cuda_options.dtype = "float32";
+  cuda_options.model_loader_extra_config = ptpc;
+  auto cpu = LoadCausalLM(dir, cpu_options);
+  auto cuda = LoadCausalLM(dir, cuda_options);
+  ExpectMostRowsClose(*cpu, *cuda, "cuda ptpc_fp8 vs cpu ptpc_fp8");
+}
+
 // FP8 kept on the device (--dtype auto on an FP8 checkpoint: LinearFp8 and MoeExpertsFp8) against
 // the dequantized model, within the bounds the CPU's FP8 operations meet (fp8_testlib.h), and
 // against those CPU operations themselves: the same codes and scales, so the two differ only where

@@ -40,7 +40,19 @@ void Linear(CudaContext& ctx, const Tensor& x, const Tensor& w, const Tensor& ou
 bool Bf16GemvTakes(const Tensor& x, const Tensor& w, const Tensor& out);
 void Bf16Gemv(CudaContext& ctx, const Tensor& x, const Tensor& w, const Tensor& out);
 // fp8.cu
-void LinearFp8(CudaContext& ctx, const Tensor& x, const Tensor& w, const Tensor& w_scale, const Tensor& out);
+// How an FP8 product quantizes its activations: per token and 128-group (the block format), or per
+// token over the whole row (ptpc_fp8), that scale then standing in every group's slot.
+enum class Fp8Activations : std::uint8_t { kPerGroup, kPerToken };
+void LinearFp8(CudaContext& ctx, const Tensor& x, const Tensor& w, const Tensor& w_scale, const Tensor& out,
+               Fp8Activations rule = Fp8Activations::kPerGroup);
+// fp8_per_channel.cu: e4m3 weights with one fp32 scale per row (WeightFormat::Fp8PerChannel),
+// activations per token: out[t, j] = s_x[t] · s_w[j] · Σ_k xq[t, k] · wq[j, k], on LinearFp8's
+// paths with unit block scales, the row scales applied to the fp32 result. Routed experts of the
+// format plan on the host (counts read back) and run each active expert's rows through it.
+void LinearFp8PerChannel(CudaContext& ctx, const Tensor& x, const Tensor& w, const Tensor& w_scale, const Tensor& out);
+void MoeExpertsFp8PerChannel(CudaContext& ctx, const Tensor& x, const Tensor& topk_ids, const Tensor& topk_weights,
+                             std::span<const Tensor> gate_up, std::span<const Tensor> gate_up_scale,
+                             std::span<const Tensor> down, std::span<const Tensor> down_scale, const Tensor& out);
 // Per-token 1×128 quantization of x [n, k] to e4m3 codes [n, k] and fp32 scales, the scale of
 // token i and group g at scales[i * token_stride + g * group_stride].
 void QuantizeFp8(CudaContext& ctx, const Tensor& x, std::uint8_t* codes, float* scales, std::int64_t token_stride,
@@ -59,7 +71,7 @@ struct Fp8GemvItem {
   std::int64_t row0, rows;
 };
 bool Fp8GemvTakes(std::int64_t k);
-Fp8GemvInput QuantizeForGemv(CudaContext& ctx, const Tensor& x);
+Fp8GemvInput QuantizeForGemv(CudaContext& ctx, const Tensor& x, Fp8Activations rule = Fp8Activations::kPerGroup);
 void Fp8GemvGrouped(CudaContext& ctx, const Fp8GemvInput& in, std::span<const Fp8GemvItem> items, std::int64_t m,
                     std::int64_t k, const Tensor& out);
 // The same GEMV over a run list built on the device (moe.cu): run i multiplies rows [row0, row0 +

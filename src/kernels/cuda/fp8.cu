@@ -67,6 +67,27 @@ __global__ void QuantizeKernel(const void* x, Elem xe, std::int64_t n, std::int6
   if (lane == 0) scales[t * ts + g * gs] = scale;
 }
 
+// Per-token activations (ptpc_fp8, WeightFormat::Fp8PerChannel): block t quantizes token t over
+// its whole row (scale max(amax, 1e-4) / 448, the CPU's rule) and writes that scale into each of
+// the row's `groups` group slots, so the products read it as they read per-group scales.
+__global__ void QuantizeRowKernel(const void* x, Elem xe, std::int64_t k, std::uint8_t* codes, float* scales,
+                                  std::int64_t ts, std::int64_t gs, std::int64_t groups) {
+  __shared__ float red[32];
+  const std::int64_t t = blockIdx.x;
+  float amax = 0.0f;
+  for (std::int64_t c = threadIdx.x; c < k; c += blockDim.x) amax = fmaxf(amax, fabsf(LoadF(x, t * k + c, xe)));
+  for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+  if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = amax;
+  __syncthreads();
+  amax = 0.0f;
+  for (int w = 0; w < static_cast<int>(blockDim.x >> 5); ++w) amax = fmaxf(amax, red[w]);
+  const float scale = fmaxf(amax, 1e-4f) / kE4M3Max;
+  for (std::int64_t c = threadIdx.x; c < k; c += blockDim.x)
+    codes[t * k + c] = static_cast<std::uint8_t>(
+        __nv_cvt_float_to_fp8(LoadF(x, t * k + c, xe) / scale, __NV_SATFINITE, __NV_E4M3));
+  for (std::int64_t g = threadIdx.x; g < groups; g += blockDim.x) scales[t * ts + g * gs] = scale;
+}
+
 __device__ __forceinline__ float E4M3ToFloat(std::uint8_t code) {
   __half_raw h = __nv_cvt_fp8_to_halfraw(static_cast<__nv_fp8_storage_t>(code), __NV_E4M3);
   return __half2float(__half(h));
@@ -248,14 +269,21 @@ struct Quantized {
   std::int64_t ts = 0, gs = 0;
 };
 
-Quantized QuantizeFor(CudaContext& ctx, const Tensor& x, std::int64_t n, std::int64_t k, bool token_major) {
+Quantized QuantizeFor(CudaContext& ctx, const Tensor& x, std::int64_t n, std::int64_t k, bool token_major,
+                      Fp8Activations rule = Fp8Activations::kPerGroup) {
   Quantized q;
   const std::int64_t kb = Ceil(k, kGroup), n4 = Ceil(n, 4) * 4;
   q.codes = Buffer(DType::kU8, Shape{n, k}, ctx.allocator());
   q.scales = Buffer(DType::kF32, Shape{kb * n4}, ctx.allocator());
   q.ts = token_major ? kb : 1;
   q.gs = token_major ? 1 : n4;
-  QuantizeFp8(ctx, x.View(Shape{n, k}), q.codes.ptr<std::uint8_t>(), q.scales.ptr<float>(), q.ts, q.gs);
+  if (rule == Fp8Activations::kPerGroup) {
+    QuantizeFp8(ctx, x.View(Shape{n, k}), q.codes.ptr<std::uint8_t>(), q.scales.ptr<float>(), q.ts, q.gs);
+  } else if (n > 0) {
+    QuantizeRowKernel<<<static_cast<unsigned>(n), 256, 0, ctx.stream()>>>(
+        x.data, ElemOf(x), k, q.codes.ptr<std::uint8_t>(), q.scales.ptr<float>(), q.ts, q.gs, kb);
+    FISSION_LAUNCHED();
+  }
   return q;
 }
 
@@ -344,9 +372,9 @@ void QuantizeFp8(CudaContext& ctx, const Tensor& x, std::uint8_t* codes, float* 
 
 bool Fp8GemvTakes(std::int64_t k) { return k % 16 == 0; }
 
-Fp8GemvInput QuantizeForGemv(CudaContext& ctx, const Tensor& x) {
+Fp8GemvInput QuantizeForGemv(CudaContext& ctx, const Tensor& x, Fp8Activations rule) {
   const std::int64_t k = x.shape[-1], n = x.numel() / k;
-  Quantized q = QuantizeFor(ctx, x, n, k, /*token_major=*/true);
+  Quantized q = QuantizeFor(ctx, x, n, k, /*token_major=*/true, rule);
   return Fp8GemvInput{std::move(q.codes), std::move(q.scales)};
 }
 
@@ -389,7 +417,8 @@ void Fp8GemvRuns(CudaContext& ctx, const Fp8GemvInput& in, const ExpertRun* runs
   FISSION_LAUNCHED();
 }
 
-void LinearFp8(CudaContext& ctx, const Tensor& x, const Tensor& w, const Tensor& w_scale, const Tensor& out) {
+void LinearFp8(CudaContext& ctx, const Tensor& x, const Tensor& w, const Tensor& w_scale, const Tensor& out,
+               Fp8Activations rule) {
   FISSION_CHECK(w.dtype == DType::kF8E4M3 && w.rank() == 2 && w_scale.dtype == DType::kF32,
                 "LinearFp8 takes e4m3 weights with fp32 block scales, got ", DTypeName(w.dtype), "/",
                 DTypeName(w_scale.dtype));
@@ -404,7 +433,7 @@ void LinearFp8(CudaContext& ctx, const Tensor& x, const Tensor& w, const Tensor&
   // batch (seen on H200, CUDA 13.0): such shapes take the GEMV kernel, in passes of 8 tokens.
   const bool whole_groups = k % kGroup == 0;
   if ((n <= kGemvMaxTokens || !whole_groups) && Fp8GemvTakes(k)) {
-    const Fp8GemvInput in = QuantizeForGemv(ctx, x.View(Shape{n, k}));
+    const Fp8GemvInput in = QuantizeForGemv(ctx, x.View(Shape{n, k}), rule);
     // Few row tiles (q_a, kv_a, the shared expert) would leave most multiprocessors idle and each
     // warp a long serial walk over k: split k over 16 warps a block instead of 4.
     const bool narrow = Ceil(m, kMmaRows) < 2 * ctx.sm_count();
@@ -444,7 +473,7 @@ void LinearFp8(CudaContext& ctx, const Tensor& x, const Tensor& w, const Tensor&
                                    ctx.stream()));
       xq = &x_pad.tensor();
     }
-    Quantized q = QuantizeFor(ctx, *xq, padded, k, mode & 1);
+    Quantized q = QuantizeFor(ctx, *xq, padded, k, mode & 1, rule);
     timer.emplace(ctx, ".fp8 cuBLASLt", n);
     Buffer tmp;
     const Tensor* d = &out;
@@ -458,7 +487,7 @@ void LinearFp8(CudaContext& ctx, const Tensor& x, const Tensor& w, const Tensor&
     }
   }
   OpTimer timer(ctx, ".fp8 tiled kernel", n);
-  OwnFp8(ctx, QuantizeFor(ctx, x, n, k, true), w, w_scale, n, out);
+  OwnFp8(ctx, QuantizeFor(ctx, x, n, k, true, rule), w, w_scale, n, out);
 }
 
 }  // namespace fission::kernels::cuda

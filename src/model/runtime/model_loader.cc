@@ -99,9 +99,9 @@ OnlineQuantPlan PlanOnlineQuant(const io::ModelConfig& config, const LoadOptions
   OnlineQuantPlan plan = OnlineQuantPlan::Resolve(*online, QuantModules(config), where);
   if (cuda)
     for (const auto& [module, format] : plan.formats())
-      if (!(format == WeightFormat::Fp8Block128()))
+      if (!(format == WeightFormat::Fp8Block128()) && !(format == WeightFormat::Fp8PerChannel()))
         Fail(where, ": ", module, " resolves to ", format.Name(), ", which the CUDA backend has no kernels for (",
-             "on cuda only per_block_fp8 / per_block128_fp8 runs; the other formats run on --device cpu)");
+             "on cuda per_block_fp8 / per_block128_fp8 and ptpc_fp8 run; the other formats run on --device cpu)");
   Log(LogLevel::kInfo, where, ": online quantization of ", plan.formats().size(), " modules", plan.Summary());
   return plan;
 }
