@@ -496,6 +496,8 @@ void MlaAttentionAbsorbed(CudaContext& ctx, const Tensor& q, const Tensor& cache
   p.ka = {cache.data, fp8 ? Elem::kBF16 : ElemOf(cache), row_w, 0, static_cast<int>(row_w)};
   p.kb = {cache.data, fp8 ? Elem::kBF16 : ElemOf(cache), 0, 0, 0};
   p.latent = LatentRowsOf(cache, sh);
+  FISSION_CHECK(!fp8 || row_w == mla::kFp8Entry, "the absorbed kernel stages ", mla::kFp8Entry,
+                "-byte FP8 entries, got ", row_w);
   p.seqs = work.seqs.ptr<const SeqInfo>();
   p.items = work.items.ptr<const WorkItem>();
   p.block_tables = work.tables.ptr<const std::int32_t>();

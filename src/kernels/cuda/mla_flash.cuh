@@ -175,28 +175,30 @@ __device__ __forceinline__ void LoadTile(__nv_bfloat16* tile, int ld, const RowS
   }
 }
 
-// Rows [0, NR) of an [NR][ld] bf16 key tile from FP8 latent entries: the entry of cache slot
-// index[r] decoded chunk by chunk in registers (eight 16-byte chunks in flight per thread), zeros
-// where index[r] < 0. Plain stores: visible after the block's next barrier.
+// FP8 latent entries (the absorbed form over --kv-cache-dtype fp8_e4m3) reach a key tile in two
+// moves: the entries of a tile are copied as they are into a staging area (cp.async, issued a tile
+// ahead, so their bytes arrive while the previous tile computes), then decoded from shared memory
+// into the bf16 tile the exact rows fill (eight codes times their group's scale per 16 bytes).
+constexpr int kFp8Entry = 656;  // LatentEntryBytes(512, 64): 512 codes, 4 scales, 64 bf16 rope values
+
+template <int NR>
+__device__ __forceinline__ void StageFp8Entries(unsigned char* raw, const LatentRows& lat, const std::int64_t* index) {
+  constexpr int kChunks = kFp8Entry / 16, kTotal = NR * kChunks;
+  const auto* base = static_cast<const unsigned char*>(lat.cache);
+  for (int e = threadIdx.x; e < kTotal; e += kThreads) {
+    const int r = e / kChunks, c = e % kChunks;
+    const std::int64_t i = index[r];
+    CpAsync16(raw + r * kFp8Entry + c * 16, base + (i >= 0 ? i : 0) * kFp8Entry + c * 16, i >= 0 ? 16 : 0);
+  }
+}
+
+// A staged entry of zeros (an index of -1) decodes to zeros.
 template <int D, int NR>
-__device__ __forceinline__ void LoadFp8KeyTile(__nv_bfloat16* tile, int ld, const LatentRows& lat,
-                                               const std::int64_t* index) {
-  constexpr int kChunks = D / 8, kTotal = NR * kChunks, kBatch = 8;
-  const auto* base = static_cast<const std::uint8_t*>(lat.cache);
-  for (int e0 = threadIdx.x; e0 < kTotal; e0 += kThreads * kBatch) {
-    uint4 v[kBatch];
-#pragma unroll
-    for (int u = 0; u < kBatch; ++u) {
-      const int e = e0 + u * kThreads;
-      v[u] = make_uint4(0, 0, 0, 0);
-      if (e < kTotal && index[e / kChunks] >= 0)
-        v[u] = Fp8LatentChunk(base + index[e / kChunks] * lat.stride, lat.lora, e % kChunks);
-    }
-#pragma unroll
-    for (int u = 0; u < kBatch; ++u) {
-      const int e = e0 + u * kThreads;
-      if (e < kTotal) *reinterpret_cast<uint4*>(tile + (e / kChunks) * ld + (e % kChunks) * 8) = v[u];
-    }
+__device__ __forceinline__ void DecodeFp8Entries(__nv_bfloat16* tile, int ld, const unsigned char* raw, int lora) {
+  constexpr int kChunks = D / 8;
+  for (int e = threadIdx.x; e < NR * kChunks; e += kThreads) {
+    const int r = e / kChunks, c = e % kChunks;
+    *reinterpret_cast<uint4*>(tile + r * ld + c * 8) = Fp8LatentChunk(raw + r * kFp8Entry, lora, c);
   }
 }
 
@@ -214,7 +216,9 @@ struct Smem {
   static constexpr std::size_t kP = kS + sizeof(float) * kRows * kLdS;
   static constexpr std::size_t kStats = kP + sizeof(__nv_bfloat16) * kRows * kLdP;
   // m, l, alpha (float), limit, head (int), token and key index (int64)
-  static constexpr std::size_t kBytes = kStats + kMaxRows * (3 * 4 + 2 * 4) + (kMaxRows + 2 * kKeys) * 8;
+  static constexpr std::size_t kRaw = (kStats + kMaxRows * (3 * 4 + 2 * 4) + (kMaxRows + 2 * kKeys) * 8 + 15) / 16 * 16;
+  // The absorbed form's staging area for one tile of FP8 entries.
+  static constexpr std::size_t kBytes = kRaw + (kVFromK ? kKeys * kFp8Entry : 0);
 };
 
 template <int DQK, int DV, bool kVFromK, int RB>
@@ -289,35 +293,46 @@ __global__ void __launch_bounds__(kThreads, (RB == 1 || DQK <= 192) ? 2 : 1) Fla
                                      p.page_size + key % p.page_size
                            : static_cast<std::int64_t>(seq.kv_base) + key;
   };
-  // A key tile: copied asynchronously from exact rows, decoded through registers from FP8 entries
-  // (the two-stage prefetch then overlaps nothing, but the bytes read are the entries' own).
+  // FP8 entries go through the staging area into stage 0 of the key tiles (StageFp8Entries).
   const bool fp8_keys = kVFromK && p.latent.fp8;
-  auto load_keys = [&](__nv_bfloat16* dst, const std::int64_t* index) {
-    if (fp8_keys)
-      LoadFp8KeyTile<DQK, kKeys>(dst, L::kLdQK, p.latent, index);
-    else
-      LoadTile<DQK, kKeys>(dst, L::kLdQK, p.ka, p.kb, index, row_head);
-  };
+  unsigned char* const raw = smem + L::kRaw;
   const int tiles = key_end > item.key_begin ? (key_end - item.key_begin + kKeys - 1) / kKeys : 0;
-  if constexpr (L::kStages == 2) {
+  if (fp8_keys || L::kStages == 2) {
     if (tiles > 0) {
       if (tid < kKeys) key_index[tid] = slot_of(item.key_begin + tid);
       __syncthreads();
-      load_keys(ks_base, key_index);
+      if (fp8_keys)
+        StageFp8Entries<kKeys>(raw, p.latent, key_index);
+      else
+        LoadTile<DQK, kKeys>(ks_base, L::kLdQK, p.ka, p.kb, key_index, row_head);
     }
     CpAsyncCommit();
   }
   for (int t = 0; t < tiles; ++t) {
     const int k0 = item.key_begin + t * kKeys;
-    __nv_bfloat16* ks = ks_base + (L::kStages == 2 ? (t & 1) : 0) * kKeys * L::kLdQK;
+    __nv_bfloat16* ks = ks_base + (L::kStages == 2 && !fp8_keys ? (t & 1) : 0) * kKeys * L::kLdQK;
     __nv_bfloat16* vs = kVFromK ? ks : vs_base;
-    if constexpr (L::kStages == 2) {
+    if (fp8_keys) {
+      // Decode this tile's staged entries (the previous tile's products are done: the loop's last
+      // barrier; the barrier after the decode makes the tile visible), then stage the next tile's
+      // entries while this one computes.
+      CpAsyncWaitAll();
+      __syncthreads();
+      DecodeFp8Entries<DQK, kKeys>(ks, L::kLdQK, raw, p.latent.lora);
+      __syncthreads();
+      if (t + 1 < tiles) {
+        if (tid < kKeys) key_index[tid] = slot_of(k0 + kKeys + tid);
+        __syncthreads();
+        StageFp8Entries<kKeys>(raw, p.latent, key_index);
+      }
+      CpAsyncCommit();
+    } else if constexpr (L::kStages == 2) {
       // Issue the next tile into the other stage (last read by the previous tile), then wait for this one.
       if (t + 1 < tiles) {
         std::int64_t* next_index = key_index + ((t + 1) & 1) * kKeys;
         if (tid < kKeys) next_index[tid] = slot_of(k0 + kKeys + tid);
         __syncthreads();
-        load_keys(ks_base + ((t + 1) & 1) * kKeys * L::kLdQK, next_index);
+        LoadTile<DQK, kKeys>(ks_base + ((t + 1) & 1) * kKeys * L::kLdQK, L::kLdQK, p.ka, p.kb, next_index, row_head);
       }
       CpAsyncCommit();
       CpAsyncWait<1>();
@@ -326,7 +341,7 @@ __global__ void __launch_bounds__(kThreads, (RB == 1 || DQK <= 192) ? 2 : 1) Fla
       if (tid < kKeys) key_index[tid] = slot_of(k0 + tid);
       __syncthreads();
       // Keys share the block's head (expanded form) or ignore it (absorbed form, head stride 0).
-      load_keys(ks, key_index);
+      LoadTile<DQK, kKeys>(ks, L::kLdQK, p.ka, p.kb, key_index, row_head);
       if constexpr (!kVFromK) {
         RowSrc none;
         LoadTile<DV, kKeys>(vs, kLdV, p.v, none, key_index, row_head);
