@@ -14,7 +14,9 @@
 // And DeepSeek Sparse Attention's kernels (bench/cuda/dsa_bench.cc): dsa_indexer, dsa_topk,
 // dsa_sparse_prefill, dsa_sparse_decode.
 //
-// Usage: fission_cuda_bench [copy] [gemm] [fp8] [moe_fp8] [prefill] [decode] [sample] [ops]
+// And the MXFP4 routed experts (bench/cuda/moe_mxfp4_bench.cc): moe_mxfp4.
+//
+// Usage: fission_cuda_bench [copy] [gemm] [fp8] [moe_fp8] [moe_mxfp4] [prefill] [decode] [sample] [ops]
 //                           [dsa_indexer] [dsa_topk] [dsa_sparse_prefill] [dsa_sparse_decode]
 //        (all when none is named)
 #include <cuda_runtime.h>
@@ -31,6 +33,7 @@
 #include <vector>
 
 #include "bench/cuda/dsa_bench.h"
+#include "bench/cuda/moe_mxfp4_bench.h"
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_context.h"
 #include "testing/op_cases.h"
@@ -378,6 +381,8 @@ int main(int argc, char** argv) {
   if (want("prefill")) BenchPrefill();
   if (want("decode")) BenchDecode();
   if (want("moe_fp8")) BenchMoeFp8();
+  if (want("moe_mxfp4"))
+    fission::bench::BenchMoeMxfp4(*gpu, [](const std::function<void(int)>& fn) { return TimeUs(fn); });
   if (want("sample")) BenchSample();
   if (want("ops")) BenchOpTable();
   fission::bench::RunDsaBenchmarks(*gpu, want);

@@ -256,4 +256,28 @@ Buffer Checkpoint::LoadRaw(const std::string& name, const Shape& expected, std::
   return out;
 }
 
+Checkpoint::Mxfp4Slice Checkpoint::LoadMxfp4(const std::string& name, const Shape& expected, std::int64_t row0,
+                                             std::int64_t row1, std::int64_t col0, std::int64_t col1) const {
+  const Location& loc = FindWithShape(name, expected);
+  if (!IsMxfp4(name)) Fail(loc.file->path(), ": tensor '", name, "' is not MXFP4");
+  const std::int64_t cols = expected[1], groups = (cols + 31) / 32;
+  FISSION_CHECK(0 <= row0 && row0 <= row1 && row1 <= expected[0] && 0 <= col0 && col0 <= col1 && col1 <= cols, name,
+                " rows ", row0, "..", row1, " cols ", col0, "..", col1);
+  if (col0 % 32 != 0 || (col1 % 32 != 0 && col1 != cols))
+    Fail(loc.file->path(), ": MXFP4 tensor '", name, "': columns ", col0, "..", col1, " do not start and end on 1x32 ",
+         "scale groups");
+  // cols is even (FindWithShape) and so is every slice width: rows of the slice are whole bytes.
+  Mxfp4Slice out{Buffer(DType::kF4E2M1, Shape{row1 - row0, col1 - col0}),
+                 Buffer(DType::kE8M0, Shape{row1 - row0, (col1 - col0 + 31) / 32})};
+  const auto* codes = static_cast<const std::uint8_t*>(loc.file->View(*loc.info).data);
+  const Tensor scales = View(Mxfp4ScaleOf(name));
+  const std::size_t code_bytes = (col1 - col0) / 2, scale_bytes = (col1 - col0 + 31) / 32;
+  for (std::int64_t r = row0; r < row1; ++r) {
+    std::memcpy(out.codes.ptr<std::uint8_t>() + (r - row0) * code_bytes, codes + (r * cols + col0) / 2, code_bytes);
+    std::memcpy(out.scales.ptr<std::uint8_t>() + (r - row0) * scale_bytes,
+                static_cast<const std::uint8_t*>(scales.data) + r * groups + col0 / 32, scale_bytes);
+  }
+  return out;
+}
+
 }  // namespace fission::io

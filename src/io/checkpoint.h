@@ -53,6 +53,14 @@ class Checkpoint {
   // dtype (FP8 weights kept as codes on a device).
   Buffer LoadRaw(const std::string& name, const Shape& expected, std::int64_t row0, std::int64_t row1,
                  std::int64_t col0, std::int64_t col1) const;
+  // Rows [row0, row1) × columns [col0, col1) of an MXFP4 tensor as stored: F4E2M1 codes [rows,
+  // cols] packed two a byte over the slice, and its E8M0 scales [rows, ceil(cols / 32)]. The
+  // columns must start on a 1x32 group and end on one or at the matrix's end (Error otherwise).
+  struct Mxfp4Slice {
+    Buffer codes, scales;
+  };
+  Mxfp4Slice LoadMxfp4(const std::string& name, const Shape& expected, std::int64_t row0, std::int64_t row1,
+                       std::int64_t col0, std::int64_t col1) const;
 
  private:
   struct Location {

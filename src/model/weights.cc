@@ -230,6 +230,25 @@ Weight WeightLoader::Quantized(const Buffer& host, const WeightFormat& format) {
   return w;
 }
 
+bool WeightLoader::KeptMxfp4(const std::string& name) const {
+  const std::string module = ModuleOfTensor(name);
+  const std::string experts = ".mlp.experts";
+  if (!keep_mxfp4_experts_ || module.size() < experts.size() ||
+      module.compare(module.size() - experts.size(), experts.size(), experts) != 0)
+    return false;
+  return dummy() || checkpoint_->IsMxfp4(name);
+}
+
+Weight WeightLoader::UploadMxfp4(io::Checkpoint::Mxfp4Slice host) {
+  if (backend_.device().type == DeviceType::kCpu)
+    return {std::move(host.codes), std::move(host.scales), WeightFormat::Mxfp4()};
+  Weight w{Buffer(DType::kF4E2M1, host.codes.tensor().shape, backend_.allocator()),
+           Buffer(DType::kE8M0, host.scales.tensor().shape, backend_.allocator()), WeightFormat::Mxfp4()};
+  backend_.CopyBytesFromHost(host.codes.ptr<std::uint8_t>(), w.values);
+  backend_.CopyBytesFromHost(host.scales.ptr<std::uint8_t>(), w.scales);
+  return w;
+}
+
 Weight WeightLoader::LoadLinear(const std::string& name, const Shape& shape, Range rows) {
   if (const auto format = OnlineFormatOf(name)) return Quantized(HostSlice(name, shape, rows, {}), *format);
   if (!KeptFp8(name)) return Weight::Plain(Load(name, shape, rows));
@@ -241,6 +260,18 @@ Weight WeightLoader::LoadLinear(const std::string& name, const Shape& shape, Ran
 
 Weight WeightLoader::LoadLinearCols(const std::string& name, const Shape& shape, Range cols, bool allow_fp8) {
   if (const auto format = OnlineFormatOf(name)) return Quantized(HostSlice(name, shape, {}, cols), *format);
+  if (allow_fp8 && KeptMxfp4(name)) {
+    const std::int64_t c0 = cols.begin, c1 = cols.stop(shape[1]);
+    if (!dummy() && c0 % 32 == 0 && (c1 % 32 == 0 || c1 == shape[1]))
+      return UploadMxfp4(checkpoint_->LoadMxfp4(name, shape, 0, shape[0], c0, c1));
+    if (!dummy()) {
+      static std::atomic<bool> said{false};
+      if (!said.exchange(true))
+        Log(LogLevel::kWarning, "MXFP4 experts: ", name, " columns ", c0, "..", c1, " do not align with the 1x32 ",
+            "scale groups; quantized again from the decoded values with the slice's own scales (said once)");
+    }
+    return Quantized(HostSlice(name, shape, {}, cols), WeightFormat::Mxfp4());
+  }
   if (!allow_fp8 || !KeptFp8(name)) return Weight::Plain(LoadCols(name, shape, cols));
   if (!BlockAligned(cols, shape[1]))
     return Dequantized(name, LoadCols(name, shape, cols), StrCat("columns ", cols.begin, "..", cols.stop(shape[1])));
@@ -257,6 +288,28 @@ Weight WeightLoader::LoadLinearStacked(const std::string& first, const std::stri
     std::memcpy(stacked.ptr<float>(), a.ptr<float>(), a.tensor().bytes());
     std::memcpy(stacked.ptr<std::uint8_t>() + a.tensor().bytes(), b.ptr<float>(), b.tensor().bytes());
     return Quantized(stacked, *format);
+  }
+  if (KeptMxfp4(first) && KeptMxfp4(second)) {
+    // Row slices keep whole 1x32 groups; gate over up is the codes and the scales stacked.
+    const std::int64_t r0 = rows.begin, r1 = rows.stop(each[0]);
+    if (dummy()) {
+      const Buffer a = HostSlice(first, each, rows, {}), b = HostSlice(second, each, rows, {});
+      Buffer stacked(DType::kF32, Shape{2 * a.tensor().shape[0], each[1]});
+      std::memcpy(stacked.ptr<float>(), a.ptr<float>(), a.tensor().bytes());
+      std::memcpy(stacked.ptr<std::uint8_t>() + a.tensor().bytes(), b.ptr<float>(), b.tensor().bytes());
+      return Quantized(stacked, WeightFormat::Mxfp4());
+    }
+    const io::Checkpoint::Mxfp4Slice a = checkpoint_->LoadMxfp4(first, each, r0, r1, 0, each[1]),
+                                      b = checkpoint_->LoadMxfp4(second, each, r0, r1, 0, each[1]);
+    io::Checkpoint::Mxfp4Slice stacked{Buffer(DType::kF4E2M1, Shape{2 * (r1 - r0), each[1]}),
+                                       Buffer(DType::kE8M0, Shape{2 * (r1 - r0), a.scales.tensor().shape[1]})};
+    std::memcpy(stacked.codes.ptr<std::uint8_t>(), a.codes.ptr<std::uint8_t>(), a.codes.tensor().bytes());
+    std::memcpy(stacked.codes.ptr<std::uint8_t>() + a.codes.tensor().bytes(), b.codes.ptr<std::uint8_t>(),
+                b.codes.tensor().bytes());
+    std::memcpy(stacked.scales.ptr<std::uint8_t>(), a.scales.ptr<std::uint8_t>(), a.scales.tensor().bytes());
+    std::memcpy(stacked.scales.ptr<std::uint8_t>() + a.scales.tensor().bytes(), b.scales.ptr<std::uint8_t>(),
+                b.scales.tensor().bytes());
+    return UploadMxfp4(std::move(stacked));
   }
   if (!KeptFp8(first) || !KeptFp8(second)) return Weight::Plain(LoadStacked(first, second, each, rows));
   // The second half must start on a block boundary of the stacked matrix too.

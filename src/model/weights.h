@@ -68,6 +68,11 @@ class WeightLoader {
                                  Range rows = {});
   // Keep FP8 weights as stored (a device backend and a checkpoint with 128×128 block scales).
   void KeepFp8() { keep_fp8_ = true; }
+  // Keep the routed experts (model.layers.N.mlp.experts) of an MXFP4 checkpoint as stored, codes
+  // and e8m0 scales (a device with an MXFP4 experts kernel). A down projection whose column slice
+  // does not start and end on a 1x32 group is quantized again from its decoded values (the slice's
+  // own scales, logged once); dummy experts are drawn and quantized. Other modules load as before.
+  void KeepMxfp4Experts() { keep_mxfp4_experts_ = true; }
   // Online quantization (model/online_quant.h): the Linear weights of a module the plan names are
   // read in fp32 (dequantized from the checkpoint's format if need be, or drawn when dummy), this
   // rank's slice quantized into the plan's format. It takes precedence over KeepFp8. The plan must
@@ -80,6 +85,7 @@ class WeightLoader {
     WeightLoader other(checkpoint, backend_, 0, matrix_dtype_);
     other.device_fill_ = device_fill_;
     other.keep_fp8_ = keep_fp8_;
+    other.keep_mxfp4_experts_ = keep_mxfp4_experts_;
     return other;
   }
   // Dummy matrices drawn on the device instead of the host: fill(tensor, bound, seed) writes
@@ -110,6 +116,9 @@ class WeightLoader {
   std::optional<WeightFormat> OnlineFormatOf(const std::string& tensor) const;
   Buffer HostSlice(const std::string& name, const Shape& shape, Range rows, Range cols);
   Weight Quantized(const Buffer& host, const WeightFormat& format);
+  // MXFP4 routed experts kept as stored (KeepMxfp4Experts).
+  bool KeptMxfp4(const std::string& name) const;
+  Weight UploadMxfp4(io::Checkpoint::Mxfp4Slice host);
 
   const io::Checkpoint* checkpoint_;
   kernels::Backend& backend_;
@@ -117,6 +126,7 @@ class WeightLoader {
   std::mt19937_64 rng_;
   DeviceFill device_fill_;
   bool keep_fp8_ = false;
+  bool keep_mxfp4_experts_ = false;
   const OnlineQuantPlan* online_ = nullptr;
 };
 

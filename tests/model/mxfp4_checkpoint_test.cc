@@ -8,6 +8,7 @@
 #include "io/checkpoint.h"
 #include "io/model_config.h"
 #include "model/runtime/model_loader.h"
+#include "model/weights.h"
 #include "model/step_runner_testlib.h"
 #include "tensor/quantize.h"
 
@@ -76,6 +77,53 @@ TEST(Mxfp4Checkpoint, AQuarkConfigOtherThanMxfp4IsRefusedNamingTheKeys) {
     EXPECT_NE(what.find("global_quant_config.weight.dtype"), std::string::npos) << what;
     EXPECT_NE(what.find("global_quant_config.weight.group_size"), std::string::npos) << what;
   }
+}
+
+// WeightLoader::KeepMxfp4Experts (what --device cuda sets for a checkpoint with fp4 activations):
+// the routed experts keep the stored codes and scales, gate over up stacked, row slices as they
+// are, a down slice off the 1x32 groups quantized again from its decoded values; other modules
+// are dequantized as before. Checked on the CPU backend, where the weights stay on the host.
+TEST(Mxfp4Checkpoint, KeptExpertsAreTheStoredCodes) {
+  const io::Checkpoint mx(Mxfp4Dir());
+  std::unique_ptr<kernels::Backend> cpu = kernels::MakeCpuBackend();
+  WeightLoader loader(&mx, *cpu);
+  loader.KeepMxfp4Experts();
+  const std::string p = "model.layers.1.mlp.experts.5.";
+  const Shape each{32, 64}, down{64, 32};
+  auto decoded = [](const Weight& w) {
+    std::vector<float> v(w.values.tensor().numel());
+    DequantizeMatrix(w.view(), v.data());
+    return v;
+  };
+  for (const Range rows : {Range{}, Range{16, 32}}) {
+    const Weight gu = loader.LoadLinearStacked(p + "gate_proj.weight", p + "up_proj.weight", each, rows);
+    ASSERT_EQ(gu.format, WeightFormat::Mxfp4());
+    const Buffer gate = mx.LoadF32Rows(p + "gate_proj.weight", each, rows.begin, rows.stop(32));
+    const Buffer up = mx.LoadF32Rows(p + "up_proj.weight", each, rows.begin, rows.stop(32));
+    std::vector<float> want(gate.ptr<float>(), gate.ptr<float>() + gate.tensor().numel());
+    want.insert(want.end(), up.ptr<float>(), up.ptr<float>() + up.tensor().numel());
+    EXPECT_EQ(decoded(gu), want) << "rows " << rows.begin;
+    // The codes are the checkpoint's bytes, not a quantization of their decoded values.
+    const Tensor stored = mx.View(p + "gate_proj.weight");
+    EXPECT_EQ(std::memcmp(gu.values.ptr<std::uint8_t>(),
+                          static_cast<const std::uint8_t*>(stored.data) + rows.begin * 32, gate.tensor().numel() / 2),
+              0);
+  }
+  const Weight whole = loader.LoadLinearCols(p + "down_proj.weight", down, Range{0, 32});
+  ASSERT_EQ(whole.format, WeightFormat::Mxfp4());
+  const Buffer d = mx.LoadF32(p + "down_proj.weight", down);
+  EXPECT_EQ(decoded(whole), std::vector<float>(d.ptr<float>(), d.ptr<float>() + d.tensor().numel()));
+  // Columns 0..16 end inside a group: the slice's own scales.
+  const Weight half = loader.LoadLinearCols(p + "down_proj.weight", down, Range{0, 16});
+  ASSERT_EQ(half.format, WeightFormat::Mxfp4());
+  const Buffer hd = mx.LoadF32Cols(p + "down_proj.weight", down, 0, 16);
+  const QuantizedMatrix q = QuantizeMatrix(hd.ptr<float>(), 64, 16, WeightFormat::Mxfp4());
+  EXPECT_EQ(std::memcmp(half.scales.ptr<std::uint8_t>(), q.scales.ptr<std::uint8_t>(), q.scales.tensor().bytes()), 0);
+  // A down projection after a dequantized gate_up is dequantized too; other modules as before.
+  EXPECT_FALSE(loader.LoadLinearCols(p + "down_proj.weight", down, Range{0, 32}, /*allow_fp8=*/false).quantized());
+  EXPECT_FALSE(loader.LoadLinearStacked("model.layers.0.mlp.gate_proj.weight", "model.layers.0.mlp.up_proj.weight",
+                                        Shape{128, 64})
+                   .quantized());
 }
 
 }  // namespace

@@ -342,6 +342,46 @@ TEST(CudaModel, Fp8WeightsKeptStayWithinTheFp8Bound) {
   EXPECT_GE(versus_exact[versus_exact.size() / 2], 1e-3);
 }
 
+// MXFP4 routed experts kept on the device (a Quark checkpoint with fp4 activations:
+// MoeExpertsMxfp4) against the CPU running the same products: the bf16 twin (the decoded weights)
+// with online mxfp4 on the routed experts, whose codes decode to the same values (re-quantizing
+// decoded MX values is exact), activations quantized by the same rule. The two differ by fp32
+// summation orders and where those move an activation across an e2m1 rounding boundary or the
+// router across a near tie: a median relative L2 of the logits of at most 1e-3 (rows without a
+// flip agree to about 1e-5). The MXFP4 path really ran: --dtype float32 (experts dequantized,
+// activations not quantized) differs from it by a median of at least 1e-2.
+TEST(CudaModel, Mxfp4ExpertsKeptMatchTheCpusMxfp4Products) {
+  ASSERT_GT(DeviceCount(), 0) << "no CUDA device";
+  const std::string dir = FixtureModelDir("tiny-deepseek-v3-mxfp4");
+  LoadOptions cpu_options;
+  cpu_options.model_loader_extra_config =
+      R"({"online_quant_config":{"layer_quant_config":{"model.layers.*.mlp.experts":"mxfp4"}}})";
+  auto cpu = LoadCausalLM(dir + "/bf16-twin", cpu_options);
+  auto cuda = LoadCausalLM(dir, OnCuda());
+  LoadOptions exact = OnCuda();
+  exact.dtype = "float32";
+  auto cuda_exact = LoadCausalLM(dir, exact);
+  std::vector<std::int32_t> tokens;
+  const auto want = RunMixedScenario(*cpu, &tokens);
+  const auto got = RunMixedScenario(*cuda, &tokens);
+  const auto dequantized = RunMixedScenario(*cuda_exact, &tokens);
+  ASSERT_EQ(got.size(), want.size());
+  ASSERT_EQ(dequantized.size(), want.size());
+  std::vector<double> versus_cpu, versus_exact;
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    versus_cpu.push_back(RelativeL2(got[i], want[i].data(), cpu->vocab_size()));
+    versus_exact.push_back(RelativeL2(got[i], dequantized[i].data(), cpu->vocab_size()));
+  }
+  std::sort(versus_cpu.begin(), versus_cpu.end());
+  std::sort(versus_exact.begin(), versus_exact.end());
+  const double median = versus_cpu[versus_cpu.size() / 2], median_exact = versus_exact[versus_exact.size() / 2];
+  std::printf("cuda mxfp4 experts vs the CPU's mxfp4 products: median relative L2 %.3g, worst %.3g over %zu rows; "
+              "vs dequantized experts: median %.3g\n",
+              median, versus_cpu.back(), versus_cpu.size(), median_exact);
+  EXPECT_LE(median, 1e-3);
+  EXPECT_GE(median_exact, 1e-2);
+}
+
 // --load-format dummy with an FP8 quantization_config: codes and scales drawn on the device.
 TEST(CudaModel, DummyFp8WeightsLoadAndRun) {
   ASSERT_GT(DeviceCount(), 0) << "no CUDA device";

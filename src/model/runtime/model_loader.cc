@@ -1,5 +1,6 @@
 #include "model/runtime/model_loader.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 
@@ -79,8 +80,23 @@ std::unique_ptr<CausalLM> BuildShard(const io::ModelConfig& config, WeightLoader
   return FactoryFor(config)(config, loader, rank_options);
 }
 
+// Whether a rank's routed experts fit the CUDA MXFP4 kernel: every row of codes starts on a 4-byte
+// word, so both products' k (hidden_size and this rank's share of moe_intermediate_size) are
+// multiples of 8.
+bool Mxfp4ExpertsFitCuda(const io::ModelConfig& config, const LoadOptions& options) {
+  const int moe_tp = std::max(1, options.tp_size / std::max(1, options.ep_size));
+  return config.hidden_size % 8 == 0 && config.moe_intermediate_size % moe_tp == 0 &&
+         (config.moe_intermediate_size / moe_tp) % 8 == 0;
+}
+
+bool IsRoutedExperts(const std::string& module) {
+  const std::string suffix = ".mlp.experts";
+  return module.size() >= suffix.size() && module.compare(module.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
 // The online quantization of --quantization and --model-loader-extra-config, resolved over the
-// model's modules and logged, before any weight is read. Devices run Fp8Block128 only.
+// model's modules and logged, before any weight is read. Devices run Fp8Block128 everywhere and
+// Mxfp4 on the routed experts.
 OnlineQuantPlan PlanOnlineQuant(const io::ModelConfig& config, const LoadOptions& options, bool cuda) {
   std::vector<std::string> ignored;
   std::optional<OnlineQuantConfig> online = ParseLoaderExtraConfig(options.model_loader_extra_config, &ignored);
@@ -98,10 +114,18 @@ OnlineQuantPlan PlanOnlineQuant(const io::ModelConfig& config, const LoadOptions
   if (!online) return {};
   OnlineQuantPlan plan = OnlineQuantPlan::Resolve(*online, QuantModules(config), where);
   if (cuda)
-    for (const auto& [module, format] : plan.formats())
-      if (!(format == WeightFormat::Fp8Block128()) && !(format == WeightFormat::Fp8PerChannel()))
-        Fail(where, ": ", module, " resolves to ", format.Name(), ", which the CUDA backend has no kernels for (",
-             "on cuda per_block_fp8 / per_block128_fp8 and ptpc_fp8 run; the other formats run on --device cpu)");
+    for (const auto& [module, format] : plan.formats()) {
+      if (format == WeightFormat::Fp8Block128() || format == WeightFormat::Fp8PerChannel()) continue;
+      if (format == WeightFormat::Mxfp4() && IsRoutedExperts(module)) {
+        if (Mxfp4ExpertsFitCuda(config, options)) continue;
+        Fail(where, ": ", module, " resolves to mxfp4, but the CUDA MXFP4 experts kernel needs hidden_size (",
+             config.hidden_size, ") and each rank's moe_intermediate_size (", config.moe_intermediate_size, " over ",
+             std::max(1, options.tp_size / std::max(1, options.ep_size)), ") to be multiples of 8");
+      }
+      Fail(where, ": ", module, " resolves to ", format.Name(), ", which the CUDA backend has no kernels for (on ",
+           "cuda per_block_fp8 / per_block128_fp8 and ptpc_fp8 run on every module and mxfp4 on the routed experts, ",
+           "model.layers.*.mlp.experts; the other formats and modules run on --device cpu)");
+    }
   Log(LogLevel::kInfo, where, ": online quantization of ", plan.formats().size(), " modules", plan.Summary());
   return plan;
 }
@@ -195,6 +219,25 @@ bool KeepsFp8(const io::ModelConfig& config, const LoadOptions& options) {
   return false;
 }
 
+// The routed experts of an MXFP4 checkpoint stay MXFP4 on a device (the experts kernel quantizes
+// the activations per 1x32 as the checkpoint's fp4 input spec says), unless --dtype float32 asks
+// for the exact weights, the checkpoint's products were not calibrated with fp4 activations (a
+// w4a16 export: the kernel would quantize what the checkpoint does not), or the shapes do not fit
+// the kernel. Every other module is dequantized at load.
+bool KeepsMxfp4Experts(const io::ModelConfig& config, const LoadOptions& options) {
+  const io::QuantizationConfig& q = config.quantization;
+  if (q.method != "quark" || options.dtype == "float32") return false;
+  if (q.activations != "fp4") {
+    Log(LogLevel::kInfo, config.source, ": MXFP4 weights without fp4 activations are dequantized at load on cuda ",
+        "(the MXFP4 experts kernel quantizes its activations)");
+    return false;
+  }
+  if (Mxfp4ExpertsFitCuda(config, options)) return true;
+  Log(LogLevel::kWarning, config.source, ": the MXFP4 routed experts are dequantized at load (the CUDA MXFP4 kernel "
+      "needs hidden_size and each rank's moe_intermediate_size to be multiples of 8)");
+  return false;
+}
+
 // One backend per local rank, local rank i on device first + i; ranks meet over NCCL (across nodes
 // too: the leader makes every group's unique id and sends them over `link`).
 std::unique_ptr<CausalLM> LoadOnCuda(const io::ModelConfig& config, const io::Checkpoint* checkpoint,
@@ -240,6 +283,7 @@ std::unique_ptr<CausalLM> LoadOnCuda(const io::ModelConfig& config, const io::Ch
     device_shard.index_keys = IndexKeyFormatFor(options.index_keys, device_shard.kv_dtype, shard.latent_format);
     WeightLoader loader(checkpoint, *backends[i], options.dummy_seed, bf16 ? DType::kBF16 : DType::kF32);
     if (KeepsFp8(config, options)) loader.KeepFp8();
+    if (KeepsMxfp4Experts(config, options)) loader.KeepMxfp4Experts();
     loader.SetOnlineQuant(&plan);
     auto& cuda_backend = static_cast<kernels::cuda::CudaBackend&>(*backends[i]);
     loader.SetDeviceFill([&cuda_backend](const Tensor& t, float bound, std::uint64_t seed) {
@@ -293,10 +337,16 @@ std::unique_ptr<CausalLM> LoadCausalLM(const std::string& dir, const LoadOptions
   if (config.model_type == "deepseek_v4" && device.cuda)
     Fail(config.source, ": DeepSeek-V4 runs on --device cpu for now; its CUDA kernels (window-and-entries attention, "
          "compressors, hyper-connections) have not landed");
-  if (config.quantization.method == "quark")
-    Log(LogLevel::kInfo, config.source, ": MXFP4 weights (Quark) are dequantized exactly at load into ",
-        device.cuda && options.dtype == "bfloat16" ? "bf16" : "fp32", " (no MXFP4 kernels run them as stored)",
-        config.quantization.activations == "fp4" ? "; the checkpoint's fp4 activation quantization is not applied" : "");
+  if (config.quantization.method == "quark") {
+    const bool fp4_in = config.quantization.activations == "fp4";
+    if (device.cuda && fp4_in && options.dtype != "float32")
+      Log(LogLevel::kInfo, config.source, ": MXFP4 routed experts (Quark) stay MXFP4 on cuda, their activations ",
+          "quantized per 1x32 as the checkpoint's input spec says; the other MXFP4 weights are dequantized exactly at ",
+          "load into ", options.dtype == "bfloat16" ? "bf16" : "fp32", " without the fp4 activation quantization");
+    else
+      Log(LogLevel::kInfo, config.source, ": MXFP4 weights (Quark) are dequantized exactly at load into ",
+          device.cuda && options.dtype == "bfloat16" ? "bf16" : "fp32", fp4_in ? "; the checkpoint's fp4 activation quantization is not applied" : "");
+  }
   const OnlineQuantPlan plan = PlanOnlineQuant(config, options, device.cuda);
   ShardOptions shard;
   shard.mla_form = ParseMlaForm(options.mla_form);

@@ -1,0 +1,174 @@
+// MXFP4 routed experts at DeepSeek-V3's shapes (hidden 7168, moe_intermediate 2048, 256 experts,
+// top-8, balanced random routing, bf16 activations), `fission_cuda_bench moe_mxfp4`:
+//   moe_mxfp4_gemv_{gate_up,down}_n{1,64}: one GEMV over the run list alone (plan and activations
+//     prepared once per routing), GB/s of the codes and scales of every expert with a token,
+//     counted once, and that as a fraction of the H200's 4.8 TB/s;
+//   moe_mxfp4_v3_n{1,64,4096}: the whole operation (plan, quantizations, both GEMVs, silu, combine).
+// Four routings are rotated so that an expert set read in one repetition is not in L2 at the next
+// (8 experts' gate_up are 125 MB, past the 60 MB L2).
+#include "bench/cuda/moe_mxfp4_bench.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <random>
+#include <vector>
+
+#include "kernels/cuda/cuda_backend.h"
+#include "kernels/cuda/cuda_context.h"
+#include "kernels/cuda/cuda_ops.h"
+
+namespace fission::bench {
+namespace {
+
+using kernels::cuda::CudaBackend;
+constexpr std::int64_t kHidden = 7168, kInter = 2048, kExperts = 256, kTopK = 8;
+constexpr double kHbmGBs = 4800.0;
+constexpr int kRoutings = 4;
+
+struct Weights {
+  std::vector<Buffer> codes, scales;
+  std::vector<Tensor> codes_t, scales_t;
+  std::vector<WeightView> views;
+  double bytes = 0;  // one expert's codes and scales
+};
+
+// Random codes (every byte is two valid e2m1 codes) and one scale 2^-7 for every 1x32.
+Weights MakeWeights(CudaBackend& gpu, std::int64_t m, std::int64_t k, std::mt19937& rng) {
+  Weights w;
+  std::vector<std::uint8_t> bytes(m * k / 2), scales(m * ((k + 31) / 32), 120);
+  for (std::uint8_t& b : bytes) b = static_cast<std::uint8_t>(rng());
+  for (std::int64_t e = 0; e < kExperts; ++e) {
+    // Rotate the pool so experts differ without drawing 6 GB of random bytes.
+    std::rotate(bytes.begin(), bytes.begin() + 4093, bytes.end());
+    w.codes.emplace_back(DType::kF4E2M1, Shape{m, k}, gpu.allocator());
+    w.scales.emplace_back(DType::kE8M0, Shape{m, (k + 31) / 32}, gpu.allocator());
+    gpu.CopyBytesFromHost(bytes.data(), w.codes.back());
+    gpu.CopyBytesFromHost(scales.data(), w.scales.back());
+  }
+  for (std::int64_t e = 0; e < kExperts; ++e) {
+    w.codes_t.push_back(w.codes[e]);
+    w.scales_t.push_back(w.scales[e]);
+    w.views.emplace_back(w.codes[e], w.scales[e], WeightFormat::Mxfp4());
+  }
+  w.bytes = static_cast<double>(bytes.size() + scales.size());
+  return w;
+}
+
+// One routing of n tokens: distinct experts per token, uniform over all of them.
+struct Routing {
+  Buffer ids, weights;
+  std::int64_t active = 0;
+};
+Routing MakeRouting(CudaBackend& gpu, std::int64_t n, std::mt19937& rng) {
+  std::vector<float> ids, weights;
+  std::vector<bool> used(kExperts, false);
+  std::vector<std::int32_t> pool(kExperts);
+  for (std::int64_t e = 0; e < kExperts; ++e) pool[e] = static_cast<std::int32_t>(e);
+  std::uniform_real_distribution<float> u(0.05f, 0.5f);
+  for (std::int64_t t = 0; t < n; ++t) {
+    std::shuffle(pool.begin(), pool.end(), rng);
+    std::vector<std::int32_t> chosen(pool.begin(), pool.begin() + kTopK);
+    std::sort(chosen.begin(), chosen.end());
+    for (std::int32_t e : chosen) {
+      ids.push_back(static_cast<float>(e));
+      weights.push_back(u(rng));
+      used[e] = true;
+    }
+  }
+  Routing r{Buffer(DType::kI32, Shape{n, kTopK}, gpu.allocator()), Buffer(DType::kF32, Shape{n, kTopK}, gpu.allocator())};
+  gpu.CopyFromHost(ids.data(), r.ids);
+  gpu.CopyFromHost(weights.data(), r.weights);
+  r.active = std::count(used.begin(), used.end(), true);
+  return r;
+}
+
+Buffer RandomBf16(CudaBackend& gpu, Shape shape, std::mt19937& rng) {
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> v(shape.numel());
+  for (float& x : v) x = normal(rng);
+  Buffer b(DType::kBF16, shape, gpu.allocator());
+  gpu.CopyFromHost(v.data(), b);
+  return b;
+}
+
+}  // namespace
+
+void BenchMoeMxfp4(CudaBackend& gpu, const TimeFn& time_us) {
+  kernels::cuda::CudaContext& ctx = gpu.context();
+  std::mt19937 rng(12);
+  const Weights gu = MakeWeights(gpu, 2 * kInter, kHidden, rng), down = MakeWeights(gpu, kHidden, kInter, rng);
+  std::vector<const void*> pointers;
+  for (const Tensor& t : gu.codes_t) pointers.push_back(t.data);
+  for (const Tensor& t : gu.scales_t) pointers.push_back(t.data);
+  const void* const* gu_table = ctx.PointerTable(pointers, "bench gate_up");
+  pointers.clear();
+  for (const Tensor& t : down.codes_t) pointers.push_back(t.data);
+  for (const Tensor& t : down.scales_t) pointers.push_back(t.data);
+  const void* const* down_table = ctx.PointerTable(pointers, "bench down");
+
+  for (std::int64_t n : {1, 64}) {
+    // Per routing: the plan, the quantized tokens (gate_up's input) and a quantized intermediate.
+    struct Prepared {
+      Routing routing;
+      kernels::cuda::ExpertRows rows;
+      kernels::cuda::Mxfp4Input x, act;
+      Buffer gu_out, down_out;
+    };
+    std::vector<Prepared> prep;
+    const Buffer x = RandomBf16(gpu, Shape{n, kHidden}, rng);
+    double active = 0;
+    for (int r = 0; r < kRoutings; ++r) {
+      Prepared p;
+      p.routing = MakeRouting(gpu, n, rng);
+      active += static_cast<double>(p.routing.active) / kRoutings;
+      p.rows = kernels::cuda::PermuteByExpertOnDevice(ctx, p.routing.ids, kExperts);
+      p.x = kernels::cuda::QuantizeMxfp4(ctx, x, p.rows.token_of_row.ptr<std::int32_t>(), p.rows.pairs);
+      const Buffer act = RandomBf16(gpu, Shape{p.rows.pairs, kInter}, rng);
+      p.act = kernels::cuda::QuantizeMxfp4(ctx, act, nullptr, p.rows.pairs);
+      p.gu_out = Buffer(DType::kF32, Shape{p.rows.pairs, 2 * kInter}, gpu.allocator());
+      p.down_out = Buffer(DType::kF32, Shape{p.rows.pairs, kHidden}, gpu.allocator());
+      prep.push_back(std::move(p));
+    }
+    for (const bool is_gu : {true, false}) {
+      const double us = time_us([&](int i) {
+        Prepared& p = prep[i % kRoutings];
+        if (is_gu)
+          kernels::cuda::Mxfp4GemvRuns(ctx, p.x, p.rows.runs.ptr<kernels::cuda::ExpertRun>(),
+                                       p.rows.run_count.ptr<std::int32_t>(), p.rows.max_runs, gu_table,
+                                       gu_table + kExperts, 2 * kInter, kHidden, p.gu_out);
+        else
+          kernels::cuda::Mxfp4GemvRuns(ctx, p.act, p.rows.runs.ptr<kernels::cuda::ExpertRun>(),
+                                       p.rows.run_count.ptr<std::int32_t>(), p.rows.max_runs, down_table,
+                                       down_table + kExperts, kHidden, kInter, p.down_out);
+      });
+      const double gbs = active * (is_gu ? gu.bytes : down.bytes) / (us * 1e-6) / 1e9;
+      std::printf("RESULT moe_mxfp4_gemv_%s_n%lld %.1f %.0f GB/s\n", is_gu ? "gate_up" : "down",
+                  static_cast<long long>(n), us, gbs);
+      std::printf("INFO moe_mxfp4_gemv_%s_n%lld %.3f of 4.8 TB/s, %.1f active experts\n", is_gu ? "gate_up" : "down",
+                  static_cast<long long>(n), gbs / kHbmGBs, active);
+      std::fflush(stdout);
+    }
+  }
+
+  for (std::int64_t n : {1, 64, 4096}) {
+    std::vector<Routing> routings;
+    double active = 0;
+    for (int r = 0; r < kRoutings; ++r) {
+      routings.push_back(MakeRouting(gpu, n, rng));
+      active += static_cast<double>(routings.back().active) / kRoutings;
+    }
+    const Buffer x = RandomBf16(gpu, Shape{n, kHidden}, rng);
+    Buffer out(DType::kF32, Shape{n, kHidden}, gpu.allocator());
+    const double us = time_us([&](int i) {
+      const Routing& r = routings[i % kRoutings];
+      gpu.MoeExperts(x, r.ids, r.weights, gu.views, down.views, out);
+    });
+    const double gbs = active * (gu.bytes + down.bytes) / (us * 1e-6) / 1e9;
+    std::printf("RESULT moe_mxfp4_v3_n%lld %.1f %.0f GB/s\n", static_cast<long long>(n), us, gbs);
+    std::printf("INFO moe_mxfp4_v3_n%lld %.3f of 4.8 TB/s, %.1f active experts\n", static_cast<long long>(n),
+                gbs / kHbmGBs, active);
+    std::fflush(stdout);
+  }
+}
+
+}  // namespace fission::bench
