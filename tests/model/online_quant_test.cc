@@ -114,20 +114,23 @@ TEST(OnlineQuantPlan, DevicesRefuseFormatsTheyHaveNoKernelsForBeforeReadingWeigh
             std::string::npos);
 }
 
-// mxfp4 on the routed experts passes the device check (the CUDA backend has their kernel): what
-// stops this load is the host (no device or no CUDA build), not the plan.
-TEST(OnlineQuantPlan, CudaTakesMxfp4OnTheRoutedExperts) {
-  LoadOptions options;
-  options.device = "cuda";
-  options.model_loader_extra_config =
-      R"({"online_quant_config":{"layer_quant_config":{"model.layers.*.mlp.experts":"mxfp4"}}})";
-  const std::string e = ErrorOf([&] { LoadCausalLM(Tiny(), options); });
-  EXPECT_EQ(e.find("has no kernels"), std::string::npos) << e;
-  options.model_loader_extra_config =
-      R"({"online_quant_config":{"layer_quant_config":{"model.layers.*.mlp.shared_experts.*":"mxfp4"}}})";
-  const std::string shared = ErrorOf([&] { LoadCausalLM(Tiny(), options); });
-  EXPECT_NE(shared.find("shared_experts"), std::string::npos) << shared;
-  EXPECT_NE(shared.find("has no kernels"), std::string::npos) << shared;
+// mxfp4 and mxfp8 on the routed experts pass the device check (the CUDA backend has their
+// kernels): what stops this load is the host (no device or no CUDA build), not the plan.
+TEST(OnlineQuantPlan, CudaTakesMxFormatsOnTheRoutedExperts) {
+  for (const std::string format : {"mxfp4", "mxfp8"}) {
+    LoadOptions options;
+    options.device = "cuda";
+    options.model_loader_extra_config =
+        R"({"online_quant_config":{"layer_quant_config":{"model.layers.*.mlp.experts":")" + format + R"("}}})";
+    const std::string e = ErrorOf([&] { LoadCausalLM(Tiny(), options); });
+    EXPECT_EQ(e.find("has no kernels"), std::string::npos) << format << ": " << e;
+    options.model_loader_extra_config =
+        R"({"online_quant_config":{"layer_quant_config":{"model.layers.*.mlp.shared_experts.*":")" + format +
+        R"("}}})";
+    const std::string shared = ErrorOf([&] { LoadCausalLM(Tiny(), options); });
+    EXPECT_NE(shared.find("shared_experts"), std::string::npos) << format << ": " << shared;
+    EXPECT_NE(shared.find("has no kernels"), std::string::npos) << format << ": " << shared;
+  }
 }
 
 struct FormatCase {

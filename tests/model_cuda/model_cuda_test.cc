@@ -305,6 +305,27 @@ TEST(CudaModel, OnlinePtpcFp8StaysCloseToCpu) {
   ExpectMostRowsClose(*cpu, *cuda, "cuda ptpc_fp8 vs cpu ptpc_fp8");
 }
 
+// The GLM-5.2 recipe's online quantization (ptpc_fp8 everywhere but the lm_head, embeddings and
+// routers, mxfp8 on the routed experts: LinearFp8PerChannel and MoeExpertsMx) on CUDA against the
+// same plan on the CPU, as the ptpc case above: rows differ where bf16 attention or the tensor
+// cores' shorter fp32 alignment in a 1x32 group moves an activation across a rounding boundary.
+TEST(CudaModel, Glm52RecipeQuantizationStaysCloseToCpu) {
+  ASSERT_GT(DeviceCount(), 0) << "no CUDA device";
+  const std::string dir = FixtureModelDir("tiny-deepseek-v3");
+  const std::string recipe =
+      R"({"online_quant_config": {"global_quant_config": "ptpc_fp8", )"
+      R"("layer_quant_config": {"model.layers.*.mlp.experts": "mxfp8"}, )"
+      R"("exclude_layer": ["lm_head", "model.embed_tokens", "*.mlp.gate"]}})";
+  LoadOptions cpu_options;
+  cpu_options.model_loader_extra_config = recipe;
+  LoadOptions cuda_options = OnCuda();
+  cuda_options.dtype = "float32";
+  cuda_options.model_loader_extra_config = recipe;
+  auto cpu = LoadCausalLM(dir, cpu_options);
+  auto cuda = LoadCausalLM(dir, cuda_options);
+  ExpectMostRowsClose(*cpu, *cuda, "cuda ptpc_fp8 + mxfp8 experts vs cpu");
+}
+
 // FP8 kept on the device (--dtype auto on an FP8 checkpoint: LinearFp8 and MoeExpertsFp8) against
 // the dequantized model, within the bounds the CPU's FP8 operations meet (fp8_testlib.h), and
 // against those CPU operations themselves: the same codes and scales, so the two differ only where

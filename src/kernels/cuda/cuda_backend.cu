@@ -87,9 +87,10 @@ void CudaBackend::Linear(const Tensor& x, const WeightView& w, const Tensor& out
     OpTimer timer(*ctx_, "LinearFp8PerChannel", x.rank() > 1 ? x.shape[0] : 1, w.values.shape);
     return cuda::LinearFp8PerChannel(*ctx_, x, w.values, w.scales, out);
   }
-  if (w.format == WeightFormat::Mxfp4()) {
-    OpTimer timer(*ctx_, "LinearMxfp4", x.rank() > 1 ? x.shape[0] : 1, w.values.shape);
-    return cuda::LinearMxfp4(*ctx_, x, w.values, w.scales, out);
+  if (w.format == WeightFormat::Mxfp4() || w.format == WeightFormat::Mxfp8()) {
+    OpTimer timer(*ctx_, w.format == WeightFormat::Mxfp4() ? "LinearMxfp4" : "LinearMxfp8",
+                  x.rank() > 1 ? x.shape[0] : 1, w.values.shape);
+    return cuda::LinearMx(*ctx_, x, w.values, w.scales, out);
   }
   Fail("Linear: the CUDA backend has no kernel for weights of format ", w.format.Name());
 }
@@ -154,9 +155,10 @@ void CudaBackend::MoeExperts(const Tensor& x, const Tensor& topk_ids, const Tens
     return cuda::MoeExpertsFp8PerChannel(*ctx_, x, topk_ids, topk_weights, gu, ScalesOf(gate_up), dn, ScalesOf(down),
                                          out);
   }
-  if (format == WeightFormat::Mxfp4()) {
-    OpTimer timer(*ctx_, "MoeExpertsMxfp4", x.rank() > 1 ? x.shape[0] : 1);
-    return cuda::MoeExpertsMxfp4(*ctx_, x, topk_ids, topk_weights, gu, ScalesOf(gate_up), dn, ScalesOf(down), out);
+  if (format == WeightFormat::Mxfp4() || format == WeightFormat::Mxfp8()) {
+    OpTimer timer(*ctx_, format == WeightFormat::Mxfp4() ? "MoeExpertsMxfp4" : "MoeExpertsMxfp8",
+                  x.rank() > 1 ? x.shape[0] : 1);
+    return cuda::MoeExpertsMx(*ctx_, x, topk_ids, topk_weights, gu, ScalesOf(gate_up), dn, ScalesOf(down), out);
   }
   Fail("MoeExperts: the CUDA backend has no kernel for experts of format ", format.Name());
 }

@@ -149,28 +149,31 @@ void MoeExpertsFp8(CudaContext& ctx, const Tensor& x, const Tensor& topk_ids, co
                    std::span<const Tensor> gate_up, std::span<const Tensor> gate_up_scale,
                    std::span<const Tensor> down, std::span<const Tensor> down_scale, const Tensor& out);
 
-// moe_mxfp4.cu: MXFP4 weights (e2m1 codes two a byte, e8m0 scales per 1x32 of a row) read as
-// stored and decoded in registers; activations quantized per token and 1x32 by the MX rule, as the
-// CPU reference does. Mxfp4GemvTakes: k % 8 == 0 (every row of codes starts on a 4-byte word).
+// moe_mx.cu: OCP microscaled weights, MXFP4 (e2m1 codes two a byte) and MXFP8 (e4m3 codes), with
+// e8m0 scales per 1x32 of a row, read as stored (MXFP4 decoded in registers); activations quantized
+// per token and 1x32 by the weight's MX rule, as the CPU reference does. The weight's DType (kF4E2M1
+// or kF8E4M3) picks the kernels. MxGemvTakes: k % 8 == 0 (every row of codes starts on a word).
 // The routed experts plan on the device at every size (capturable); Linear runs the same GEMV
 // over tiles of 8 tokens.
-struct Mxfp4Input {
-  Buffer codes, scales;  // the GEMV's layout (moe_mxfp4.cu)
+struct MxInput {
+  Buffer codes, scales;  // the GEMV's layout (moe_mx.cu)
   std::int64_t k = 0;
+  DType codes_type = DType::kF4E2M1;
 };
-bool Mxfp4GemvTakes(std::int64_t k);
-// Rows r of x (or rows row_map[r] when given), `rows` of them, quantized for the GEMV.
-Mxfp4Input QuantizeMxfp4(CudaContext& ctx, const Tensor& x, const std::int32_t* row_map, std::int64_t rows);
-void LinearMxfp4(CudaContext& ctx, const Tensor& x, const Tensor& w, const Tensor& w_scale, const Tensor& out);
+bool MxGemvTakes(std::int64_t k);
+// Rows r of x (or rows row_map[r] when given), `rows` of them, quantized for a GEMV with weight
+// codes of type `codes`.
+MxInput QuantizeMx(CudaContext& ctx, DType codes, const Tensor& x, const std::int32_t* row_map, std::int64_t rows);
+void LinearMx(CudaContext& ctx, const Tensor& x, const Tensor& w, const Tensor& w_scale, const Tensor& out);
 // The GEMV over a device-built run list (as Fp8GemvRuns): run i multiplies rows [row0, row0 + rows)
 // of the quantized activations by expert `expert`'s codes [m, k] and e8m0 scales, found in device
 // tables of the experts' pointers, into the same rows of out [pairs, m] (fp32 or bf16).
-void Mxfp4GemvRuns(CudaContext& ctx, const Mxfp4Input& in, const ExpertRun* runs, const std::int32_t* run_count,
-                   std::int64_t max_runs, const void* const* expert_codes, const void* const* expert_scales,
-                   std::int64_t m, std::int64_t k, const Tensor& out);
-void MoeExpertsMxfp4(CudaContext& ctx, const Tensor& x, const Tensor& topk_ids, const Tensor& topk_weights,
-                     std::span<const Tensor> gate_up, std::span<const Tensor> gate_up_scale,
-                     std::span<const Tensor> down, std::span<const Tensor> down_scale, const Tensor& out);
+void MxGemvRuns(CudaContext& ctx, const MxInput& in, const ExpertRun* runs, const std::int32_t* run_count,
+                std::int64_t max_runs, const void* const* expert_codes, const void* const* expert_scales,
+                std::int64_t m, std::int64_t k, const Tensor& out);
+void MoeExpertsMx(CudaContext& ctx, const Tensor& x, const Tensor& topk_ids, const Tensor& topk_weights,
+                  std::span<const Tensor> gate_up, std::span<const Tensor> gate_up_scale, std::span<const Tensor> down,
+                  std::span<const Tensor> down_scale, const Tensor& out);
 
 // mla_attention.cu
 void MlaAttentionExpanded(CudaContext& ctx, const Tensor& q, const Tensor& cache, const Tensor& kv_b,

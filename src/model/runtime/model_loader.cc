@@ -80,10 +80,10 @@ std::unique_ptr<CausalLM> BuildShard(const io::ModelConfig& config, WeightLoader
   return FactoryFor(config)(config, loader, rank_options);
 }
 
-// Whether a rank's routed experts fit the CUDA MXFP4 kernel: every row of codes starts on a 4-byte
-// word, so both products' k (hidden_size and this rank's share of moe_intermediate_size) are
-// multiples of 8.
-bool Mxfp4ExpertsFitCuda(const io::ModelConfig& config, const LoadOptions& options) {
+// Whether a rank's routed experts fit the CUDA MX (MXFP4, MXFP8) kernel: every row of codes starts
+// on a word of 8 codes, so both products' k (hidden_size and this rank's share of
+// moe_intermediate_size) are multiples of 8.
+bool MxExpertsFitCuda(const io::ModelConfig& config, const LoadOptions& options) {
   const int moe_tp = std::max(1, options.tp_size / std::max(1, options.ep_size));
   return config.hidden_size % 8 == 0 && config.moe_intermediate_size % moe_tp == 0 &&
          (config.moe_intermediate_size / moe_tp) % 8 == 0;
@@ -95,8 +95,8 @@ bool IsRoutedExperts(const std::string& module) {
 }
 
 // The online quantization of --quantization and --model-loader-extra-config, resolved over the
-// model's modules and logged, before any weight is read. Devices run Fp8Block128 everywhere and
-// Mxfp4 on the routed experts.
+// model's modules and logged, before any weight is read. Devices run Fp8Block128 and
+// Fp8PerChannel everywhere, Mxfp4 and Mxfp8 on the routed experts.
 OnlineQuantPlan PlanOnlineQuant(const io::ModelConfig& config, const LoadOptions& options, bool cuda) {
   std::vector<std::string> ignored;
   std::optional<OnlineQuantConfig> online = ParseLoaderExtraConfig(options.model_loader_extra_config, &ignored);
@@ -116,15 +116,15 @@ OnlineQuantPlan PlanOnlineQuant(const io::ModelConfig& config, const LoadOptions
   if (cuda)
     for (const auto& [module, format] : plan.formats()) {
       if (format == WeightFormat::Fp8Block128() || format == WeightFormat::Fp8PerChannel()) continue;
-      if (format == WeightFormat::Mxfp4() && IsRoutedExperts(module)) {
-        if (Mxfp4ExpertsFitCuda(config, options)) continue;
-        Fail(where, ": ", module, " resolves to mxfp4, but the CUDA MXFP4 experts kernel needs hidden_size (",
+      if ((format == WeightFormat::Mxfp4() || format == WeightFormat::Mxfp8()) && IsRoutedExperts(module)) {
+        if (MxExpertsFitCuda(config, options)) continue;
+        Fail(where, ": ", module, " resolves to ", format.Name(), ", but the CUDA MX experts kernel needs hidden_size (",
              config.hidden_size, ") and each rank's moe_intermediate_size (", config.moe_intermediate_size, " over ",
              std::max(1, options.tp_size / std::max(1, options.ep_size)), ") to be multiples of 8");
       }
       Fail(where, ": ", module, " resolves to ", format.Name(), ", which the CUDA backend has no kernels for (on ",
-           "cuda per_block_fp8 / per_block128_fp8 and ptpc_fp8 run on every module and mxfp4 on the routed experts, ",
-           "model.layers.*.mlp.experts; the other formats and modules run on --device cpu)");
+           "cuda per_block_fp8 / per_block128_fp8 and ptpc_fp8 run on every module and mxfp4 and mxfp8 on the routed ",
+           "experts, model.layers.*.mlp.experts; the other formats and modules run on --device cpu)");
     }
   Log(LogLevel::kInfo, where, ": online quantization of ", plan.formats().size(), " modules", plan.Summary());
   return plan;
@@ -232,7 +232,7 @@ bool KeepsMxfp4Experts(const io::ModelConfig& config, const LoadOptions& options
         "(the MXFP4 experts kernel quantizes its activations)");
     return false;
   }
-  if (Mxfp4ExpertsFitCuda(config, options)) return true;
+  if (MxExpertsFitCuda(config, options)) return true;
   Log(LogLevel::kWarning, config.source, ": the MXFP4 routed experts are dequantized at load (the CUDA MXFP4 kernel "
       "needs hidden_size and each rank's moe_intermediate_size to be multiples of 8)");
   return false;

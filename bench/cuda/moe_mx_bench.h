@@ -1,7 +1,10 @@
-// MXFP4 routed experts' benchmark (moe_mxfp4_bench.cc), run by fission_cuda_bench's moe_mxfp4 mode.
+// MX routed experts' benchmark (moe_mx_bench.cc), run by fission_cuda_bench's moe_mxfp4 and moe_mxfp8
+// modes.
 #pragma once
 
 #include <functional>
+
+#include "tensor/dtype.h"
 
 namespace fission::kernels::cuda {
 class CudaBackend;
@@ -11,6 +14,7 @@ namespace fission::bench {
 
 // Median microseconds of fn(repetition) (cuda_bench.cc's TimeUs).
 using TimeFn = std::function<double(const std::function<void(int)>&)>;
-void BenchMoeMxfp4(kernels::cuda::CudaBackend& gpu, const TimeFn& time_us);
+// codes: DType::kF4E2M1 (MXFP4) or DType::kF8E4M3 (MXFP8).
+void BenchMoeMx(kernels::cuda::CudaBackend& gpu, DType codes, const TimeFn& time_us);
 
 }  // namespace fission::bench
