@@ -36,6 +36,18 @@ TEST(CudaLinear, MatchesCpuAcrossDtypesAndRaggedShapes) {
     }
 }
 
+// e4m3 codes of host floats that are e4m3 values, as the CPU's FP8 operations take them.
+struct HostFp8 {
+  std::vector<std::uint8_t> codes;
+  Tensor tensor;
+  HostFp8(const std::vector<float>& w, std::int64_t m, std::int64_t k) : codes(m * k) {
+    ConvertFromF32(DType::kF8E4M3, w.data(), codes.data(), m * k);
+    tensor.data = codes.data();
+    tensor.dtype = DType::kF8E4M3;
+    tensor.shape = Shape{m, k};
+  }
+};
+
 // Random e4m3 weights (no NaN codes) with positive block scales, as host floats.
 void RandomFp8Weight(std::int64_t m, std::int64_t k, std::mt19937& rng, std::vector<float>& w,
                      std::vector<float>& scales) {
@@ -61,15 +73,10 @@ TEST(CudaLinearFp8, MatchesCpuBlockScaledReference) {
       std::vector<float> w, ws;
       RandomFp8Weight(m, k, rng, w, ws);
       auto x = RoundBf16(Random(n * k, rng));
-      std::vector<std::uint8_t> codes(m * k);
-      ConvertFromF32(DType::kF8E4M3, w.data(), codes.data(), m * k);
-      Tensor hw;
-      hw.data = codes.data();
-      hw.dtype = DType::kF8E4M3;
-      hw.shape = Shape{m, k};
+      const HostFp8 hw(w, m, k);
       std::vector<float> ref(n * m);
       const std::int64_t mb = (m + 127) / 128, kb = (k + 127) / 128;
-      cpu::LinearFp8(HostView(x, Shape{n, k}), hw, HostView(ws, Shape{mb, kb}), HostView(ref, Shape{n, m}));
+      cpu::LinearFp8(HostView(x, Shape{n, k}), hw.tensor, HostView(ws, Shape{mb, kb}), HostView(ref, Shape{n, m}));
       Buffer dx = ToDevice(DType::kBF16, Shape{n, k}, x), dw = ToDevice(DType::kF8E4M3, Shape{m, k}, w),
              dws = ToDevice(DType::kF32, Shape{mb, kb}, ws), out = Poisoned(out_dtype, Shape{n, m});
       Gpu().Linear(dx, WeightView(dw, dws, WeightFormat::Fp8Block128()), out);
@@ -77,6 +84,41 @@ TEST(CudaLinearFp8, MatchesCpuBlockScaledReference) {
     }
   std::printf("FP8 GEMM path: %s (layout %d)\n", Gpu().context().fp8_layout == 4 ? "own kernel" : "cuBLASLt",
               Gpu().context().fp8_layout);
+}
+
+// A single token's product quantizes its activations inside the GEMV's warps (no separate
+// quantization launch) by the quantizer's arithmetic, so it must equal, bit for bit, the same row
+// computed in a two-token call (which quantizes first and runs the GEMV on the codes): wide and
+// narrow row tilings, k with a partial 128-group, fp32 and bf16 inputs and outputs, values that hit
+// the 1e-4 floor of the scale (a zero group), and the whole output against the CPU.
+TEST(CudaLinearFp8, OneTokenQuantizedInTheGemvEqualsTheTwoTokenPath) {
+  FISSION_REQUIRE_GPU();
+  std::mt19937 rng(13);
+  for (auto [m, k] : {std::pair<std::int64_t, std::int64_t>{576, 7168}, {3072, 1536}, {7168, 2048}, {200, 320},
+                      {2048, 1408 + 16}}) {
+    for (DType x_dtype : {DType::kBF16, DType::kF32}) {
+      std::vector<float> w, ws;
+      RandomFp8Weight(m, k, rng, w, ws);
+      std::vector<float> x = Random(2 * k, rng, 2.0f);
+      for (std::int64_t c = 128; c < 256 && c < k; ++c) x[c] = 0.0f;  // a zero group: scale 1e-4 / 448
+      if (x_dtype == DType::kBF16) x = RoundBf16(x);
+      const std::int64_t mb = (m + 127) / 128, kb = (k + 127) / 128;
+      Buffer dw = ToDevice(DType::kF8E4M3, Shape{m, k}, w), dws = ToDevice(DType::kF32, Shape{mb, kb}, ws);
+      const WeightView view(dw, dws, WeightFormat::Fp8Block128());
+      for (DType out_dtype : {DType::kF32, DType::kBF16}) {
+        Buffer one = Poisoned(out_dtype, Shape{1, m}), two = Poisoned(out_dtype, Shape{2, m});
+        Gpu().Linear(ToDevice(x_dtype, Shape{1, k}, std::vector<float>(x.begin(), x.begin() + k)), view, one);
+        Gpu().Linear(ToDevice(x_dtype, Shape{2, k}, x), view, two);
+        const std::vector<float> got = ToHost(one), both = ToHost(two);
+        EXPECT_TRUE(SameBits(got, std::vector<float>(both.begin(), both.begin() + m)))
+            << m << "x" << k << " " << DTypeName(x_dtype) << " -> " << DTypeName(out_dtype);
+        const HostFp8 hw(w, m, k);
+        std::vector<float> ref(m), x0(x.begin(), x.begin() + k);
+        cpu::LinearFp8(HostView(x0, Shape{1, k}), hw.tensor, HostView(ws, Shape{mb, kb}), HostView(ref, Shape{1, m}));
+        EXPECT_LT(RelErr(got, ref), kFp8) << m << "x" << k;
+      }
+    }
+  }
 }
 
 TEST(CudaLinearFp8, QuantizerMatchesCpuCodesAndScales) {

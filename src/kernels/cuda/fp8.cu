@@ -23,18 +23,11 @@ constexpr int kFp8OwnKernel = 4;
 
 std::int64_t Ceil(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 
-// One warp per (token, group): 4 values a lane, amax by shuffles, then codes.
-__global__ void QuantizeKernel(const void* x, Elem xe, std::int64_t n, std::int64_t k, std::uint8_t* codes,
-                               float* scales, std::int64_t ts, std::int64_t gs) {
-  const std::int64_t groups = (k + kGroup - 1) / kGroup;
-  const std::int64_t item = blockIdx.x * static_cast<std::int64_t>(blockDim.x / 32) + (threadIdx.x >> 5);
-  if (item >= n * groups) return;
-  const int lane = threadIdx.x & 31;
-  const std::int64_t t = item / groups, g = item - t * groups;
-  // Lane owns 4 consecutive elements: one 8- or 16-byte load when the group is whole and aligned.
-  float v[4];
-  const std::int64_t c0 = g * kGroup + lane * 4;
-  const std::int64_t idx = t * k + c0;
+// Values [c0, c0 + 4) of a row of k values starting at element `row` of x, zeros past k: one 8- or
+// 16-byte load when they are whole and aligned.
+__device__ __forceinline__ void LoadFour(const void* x, Elem xe, std::int64_t row, std::int64_t c0, std::int64_t k,
+                                         float (&v)[4]) {
+  const std::int64_t idx = row + c0;
   if (c0 + 4 <= k && idx % 4 == 0) {
     if (xe == Elem::kF32) {
       const float4 f = *reinterpret_cast<const float4*>(static_cast<const float*>(x) + idx);
@@ -48,15 +41,37 @@ __global__ void QuantizeKernel(const void* x, Elem xe, std::int64_t n, std::int6
 #pragma unroll
     for (int i = 0; i < 4; ++i) v[i] = c0 + i < k ? LoadF(x, idx + i, xe) : 0.0f;
   }
+}
+
+// A warp's group of 128 values, 4 a lane: the group's scale (max(amax, 1e-4) / 448 over the whole
+// warp) and the lane's four e4m3 codes, packed low byte first. Every lane must call it.
+__device__ __forceinline__ std::uint32_t QuantizeFourInWarp(const float (&v)[4], float& scale) {
   float amax = 0.0f;
 #pragma unroll
   for (int i = 0; i < 4; ++i) amax = fmaxf(amax, fabsf(v[i]));
   for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-  const float scale = fmaxf(amax, 1e-4f) / kE4M3Max;
+  scale = fmaxf(amax, 1e-4f) / kE4M3Max;
   std::uint32_t packed = 0;
 #pragma unroll
   for (int i = 0; i < 4; ++i)
     packed |= static_cast<std::uint32_t>(__nv_cvt_float_to_fp8(v[i] / scale, __NV_SATFINITE, __NV_E4M3)) << (8 * i);
+  return packed;
+}
+
+// One warp per (token, group): 4 values a lane, amax by shuffles, then codes.
+__global__ void QuantizeKernel(const void* x, Elem xe, std::int64_t n, std::int64_t k, std::uint8_t* codes,
+                               float* scales, std::int64_t ts, std::int64_t gs) {
+  const std::int64_t groups = (k + kGroup - 1) / kGroup;
+  const std::int64_t item = blockIdx.x * static_cast<std::int64_t>(blockDim.x / 32) + (threadIdx.x >> 5);
+  if (item >= n * groups) return;
+  const int lane = threadIdx.x & 31;
+  const std::int64_t t = item / groups, g = item - t * groups;
+  float v[4];
+  const std::int64_t c0 = g * kGroup + lane * 4;
+  const std::int64_t idx = t * k + c0;
+  LoadFour(x, xe, t * k, c0, k, v);
+  float scale;
+  const std::uint32_t packed = QuantizeFourInWarp(v, scale);
   if (c0 + 4 <= k && idx % 4 == 0) {
     *reinterpret_cast<std::uint32_t*>(codes + idx) = packed;
   } else {
@@ -166,10 +181,35 @@ __device__ __forceinline__ uint4 Load16(const std::uint8_t* p, bool ok) {
   return ok ? __ldg(reinterpret_cast<const uint4*>(p)) : make_uint4(0, 0, 0, 0);
 }
 
-template <int kWarps>
-__device__ void Fp8MmaTile(const std::uint8_t* xq, const float* xs, std::int64_t n, const std::uint8_t* w,
-                           const float* ws, std::int64_t m, std::int64_t k, std::int64_t row0, void* out,
-                           std::int64_t out_row0, Elem oe) {
+// One token's codes of group g quantized inside the warp, by QuantizeKernel's arithmetic on the
+// same partition (lane L owns values [128g + 4L, +4), the amax is the warp's, the same division
+// and conversion), so they are that kernel's bytes. Lane (gid, t)'s fragment words j = 0..7 are
+// bytes [32t + 4j, +4) of the group: lane 8t + j's word, for row gid 0 (the token) and zero for
+// the rest. Returns the group's scale.
+__device__ __forceinline__ float QuantizeGroupInWarp(const void* x, Elem xe, std::int64_t k, std::int64_t g,
+                                                     uint4& x0, uint4& x1) {
+  const int lane = threadIdx.x & 31;
+  float v[4];
+  LoadFour(x, xe, 0, g * kGroup + lane * 4, k, v);
+  float scale;
+  const std::uint32_t packed = QuantizeFourInWarp(v, scale);
+  const int t = lane & 3;
+  std::uint32_t word[8];
+#pragma unroll
+  for (int j = 0; j < 8; ++j) word[j] = __shfl_sync(0xffffffffu, packed, 8 * t + j);
+  const bool token = (lane >> 2) == 0;
+  x0 = token ? make_uint4(word[0], word[1], word[2], word[3]) : make_uint4(0, 0, 0, 0);
+  x1 = token ? make_uint4(word[4], word[5], word[6], word[7]) : make_uint4(0, 0, 0, 0);
+  return scale;
+}
+
+// kOneToken: the input is one token's raw row x (fp32 or bf16), quantized group by group in the
+// warps that read the group (QuantizeGroupInWarp): no quantization launch before a batch-1
+// decode product. Otherwise xq / xs are QuantizeKernel's codes and scales of n <= 8 tokens.
+template <int kWarps, bool kOneToken>
+__device__ void Fp8MmaTile(const std::uint8_t* xq, const float* xs, const void* x, Elem xe, std::int64_t n,
+                           const std::uint8_t* w, const float* ws, std::int64_t m, std::int64_t k, std::int64_t row0,
+                           void* out, std::int64_t out_row0, Elem oe) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, gid = lane >> 2, t = lane & 3;
   const std::int64_t kb = (k + kGroup - 1) / kGroup, ra = row0 + gid, rb = ra + 8;
   const bool has_a = ra < m, has_b = rb < m, has_x = gid < n;
@@ -182,14 +222,25 @@ __device__ void Fp8MmaTile(const std::uint8_t* xq, const float* xs, std::int64_t
     const bool lo = at < k, hi = at + 16 < k;
     const uint4 a0 = Load16(w + ra * k + at, has_a && lo), a1 = Load16(w + ra * k + at + 16, has_a && hi);
     const uint4 b0 = Load16(w + rb * k + at, has_b && lo), b1 = Load16(w + rb * k + at + 16, has_b && hi);
-    const uint4 x0 = Load16(xq + gid * k + at, has_x && lo), x1 = Load16(xq + gid * k + at + 16, has_x && hi);
+    uint4 x0, x1;
+    float xs0, xs1;
+    if constexpr (kOneToken) {
+      const float scale = QuantizeGroupInWarp(x, xe, k, g, x0, x1);
+      xs0 = t == 0 ? scale : 0.0f;
+      xs1 = 0.0f;
+    } else {
+      x0 = Load16(xq + gid * k + at, has_x && lo);
+      x1 = Load16(xq + gid * k + at + 16, has_x && hi);
+      xs0 = t0 < n ? xs[t0 * kb + g] : 0.0f;
+      xs1 = t1 < n ? xs[t1 * kb + g] : 0.0f;
+    }
     float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     MmaE4m3(d, a0.x, b0.x, a0.y, b0.y, x0.x, x0.y);
     MmaE4m3(d, a0.z, b0.z, a0.w, b0.w, x0.z, x0.w);
     MmaE4m3(d, a1.x, b1.x, a1.y, b1.y, x1.x, x1.y);
     MmaE4m3(d, a1.z, b1.z, a1.w, b1.w, x1.z, x1.w);
     const float wsc = wsr[g];
-    const float s0 = t0 < n ? wsc * xs[t0 * kb + g] : 0.0f, s1 = t1 < n ? wsc * xs[t1 * kb + g] : 0.0f;
+    const float s0 = wsc * xs0, s1 = wsc * xs1;
     acc[0] += d[0] * s0;
     acc[1] += d[1] * s1;
     acc[2] += d[2] * s0;
@@ -203,7 +254,17 @@ template <int kWarps>
 __global__ void __launch_bounds__(kWarps * 32) Fp8GemvKernel(const std::uint8_t* xq, const float* xs, std::int64_t n, const std::uint8_t* w,
                               const float* ws, std::int64_t m, std::int64_t k, void* out, std::int64_t out_row0,
                               Elem oe) {
-  Fp8MmaTile<kWarps>(xq, xs, n, w, ws, m, k, blockIdx.x * static_cast<std::int64_t>(kMmaRows), out, out_row0, oe);
+  Fp8MmaTile<kWarps, false>(xq, xs, nullptr, Elem::kF32, n, w, ws, m, k,
+                            blockIdx.x * static_cast<std::int64_t>(kMmaRows), out, out_row0, oe);
+}
+
+// One token's raw row x (fp32 or bf16): the product with its quantization fused (kOneToken).
+template <int kWarps>
+__global__ void __launch_bounds__(kWarps * 32) Fp8GemvOneTokenKernel(const void* x, Elem xe, const std::uint8_t* w,
+                                                                   const float* ws, std::int64_t m, std::int64_t k,
+                                                                   void* out, Elem oe) {
+  Fp8MmaTile<kWarps, true>(nullptr, nullptr, x, xe, 1, w, ws, m, k, blockIdx.x * static_cast<std::int64_t>(kMmaRows),
+                           out, 0, oe);
 }
 
 // Many weights in one launch (the routed experts): blockIdx.y picks the item, a run of at most
@@ -212,8 +273,8 @@ __global__ void Fp8GemvGroupedKernel(const std::uint8_t* xq, const float* xs, co
                                      std::int64_t m, std::int64_t k, void* out, Elem oe) {
   const Fp8GemvItem it = items[blockIdx.y];
   const std::int64_t kb = (k + kGroup - 1) / kGroup;
-  Fp8MmaTile<kMmaWarps>(xq + it.row0 * k, xs + it.row0 * kb, it.rows, it.w, it.w_scale, m, k,
-             blockIdx.x * static_cast<std::int64_t>(kMmaRows), out, it.row0, oe);
+  Fp8MmaTile<kMmaWarps, false>(xq + it.row0 * k, xs + it.row0 * kb, nullptr, Elem::kF32, it.rows, it.w, it.w_scale,
+                                m, k, blockIdx.x * static_cast<std::int64_t>(kMmaRows), out, it.row0, oe);
 }
 
 // The same over runs a device kernel listed (the routed experts' decode path): blocks past the
@@ -225,8 +286,9 @@ __global__ void Fp8GemvRunsKernel(const std::uint8_t* xq, const float* xs, const
   if (static_cast<std::int32_t>(blockIdx.y) >= *run_count) return;
   const ExpertRun run = runs[blockIdx.y];
   const std::int64_t kb = (k + kGroup - 1) / kGroup;
-  Fp8MmaTile<kMmaWarps>(xq + run.row0 * k, xs + run.row0 * kb, run.rows, w[run.expert], w_scale[run.expert], m, k,
-             blockIdx.x * static_cast<std::int64_t>(kMmaRows), out, run.row0, oe);
+  Fp8MmaTile<kMmaWarps, false>(xq + run.row0 * k, xs + run.row0 * kb, nullptr, Elem::kF32, run.rows, w[run.expert],
+                                w_scale[run.expert], m, k, blockIdx.x * static_cast<std::int64_t>(kMmaRows), out,
+                                run.row0, oe);
 }
 
 __global__ void TransposeKernel(const float* src, float* dst, std::int64_t rows, std::int64_t cols) {
@@ -424,13 +486,25 @@ void LinearFp8(CudaContext& ctx, const Tensor& x, const Tensor& w, const Tensor&
   // batch (seen on H200, CUDA 13.0): such shapes take the GEMV kernel, in passes of 8 tokens.
   const bool whole_groups = k % kGroup == 0;
   if ((n <= kGemvMaxTokens || !whole_groups) && Fp8GemvTakes(k)) {
-    const Fp8GemvInput in = QuantizeForGemv(ctx, x.View(Shape{n, k}), rule);
     // Few row tiles (q_a, kv_a, the shared expert) would leave most multiprocessors idle and each
     // warp a long serial walk over k: split k over 16 warps a block instead of 4.
     const bool narrow = Ceil(m, kMmaRows) < 2 * ctx.sm_count();
+    const unsigned row_tiles = static_cast<unsigned>(Ceil(m, kMmaRows));
+    if (n == 1 && rule == Fp8Activations::kPerGroup) {
+      // Batch-1 decode: one launch, the token quantized in the GEMV's warps (the same codes).
+      if (narrow)
+        Fp8GemvOneTokenKernel<kNarrowWarps><<<row_tiles, kNarrowWarps * 32, 0, ctx.stream()>>>(
+            x.data, ElemOf(x), w.ptr<std::uint8_t>(), w_scale.ptr<float>(), m, k, out.data, ElemOf(out));
+      else
+        Fp8GemvOneTokenKernel<kMmaWarps><<<row_tiles, kMmaWarps * 32, 0, ctx.stream()>>>(
+            x.data, ElemOf(x), w.ptr<std::uint8_t>(), w_scale.ptr<float>(), m, k, out.data, ElemOf(out));
+      FISSION_LAUNCHED();
+      return;
+    }
+    const Fp8GemvInput in = QuantizeForGemv(ctx, x.View(Shape{n, k}), rule);
     for (std::int64_t t0 = 0; t0 < n; t0 += kGemvTokens) {
       const std::int64_t nt = std::min<std::int64_t>(kGemvTokens, n - t0);
-      const unsigned blocks = static_cast<unsigned>(Ceil(m, kMmaRows));
+      const unsigned blocks = row_tiles;
       const std::uint8_t* xq = in.codes.ptr<std::uint8_t>() + t0 * k;
       const float* xs = in.scales.ptr<float>() + t0 * Ceil(k, kGroup);
       if (narrow) {
