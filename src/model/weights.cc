@@ -37,10 +37,35 @@ WeightLoader::WeightLoader(const io::Checkpoint* checkpoint, kernels::Backend& b
 
 Buffer WeightLoader::ToBackend(Buffer host, bool keep_f32) {
   if (backend_.device().type == DeviceType::kCpu) return host;
+  if (host.tensor().dtype == DType::kBF16) {
+    Buffer device(DType::kBF16, host.tensor().shape, backend_.allocator());
+    backend_.CopyBytesFromHost(host.ptr<std::uint8_t>(), device);
+    return device;
+  }
   const DType dtype = host.tensor().shape.rank() == 2 && !keep_f32 ? matrix_dtype_ : DType::kF32;
   Buffer device(dtype, host.tensor().shape, backend_.allocator());
   backend_.CopyFromHost(host.ptr<float>(), device);
   return device;
+}
+
+bool WeightLoader::KeepsStoredBytes(const std::string& name, const Shape& shape) const {
+  if (dummy() || backend_.device().type == DeviceType::kCpu || matrix_dtype_ != DType::kBF16 || shape.rank() != 2)
+    return false;
+  const io::TensorInfo& info = checkpoint_->Info(name);
+  return info.dtype == DType::kBF16 && info.shape == shape;
+}
+
+void WeightLoader::UploadStoredRows(const std::string& name, const Shape& shape, Range rows, const Tensor& dst) {
+  const auto* base = static_cast<const std::uint8_t*>(checkpoint_->View(name).data);
+  backend_.CopyBytesFromHost(base + DTypeBytes(DType::kBF16, rows.begin * shape[1]), dst);
+}
+
+Buffer WeightLoader::ReadMatrix(const std::string& name, const Shape& shape, Range rows, Range cols) const {
+  const std::int64_t r0 = rows.begin, r1 = rows.stop(shape[0]), c0 = cols.begin, c1 = cols.stop(shape[1]);
+  if (KeepsStoredBytes(name, shape)) return checkpoint_->LoadRaw(name, shape, r0, r1, c0, c1);
+  if (c0 == 0 && c1 == shape[1]) return checkpoint_->LoadF32Rows(name, shape, r0, r1);
+  FISSION_CHECK(r0 == 0 && r1 == shape[0], name, ": a slice of rows and columns");
+  return checkpoint_->LoadF32Cols(name, shape, c0, c1);
 }
 
 Buffer WeightLoader::Random(const Shape& shape, float scale) {
@@ -65,6 +90,12 @@ Buffer WeightLoader::Load(const std::string& name, const Shape& shape, Range row
     const float fan_in = shape.rank() >= 2 ? static_cast<float>(shape[-1]) : 1.0f;
     return Random(slice, 1.0f / std::sqrt(fan_in));
   }
+  if (KeepsStoredBytes(name, shape)) {
+    Buffer device(DType::kBF16, Shape{rows.size(full_rows), shape[1]}, backend_.allocator());
+    UploadStoredRows(name, shape, rows, device);
+    return device;
+  }
+  if (shape.rank() == 2) return ToBackend(ReadMatrix(name, shape, rows, {}));
   return ToBackend(checkpoint_->LoadF32Rows(name, shape, rows.begin, rows.stop(full_rows)));
 }
 
@@ -78,7 +109,7 @@ Buffer WeightLoader::LoadF32(const std::string& name, const Shape& shape) {
 
 Buffer WeightLoader::LoadCols(const std::string& name, const Shape& shape, Range cols) {
   if (dummy()) return Random(Shape{shape[0], cols.size(shape[1])}, 1.0f / std::sqrt(static_cast<float>(shape[1])));
-  return ToBackend(checkpoint_->LoadF32Cols(name, shape, cols.begin, cols.stop(shape[1])));
+  return ToBackend(ReadMatrix(name, shape, {}, cols));
 }
 
 Buffer WeightLoader::LoadNorm(const std::string& name, std::int64_t size) { return LoadVector(name, size, 1.0f); }
@@ -122,20 +153,29 @@ Buffer WeightLoader::LoadStacked(const std::string& first, const std::string& se
     stacked[0] = 2 * rows.size(each[0]);
     return Random(stacked, 1.0f / std::sqrt(static_cast<float>(each[-1])));
   }
+  if (!cpu && KeepsStoredBytes(first, each) && KeepsStoredBytes(second, each)) {
+    const std::int64_t part = rows.size(each[0]);
+    Buffer device(DType::kBF16, Shape{2 * part, each[1]}, backend_.allocator());
+    UploadStoredRows(first, each, rows, device.tensor().Rows(0, part));
+    UploadStoredRows(second, each, rows, device.tensor().Rows(part, 2 * part));
+    return device;
+  }
   auto load_host = [&](const std::string& name) {
     if (dummy()) {
       Shape slice = each;
       slice[0] = rows.size(each[0]);
       return RandomHost(slice, 1.0f / std::sqrt(static_cast<float>(each[-1])));
     }
-    return checkpoint_->LoadF32Rows(name, each, rows.begin, rows.stop(each[0]));
+    return ReadMatrix(name, each, rows, {});
   };
   Buffer a = load_host(first), b = load_host(second);
   Shape stacked = a.tensor().shape;
   stacked[0] *= 2;
-  Buffer host(DType::kF32, stacked);
-  std::memcpy(host.ptr<float>(), a.ptr<float>(), a.tensor().bytes());
-  std::memcpy(host.ptr<std::uint8_t>() + a.tensor().bytes(), b.ptr<float>(), b.tensor().bytes());
+  Buffer host(a.tensor().dtype, stacked);
+  FISSION_CHECK(b.tensor().dtype == a.tensor().dtype, first, " and ", second, " are read as ",
+                DTypeName(a.tensor().dtype), " and ", DTypeName(b.tensor().dtype));
+  std::memcpy(host.ptr<std::uint8_t>(), a.ptr<std::uint8_t>(), a.tensor().bytes());
+  std::memcpy(host.ptr<std::uint8_t>() + a.tensor().bytes(), b.ptr<std::uint8_t>(), b.tensor().bytes());
   return cpu ? std::move(host) : ToBackend(std::move(host));
 }
 

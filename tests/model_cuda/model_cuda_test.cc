@@ -12,6 +12,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <filesystem>
 #include <random>
 
 #include "io/checkpoint.h"
@@ -263,6 +265,69 @@ TEST(CudaModel, Bf16WeightsAndCacheStayCloseToCpu) {
   auto cuda = LoadCausalLM(dir, options);
   EXPECT_EQ(cuda->Memory().classes[0].fields[0].dtype, DType::kBF16);
   ExpectMostRowsClose(*cpu, *cuda, "cuda bf16 vs cpu");
+}
+
+// A bf16 checkpoint's matrices go to a bf16 device as their stored bytes (WeightLoader::ReadMatrix:
+// no fp32 round trip). tiny-deepseek-v3 with every matrix rounded to bf16 (ties to even; vectors
+// kept fp32), written once as BF16 and once as the same values in F32: under --dtype bfloat16 the
+// F32 copy's matrices are converted on the way (exactly: they are bf16 values) and what the model
+// keeps in fp32 (the router, say) reads the same values from either file, so the logits must be
+// equal bit for bit.
+void WriteRoundedCopy(const std::string& src, const std::string& dir, DType matrices) {
+  std::filesystem::create_directories(dir);
+  for (const char* file : {"config.json", "generation_config.json"})
+    std::filesystem::copy_file(src + "/" + file, dir + "/" + file, std::filesystem::copy_options::overwrite_existing);
+  for (const char* file : {"model.safetensors", "model-mtp.safetensors"}) {
+    io::SafetensorsFile in(src + "/" + file);
+    std::vector<std::vector<std::uint16_t>> bf16;
+    std::vector<std::vector<float>> f32;
+    std::vector<io::TensorToWrite> out;
+    bf16.reserve(in.tensors().size());
+    f32.reserve(in.tensors().size());
+    for (const auto& [name, info] : in.tensors()) {
+      Tensor t = in.View(info);
+      if (info.dtype == DType::kF32 && info.shape.rank() == 2) {
+        const std::int64_t n = info.shape.numel();
+        auto& b = bf16.emplace_back(static_cast<std::size_t>(n));
+        ConvertFromF32(DType::kBF16, t.ptr<float>(), b.data(), n);
+        if (matrices == DType::kBF16) {
+          t.data = b.data();
+          t.dtype = DType::kBF16;
+        } else {
+          auto& f = f32.emplace_back(static_cast<std::size_t>(n));
+          ConvertToF32(DType::kBF16, b.data(), f.data(), n);
+          t.data = f.data();
+        }
+      }
+      out.push_back({name, t});
+    }
+    io::WriteSafetensors(dir + "/" + file, out);
+  }
+}
+
+TEST(CudaModel, Bf16CheckpointMatricesLoadAsStoredBytes) {
+  ASSERT_GT(DeviceCount(), 0) << "no CUDA device";
+  const std::string src = FixtureModelDir("tiny-deepseek-v3");
+  const std::string bf16_dir = ::testing::TempDir() + "/fission-bf16-copy",
+                    f32_dir = ::testing::TempDir() + "/fission-bf16-values-in-f32";
+  WriteRoundedCopy(src, bf16_dir, DType::kBF16);
+  WriteRoundedCopy(src, f32_dir, DType::kF32);
+  LoadOptions options = OnCuda();
+  options.dtype = "bfloat16";
+  auto from_f32 = LoadCausalLM(f32_dir, options);
+  auto from_bf16 = LoadCausalLM(bf16_dir, options);
+  std::vector<std::int32_t> tokens;
+  const auto want = RunMixedScenario(*from_f32, &tokens);
+  const auto got = RunMixedScenario(*from_bf16, &tokens);
+  ASSERT_EQ(got.size(), want.size());
+  std::size_t same = 0;
+  for (std::size_t i = 0; i < want.size(); ++i)
+    same += std::memcmp(got[i].data(), want[i].data(), want[i].size() * sizeof(float)) == 0 ? 1 : 0;
+  std::printf("bf16 checkpoint vs the same values in f32 under --dtype bfloat16: %zu of %zu rows bit-identical\n",
+              same, want.size());
+  EXPECT_EQ(same, want.size());
+  std::filesystem::remove_all(bf16_dir);
+  std::filesystem::remove_all(f32_dir);
 }
 
 // --kv-cache-dtype fp8_e4m3 on both backends (fp32 weights): the CUDA kernels read the FP8 rows
