@@ -189,7 +189,11 @@ WeightLoader::HostFp8 WeightLoader::ReadFp8(const std::string& name, const Shape
                                             Range cols) const {
   const std::int64_t r0 = rows.begin, r1 = rows.stop(shape[0]), c0 = cols.begin, c1 = cols.stop(shape[1]);
   HostFp8 host;
-  host.codes = checkpoint_->LoadRaw(name, shape, r0, r1, c0, c1);
+  host.shape = Shape{r1 - r0, c1 - c0};
+  if (c0 == 0 && c1 == shape[1] && checkpoint_->Info(name).shape == shape)
+    host.mapped = static_cast<const std::uint8_t*>(checkpoint_->View(name).data) + r0 * shape[1];
+  else
+    host.codes = checkpoint_->LoadRaw(name, shape, r0, r1, c0, c1);
   const std::int64_t kb = CeilDiv(shape[1], kFp8Block);
   const Buffer all = checkpoint_->LoadF32(checkpoint_->Fp8ScaleOf(name), Shape{CeilDiv(shape[0], kFp8Block), kb});
   // The blocks the slice covers (its ends are block-aligned or the matrix's ends).
@@ -201,13 +205,27 @@ WeightLoader::HostFp8 WeightLoader::ReadFp8(const std::string& name, const Shape
   return host;
 }
 
-Weight WeightLoader::UploadFp8(const HostFp8& host) {
+Weight WeightLoader::UploadFp8(std::initializer_list<const HostFp8*> parts) {
+  const std::int64_t cols = (*parts.begin())->shape[1], scale_cols = (*parts.begin())->scales.tensor().shape[1];
+  std::int64_t rows = 0, scale_rows = 0;
+  for (const HostFp8* p : parts) {
+    FISSION_CHECK(p->shape[1] == cols && p->scales.tensor().shape[1] == scale_cols, "UploadFp8: parts of other widths");
+    rows += p->shape[0];
+    scale_rows += p->scales.tensor().shape[0];
+  }
   Weight w;
   w.format = WeightFormat::Fp8Block128();
-  w.values = Buffer(DType::kF8E4M3, host.codes.tensor().shape, backend_.allocator());
-  backend_.CopyBytesFromHost(host.codes.ptr<std::uint8_t>(), w.values);
-  w.scales = Buffer(DType::kF32, host.scales.tensor().shape, backend_.allocator());
-  backend_.CopyFromHost(host.scales.ptr<float>(), w.scales);
+  w.values = Buffer(DType::kF8E4M3, Shape{rows, cols}, backend_.allocator());
+  Buffer scales(DType::kF32, Shape{scale_rows, scale_cols});
+  std::int64_t row = 0, scale_row = 0;
+  for (const HostFp8* p : parts) {
+    backend_.CopyBytesFromHost(p->Codes(), w.values.tensor().Rows(row, row + p->shape[0]));
+    std::memcpy(scales.ptr<float>() + scale_row * scale_cols, p->scales.ptr<float>(), p->scales.tensor().bytes());
+    row += p->shape[0];
+    scale_row += p->scales.tensor().shape[0];
+  }
+  w.scales = Buffer(DType::kF32, scales.tensor().shape, backend_.allocator());
+  backend_.CopyFromHost(scales.ptr<float>(), w.scales);
   return w;
 }
 
@@ -295,7 +313,8 @@ Weight WeightLoader::LoadLinear(const std::string& name, const Shape& shape, Ran
   if (!BlockAligned(rows, shape[0]))
     return Dequantized(name, Load(name, shape, rows), StrCat("rows ", rows.begin, "..", rows.stop(shape[0])));
   if (dummy()) return RandomFp8(Shape{rows.size(shape[0]), shape[1]}, 1.0f / std::sqrt(static_cast<float>(shape[1])));
-  return UploadFp8(ReadFp8(name, shape, rows, {}));
+  const HostFp8 host = ReadFp8(name, shape, rows, {});
+  return UploadFp8({&host});
 }
 
 Weight WeightLoader::LoadLinearCols(const std::string& name, const Shape& shape, Range cols, bool allow_fp8) {
@@ -316,7 +335,8 @@ Weight WeightLoader::LoadLinearCols(const std::string& name, const Shape& shape,
   if (!BlockAligned(cols, shape[1]))
     return Dequantized(name, LoadCols(name, shape, cols), StrCat("columns ", cols.begin, "..", cols.stop(shape[1])));
   if (dummy()) return RandomFp8(Shape{shape[0], cols.size(shape[1])}, 1.0f / std::sqrt(static_cast<float>(shape[1])));
-  return UploadFp8(ReadFp8(name, shape, {}, cols));
+  const HostFp8 host = ReadFp8(name, shape, {}, cols);
+  return UploadFp8({&host});
 }
 
 Weight WeightLoader::LoadLinearStacked(const std::string& first, const std::string& second, const Shape& each,
@@ -359,16 +379,7 @@ Weight WeightLoader::LoadLinearStacked(const std::string& first, const std::stri
                        StrCat("(stacked with ", second, ") rows ", rows.begin, "..", rows.stop(each[0])));
   if (dummy()) return RandomFp8(Shape{2 * part, each[1]}, 1.0f / std::sqrt(static_cast<float>(each[1])));
   const HostFp8 a = ReadFp8(first, each, rows, {}), b = ReadFp8(second, each, rows, {});
-  HostFp8 stacked;
-  stacked.codes = Buffer(DType::kF8E4M3, Shape{2 * part, each[1]});
-  std::memcpy(stacked.codes.ptr<std::uint8_t>(), a.codes.ptr<std::uint8_t>(), a.codes.tensor().bytes());
-  std::memcpy(stacked.codes.ptr<std::uint8_t>() + a.codes.tensor().bytes(), b.codes.ptr<std::uint8_t>(),
-              b.codes.tensor().bytes());
-  stacked.scales = Buffer(DType::kF32, Shape{2 * a.scales.tensor().shape[0], a.scales.tensor().shape[1]});
-  std::memcpy(stacked.scales.ptr<float>(), a.scales.ptr<float>(), a.scales.tensor().bytes());
-  std::memcpy(stacked.scales.ptr<std::uint8_t>() + a.scales.tensor().bytes(), b.scales.ptr<float>(),
-              b.scales.tensor().bytes());
-  return UploadFp8(stacked);
+  return UploadFp8({&a, &b});
 }
 
 }  // namespace fission::model

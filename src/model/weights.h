@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <memory>
 #include <random>
 #include <string>
@@ -110,13 +111,18 @@ class WeightLoader {
   // A dummy matrix of standard deviation `scale`, on the backend (drawn on the device if it can).
   Buffer Random(const Shape& shape, float scale);
   Buffer RandomHost(const Shape& shape, float scale);
-  // FP8 codes and block scales of a slice, on the host.
+  // FP8 codes and block scales of a slice, on the host. The codes of a slice of whole rows are
+  // not copied: `mapped` points at them in the checkpoint's map (valid while it is open).
   struct HostFp8 {
     Buffer codes, scales;
+    const std::uint8_t* mapped = nullptr;
+    Shape shape;  // of the codes
+    const std::uint8_t* Codes() const { return mapped != nullptr ? mapped : codes.ptr<std::uint8_t>(); }
   };
   bool KeptFp8(const std::string& name) const;
   HostFp8 ReadFp8(const std::string& name, const Shape& shape, Range rows, Range cols) const;
-  Weight UploadFp8(const HostFp8& host);
+  // The parts stacked by rows (gate over up) into one weight on the backend.
+  Weight UploadFp8(std::initializer_list<const HostFp8*> parts);
   // Dummy FP8 weights of standard deviation `scale`: uniform codes over ±448 and one scale for
   // every block.
   Weight RandomFp8(const Shape& shape, float scale);
