@@ -429,7 +429,7 @@ TEST(CudaModel, Fp8WeightsKeptStayWithinTheFp8Bound) {
 }
 
 // MXFP4 routed experts kept on the device (a Quark checkpoint with fp4 activations:
-// MoeExpertsMxfp4) against the CPU running the same products: the bf16 twin (the decoded weights)
+// MoeExpertsMx) against the CPU running the same products: the bf16 twin (the decoded weights)
 // with online mxfp4 on the routed experts, whose codes decode to the same values (re-quantizing
 // decoded MX values is exact), activations quantized by the same rule. The two differ by fp32
 // summation orders and where those move an activation across an e2m1 rounding boundary or the
