@@ -105,14 +105,8 @@ void BenchMoeMx(CudaBackend& gpu, DType codes, const TimeFn& time_us) {
   std::mt19937 rng(12);
   const Weights gu = MakeWeights(gpu, codes, 2 * kInter, kHidden, rng),
                 down = MakeWeights(gpu, codes, kHidden, kInter, rng);
-  std::vector<const void*> pointers;
-  for (const Tensor& t : gu.codes_t) pointers.push_back(t.data);
-  for (const Tensor& t : gu.scales_t) pointers.push_back(t.data);
-  const void* const* gu_table = ctx.PointerTable(pointers, "bench gate_up");
-  pointers.clear();
-  for (const Tensor& t : down.codes_t) pointers.push_back(t.data);
-  for (const Tensor& t : down.scales_t) pointers.push_back(t.data);
-  const void* const* down_table = ctx.PointerTable(pointers, "bench down");
+  const void* const* gu_table = ctx.PointerTable(gu.codes_t, gu.scales_t, "bench gate_up");
+  const void* const* down_table = ctx.PointerTable(down.codes_t, down.scales_t, "bench down");
 
   for (std::int64_t n : {1, 64}) {
     // Per routing: the plan, the quantized tokens (gate_up's input) and a quantized intermediate.

@@ -180,6 +180,15 @@ void CudaContext::AbortCapture() {
   capture_pinned_.clear();
 }
 
+const void* const* CudaContext::PointerTable(std::span<const Tensor> first, std::span<const Tensor> second,
+                                             const char* what) {
+  std::vector<const void*> pointers;
+  pointers.reserve(first.size() + second.size());
+  for (const Tensor& t : first) pointers.push_back(t.data);
+  for (const Tensor& t : second) pointers.push_back(t.data);
+  return PointerTable(pointers, what);
+}
+
 const void* const* CudaContext::PointerTable(std::span<const void* const> pointers, const char* what) {
   FISSION_CHECK(!pointers.empty(), "an empty pointer table for ", what);
   std::vector<CachedPointers>& same_key = pointer_tables_[{pointers.front(), pointers.size()}];

@@ -159,6 +159,9 @@ class CudaContext {
   // while capturing is an Error naming `what`: the eager run before a capture builds every table
   // the step uses.
   const void* const* PointerTable(std::span<const void* const> pointers, const char* what);
+  // The same for a weight set: the data pointers of `first`, then those of `second` (their scales,
+  // or nothing), in one table.
+  const void* const* PointerTable(std::span<const Tensor> first, std::span<const Tensor> second, const char* what);
 
   // Which scale layouts cuBLASLt's block-scaled FP8 GEMM reads, found once by comparing it with
   // the own kernel on a small problem (fp8.cu); -1 until then, kFp8OwnKernel if none matched.

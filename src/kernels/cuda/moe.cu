@@ -306,13 +306,8 @@ void DeviceRoutedExperts(CudaContext& ctx, const Tensor& x, const Tensor& topk_i
                          std::span<const Tensor> gate_up, std::span<const Tensor> down, const Tensor& out) {
   const std::int64_t hidden = x.shape[1], inter = down[0].shape[1];
   const int experts = static_cast<int>(gate_up.size());
-  const auto table = [&](std::span<const Tensor> w, const char* what) {
-    std::vector<const void*> pointers;
-    for (const Tensor& t : w) pointers.push_back(t.data);
-    return ctx.PointerTable(pointers, what);
-  };
-  const void* const* gu_table = table(gate_up, "MoeExperts (gate_up)");
-  const void* const* down_table = table(down, "MoeExperts (down)");
+  const void* const* gu_table = ctx.PointerTable(gate_up, {}, "MoeExperts (gate_up)");
+  const void* const* down_table = ctx.PointerTable(down, {}, "MoeExperts (down)");
   const ExpertRows rows = PermuteByExpertOnDevice(ctx, topk_ids, experts);
   const auto* runs = rows.runs.ptr<ExpertRun>();
   const auto* run_count = rows.run_count.ptr<std::int32_t>();

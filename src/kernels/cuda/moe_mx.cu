@@ -339,11 +339,7 @@ struct MxTable {
   const std::uint8_t* const* w_scale;
 };
 MxTable ExpertTable(CudaContext& ctx, std::span<const Tensor> w, std::span<const Tensor> w_scale, const char* what) {
-  std::vector<const void*> pointers;
-  pointers.reserve(2 * w.size());
-  for (const Tensor& t : w) pointers.push_back(t.data);
-  for (const Tensor& t : w_scale) pointers.push_back(t.data);
-  const void* const* table = ctx.PointerTable(pointers, what);
+  const void* const* table = ctx.PointerTable(w, w_scale, what);
   return {reinterpret_cast<const std::uint8_t* const*>(table),
           reinterpret_cast<const std::uint8_t* const*>(table + w.size())};
 }
