@@ -60,11 +60,9 @@ void WeightLoader::UploadStoredRows(const std::string& name, const Shape& shape,
   backend_.CopyBytesFromHost(base + DTypeBytes(DType::kBF16, rows.begin * shape[1]), dst);
 }
 
-Buffer WeightLoader::ReadMatrix(const std::string& name, const Shape& shape, Range rows, Range cols) const {
-  const std::int64_t r0 = rows.begin, r1 = rows.stop(shape[0]), c0 = cols.begin, c1 = cols.stop(shape[1]);
-  if (KeepsStoredBytes(name, shape)) return checkpoint_->LoadRaw(name, shape, r0, r1, c0, c1);
-  if (c0 == 0 && c1 == shape[1]) return checkpoint_->LoadF32Rows(name, shape, r0, r1);
-  FISSION_CHECK(r0 == 0 && r1 == shape[0], name, ": a slice of rows and columns");
+Buffer WeightLoader::ReadCols(const std::string& name, const Shape& shape, Range cols) const {
+  const std::int64_t c0 = cols.begin, c1 = cols.stop(shape[1]);
+  if (KeepsStoredBytes(name, shape)) return checkpoint_->LoadRaw(name, shape, 0, shape[0], c0, c1);
   return checkpoint_->LoadF32Cols(name, shape, c0, c1);
 }
 
@@ -95,7 +93,6 @@ Buffer WeightLoader::Load(const std::string& name, const Shape& shape, Range row
     UploadStoredRows(name, shape, rows, device);
     return device;
   }
-  if (shape.rank() == 2) return ToBackend(ReadMatrix(name, shape, rows, {}));
   return ToBackend(checkpoint_->LoadF32Rows(name, shape, rows.begin, rows.stop(full_rows)));
 }
 
@@ -109,7 +106,7 @@ Buffer WeightLoader::LoadF32(const std::string& name, const Shape& shape) {
 
 Buffer WeightLoader::LoadCols(const std::string& name, const Shape& shape, Range cols) {
   if (dummy()) return Random(Shape{shape[0], cols.size(shape[1])}, 1.0f / std::sqrt(static_cast<float>(shape[1])));
-  return ToBackend(ReadMatrix(name, shape, {}, cols));
+  return ToBackend(ReadCols(name, shape, cols));
 }
 
 Buffer WeightLoader::LoadNorm(const std::string& name, std::int64_t size) { return LoadVector(name, size, 1.0f); }
@@ -166,16 +163,14 @@ Buffer WeightLoader::LoadStacked(const std::string& first, const std::string& se
       slice[0] = rows.size(each[0]);
       return RandomHost(slice, 1.0f / std::sqrt(static_cast<float>(each[-1])));
     }
-    return ReadMatrix(name, each, rows, {});
+    return checkpoint_->LoadF32Rows(name, each, rows.begin, rows.stop(each[0]));
   };
   Buffer a = load_host(first), b = load_host(second);
   Shape stacked = a.tensor().shape;
   stacked[0] *= 2;
-  Buffer host(a.tensor().dtype, stacked);
-  FISSION_CHECK(b.tensor().dtype == a.tensor().dtype, first, " and ", second, " are read as ",
-                DTypeName(a.tensor().dtype), " and ", DTypeName(b.tensor().dtype));
-  std::memcpy(host.ptr<std::uint8_t>(), a.ptr<std::uint8_t>(), a.tensor().bytes());
-  std::memcpy(host.ptr<std::uint8_t>() + a.tensor().bytes(), b.ptr<std::uint8_t>(), b.tensor().bytes());
+  Buffer host(DType::kF32, stacked);
+  std::memcpy(host.ptr<float>(), a.ptr<float>(), a.tensor().bytes());
+  std::memcpy(host.ptr<std::uint8_t>() + a.tensor().bytes(), b.ptr<float>(), b.tensor().bytes());
   return cpu ? std::move(host) : ToBackend(std::move(host));
 }
 

@@ -96,16 +96,15 @@ class WeightLoader {
   kernels::Backend& backend() { return backend_; }
 
  private:
-  // host: fp32 (converted to the device's matrix dtype on the way) or ReadMatrix's stored bf16.
+  // host: fp32 (converted to the device's matrix dtype on the way) or ReadCols's stored bf16.
   Buffer ToBackend(Buffer host, bool keep_f32 = false);
-  // Rows x columns of a checkpoint matrix on the host: as stored when it is bf16 and the device
-  // keeps bf16 matrices (the bytes go to the device as they are: no fp32 round trip, the same
-  // values), else fp32.
-  Buffer ReadMatrix(const std::string& name, const Shape& shape, Range rows, Range cols) const;
-  // Whether a matrix goes to the device as its stored bytes (ReadMatrix's bf16 case), and the
-  // copy of its rows straight from the checkpoint's map into `dst` (no host buffer between).
+  // Whether a matrix goes to the device as its stored bytes: bf16 in the checkpoint and on the
+  // device (no fp32 round trip, the same values). Its rows are copied straight from the
+  // checkpoint's map into `dst` (UploadStoredRows); a column slice takes one host copy (ReadCols,
+  // which gives fp32 for every other matrix).
   bool KeepsStoredBytes(const std::string& name, const Shape& shape) const;
   void UploadStoredRows(const std::string& name, const Shape& shape, Range rows, const Tensor& dst);
+  Buffer ReadCols(const std::string& name, const Shape& shape, Range cols) const;
   // A vector from the checkpoint, or `dummy_value` everywhere when dummy.
   Buffer LoadVector(const std::string& name, std::int64_t size, float dummy_value);
   // A dummy matrix of standard deviation `scale`, on the backend (drawn on the device if it can).
