@@ -24,7 +24,8 @@ void AddRmsNorm(CudaContext& ctx, const Tensor& h, const Tensor& y, const Tensor
 void LayerNorm(CudaContext& ctx, const Tensor& x, const Tensor& weight, const Tensor& bias, float eps,
                const Tensor& out);
 void Add(CudaContext& ctx, const Tensor& a, const Tensor& b, const Tensor& out);
-void SiluMul(CudaContext& ctx, const Tensor& gate_up, const Tensor& out);
+// silu(gate) · up; with limit > 0 DeepSeek-V4's clamp first (kernels/v4_ops.h, ClampedSwiGlu).
+void SiluMul(CudaContext& ctx, const Tensor& gate_up, const Tensor& out, float limit = 0.0f);
 void Rope(CudaContext& ctx, const Tensor& x, std::int64_t rope_offset, std::int64_t rope_dim,
           std::span<const std::int32_t> positions, const Tensor& inv_freq, float scaling, bool interleaved);
 void WriteKv(CudaContext& ctx, const Tensor& rows, std::span<const std::int64_t> slots, const Tensor& cache);
@@ -52,7 +53,8 @@ void LinearFp8(CudaContext& ctx, const Tensor& x, const Tensor& w, const Tensor&
 void LinearFp8PerChannel(CudaContext& ctx, const Tensor& x, const Tensor& w, const Tensor& w_scale, const Tensor& out);
 void MoeExpertsFp8PerChannel(CudaContext& ctx, const Tensor& x, const Tensor& topk_ids, const Tensor& topk_weights,
                              std::span<const Tensor> gate_up, std::span<const Tensor> gate_up_scale,
-                             std::span<const Tensor> down, std::span<const Tensor> down_scale, const Tensor& out);
+                             std::span<const Tensor> down, std::span<const Tensor> down_scale, const Tensor& out,
+                             float limit = 0.0f);
 // Per-token 1×128 quantization of x [n, k] to e4m3 codes [n, k] and fp32 scales, the scale of
 // token i and group g at scales[i * token_stride + g * group_stride].
 void QuantizeFp8(CudaContext& ctx, const Tensor& x, std::uint8_t* codes, float* scales, std::int64_t token_stride,
@@ -114,7 +116,7 @@ void MlaAttentionReference(CudaContext& ctx, const Tensor& q, const Tensor& cach
 void MoeRoute(CudaContext& ctx, const Tensor& router_logits, const Tensor& bias, const MoeRouting& routing,
               const Tensor& topk_ids, const Tensor& topk_weights);
 void MoeExperts(CudaContext& ctx, const Tensor& x, const Tensor& topk_ids, const Tensor& topk_weights,
-                std::span<const Tensor> gate_up, std::span<const Tensor> down, const Tensor& out);
+                std::span<const Tensor> gate_up, std::span<const Tensor> down, const Tensor& out, float limit = 0.0f);
 // The routed experts' token permutation (moe.cu), shared by MoeExperts and MoeExpertsFp8: the
 // (token, k) pairs grouped by expert, expert e's rows being [offsets[e], offsets[e + 1]).
 // PermuteByExpert reads the per-expert counts back to the host and fills `offsets`.
@@ -147,7 +149,8 @@ void CombineExperts(CudaContext& ctx, const ExpertRows& rows, const Tensor& y, c
 inline constexpr std::int64_t kDeviceRoutedTokens = 256;
 void MoeExpertsFp8(CudaContext& ctx, const Tensor& x, const Tensor& topk_ids, const Tensor& topk_weights,
                    std::span<const Tensor> gate_up, std::span<const Tensor> gate_up_scale,
-                   std::span<const Tensor> down, std::span<const Tensor> down_scale, const Tensor& out);
+                   std::span<const Tensor> down, std::span<const Tensor> down_scale, const Tensor& out,
+                   float limit = 0.0f);
 
 // moe_mx.cu: OCP microscaled weights, MXFP4 (e2m1 codes two a byte) and MXFP8 (e4m3 codes), with
 // e8m0 scales per 1x32 of a row, read as stored (MXFP4 decoded in registers); activations quantized
@@ -173,7 +176,7 @@ void MxGemvRuns(CudaContext& ctx, const MxInput& in, const ExpertRun* runs, cons
                 std::int64_t m, std::int64_t k, const Tensor& out);
 void MoeExpertsMx(CudaContext& ctx, const Tensor& x, const Tensor& topk_ids, const Tensor& topk_weights,
                   std::span<const Tensor> gate_up, std::span<const Tensor> gate_up_scale, std::span<const Tensor> down,
-                  std::span<const Tensor> down_scale, const Tensor& out);
+                  std::span<const Tensor> down_scale, const Tensor& out, float limit = 0.0f);
 
 // mla_attention.cu
 void MlaAttentionExpanded(CudaContext& ctx, const Tensor& q, const Tensor& cache, const Tensor& kv_b,

@@ -115,13 +115,19 @@ __global__ void AddKernel(const void* a, Elem ae, const void* b, Elem be, void* 
     StoreF(out, i, oe, LoadF(a, i, ae) + LoadF(b, i, be));
 }
 
-__global__ void SiluMulKernel(const void* gu, Elem ge, void* out, Elem oe, std::int64_t rows, std::int64_t inter) {
+// With limit > 0 (DeepSeek-V4) the gate is clamped from above and up to [-limit, limit] first.
+__global__ void SiluMulKernel(const void* gu, Elem ge, void* out, Elem oe, std::int64_t rows, std::int64_t inter,
+                              float limit) {
   const std::int64_t n = rows * inter;
   for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
     const std::int64_t r = i / inter, j = i - r * inter;
-    const float g = LoadF(gu, r * 2 * inter + j, ge);
-    const float u = LoadF(gu, r * 2 * inter + inter + j, ge);
+    float g = LoadF(gu, r * 2 * inter + j, ge);
+    float u = LoadF(gu, r * 2 * inter + inter + j, ge);
+    if (limit > 0.0f) {
+      g = fminf(g, limit);
+      u = fminf(fmaxf(u, -limit), limit);
+    }
     StoreF(out, i, oe, (g / (1.0f + expf(-g))) * u);
   }
 }
@@ -226,13 +232,13 @@ void Add(CudaContext& ctx, const Tensor& a, const Tensor& b, const Tensor& out) 
   FISSION_LAUNCHED();
 }
 
-void SiluMul(CudaContext& ctx, const Tensor& gate_up, const Tensor& out) {
+void SiluMul(CudaContext& ctx, const Tensor& gate_up, const Tensor& out, float limit) {
   const std::int64_t inter = LastDim(out);
   const std::int64_t n = out.numel() / inter;
   FISSION_CHECK(LastDim(gate_up) == 2 * inter && gate_up.numel() == 2 * out.numel(), "SiluMul shapes");
   if (n == 0) return;
   SiluMulKernel<<<std::min(Blocks(out.numel(), kThreads), 8192u), kThreads, 0, ctx.stream()>>>(
-      gate_up.data, ElemOf(gate_up), out.data, ElemOf(out), n, inter);
+      gate_up.data, ElemOf(gate_up), out.data, ElemOf(out), n, inter, limit);
   FISSION_LAUNCHED();
 }
 

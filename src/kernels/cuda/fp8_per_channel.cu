@@ -57,7 +57,8 @@ void LinearFp8PerChannel(CudaContext& ctx, const Tensor& x, const Tensor& w, con
 // each active expert's rows through LinearFp8PerChannel; products and silu·up in fp32 as the CPU's.
 void MoeExpertsFp8PerChannel(CudaContext& ctx, const Tensor& x, const Tensor& topk_ids, const Tensor& topk_weights,
                              std::span<const Tensor> gate_up, std::span<const Tensor> gate_up_scale,
-                             std::span<const Tensor> down, std::span<const Tensor> down_scale, const Tensor& out) {
+                             std::span<const Tensor> down, std::span<const Tensor> down_scale, const Tensor& out,
+                             float limit) {
   const std::int64_t n = x.shape[0], hidden = x.shape[1];
   const int experts = static_cast<int>(gate_up.size());
   FISSION_CHECK(experts > 0 && down.size() == gate_up.size() && gate_up_scale.size() == gate_up.size() &&
@@ -88,7 +89,7 @@ void MoeExpertsFp8PerChannel(CudaContext& ctx, const Tensor& x, const Tensor& to
     }
   };
   products(xp, gate_up, gate_up_scale, gu);
-  SiluMul(ctx, gu, act);
+  SiluMul(ctx, gu, act, limit);
   products(act, down, down_scale, y);
   CombineExperts(ctx, rows, y, topk_weights, out);
 }

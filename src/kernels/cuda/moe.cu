@@ -10,15 +10,13 @@
 
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/route_topk.cuh"
 
 namespace fission::kernels::cuda {
 namespace {
 
 constexpr int kMaxGroups = 64;
 constexpr int kMaxTopK = 32;
-
-// Better = larger value, ties to the lower index (the CPU reference's order).
-__device__ __forceinline__ bool Better(float v, int i, float bv, int bi) { return v > bv || (v == bv && i < bi); }
 
 // One warp per token. Shared memory: scores, choice-or-masked values, and a taken flag per expert.
 __global__ void MoeRouteKernel(const void* logits, Elem le, const void* bias, Elem be, int experts, int n_group,
@@ -75,35 +73,9 @@ __global__ void MoeRouteKernel(const void* logits, Elem le, const void* bias, El
   for (int e = lane; e < experts; e += 32)
     if (!group_chosen[e / per_group]) masked[e] = 0.0f;
   __syncwarp();
-  for (int r = 0; r < top_k; ++r) {
-    float bv = -INFINITY;
-    int bi = 0x7fffffff;
-    for (int e = lane; e < experts; e += 32)
-      if (!taken[e] && Better(masked[e], e, bv, bi)) {
-        bv = masked[e];
-        bi = e;
-      }
-    for (int o = 16; o > 0; o >>= 1) {
-      const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
-      const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
-      if (Better(ov, oi, bv, bi)) {
-        bv = ov;
-        bi = oi;
-      }
-    }
-    if (lane == 0) {
-      chosen[r] = bi;
-      taken[bi] = 1;
-    }
-    __syncwarp();
-  }
+  WarpTopK(masked, taken, experts, top_k, chosen);
   if (lane == 0) {
-    for (int i = 1; i < top_k; ++i)  // ascending ids: a fixed order for the weighted sum
-      for (int j = i; j > 0 && chosen[j - 1] > chosen[j]; --j) {
-        const int tmp = chosen[j];
-        chosen[j] = chosen[j - 1];
-        chosen[j - 1] = tmp;
-      }
+    SortAscending(chosen, top_k);
     float sum = 0.0f;
     for (int i = 0; i < top_k; ++i) sum += scores[chosen[i]];
     for (int i = 0; i < top_k; ++i) {
@@ -303,7 +275,8 @@ namespace {
 // the bf16 run GEMV (gemv_bf16.cu), products and the SiLU in fp32; nothing waits for the device or
 // uploads step data, so the step can be captured.
 void DeviceRoutedExperts(CudaContext& ctx, const Tensor& x, const Tensor& topk_ids, const Tensor& topk_weights,
-                         std::span<const Tensor> gate_up, std::span<const Tensor> down, const Tensor& out) {
+                         std::span<const Tensor> gate_up, std::span<const Tensor> down, const Tensor& out,
+                         float limit) {
   const std::int64_t hidden = x.shape[1], inter = down[0].shape[1];
   const int experts = static_cast<int>(gate_up.size());
   const void* const* gu_table = ctx.PointerTable(gate_up, {}, "MoeExperts (gate_up)");
@@ -317,7 +290,7 @@ void DeviceRoutedExperts(CudaContext& ctx, const Tensor& x, const Tensor& topk_i
       y(DType::kF32, Shape{rows.pairs, hidden}, ctx.allocator());
   GatherRowsDevice(ctx, x, rows.token_of_row.ptr<std::int32_t>(), rows.pairs, xp);
   Bf16GemvRuns(ctx, xp, runs, run_count, rows.max_runs, gu_table, 2 * inter, gu);
-  SiluMul(ctx, gu, act);
+  SiluMul(ctx, gu, act, limit);
   Bf16GemvRuns(ctx, act, runs, run_count, rows.max_runs, down_table, hidden, y);
   CombineExperts(ctx, rows, y, topk_weights, out);
 }
@@ -325,7 +298,7 @@ void DeviceRoutedExperts(CudaContext& ctx, const Tensor& x, const Tensor& topk_i
 }  // namespace
 
 void MoeExperts(CudaContext& ctx, const Tensor& x, const Tensor& topk_ids, const Tensor& topk_weights,
-                std::span<const Tensor> gate_up, std::span<const Tensor> down, const Tensor& out) {
+                std::span<const Tensor> gate_up, std::span<const Tensor> down, const Tensor& out, float limit) {
   const std::int64_t n = x.shape[0], hidden = x.shape[1];
   const int experts = static_cast<int>(gate_up.size());
   FISSION_CHECK(experts > 0 && down.size() == gate_up.size() && topk_ids.dtype == DType::kI32 &&
@@ -339,7 +312,7 @@ void MoeExperts(CudaContext& ctx, const Tensor& x, const Tensor& topk_ids, const
   // A rule on shapes and weights only: an eager step and its replay run the same kernels.
   if (n <= kDeviceRoutedTokens && (x.dtype == DType::kF32 || x.dtype == DType::kBF16) &&
       Bf16GemvRunsTakes(hidden, gate_up) && Bf16GemvRunsTakes(inter, down))
-    return DeviceRoutedExperts(ctx, x, topk_ids, topk_weights, gate_up, down, out);
+    return DeviceRoutedExperts(ctx, x, topk_ids, topk_weights, gate_up, down, out, limit);
   const ExpertRows rows = PermuteByExpert(ctx, topk_ids, experts);
   const std::vector<int>& offsets = rows.offsets;
   const std::int64_t pairs = rows.pairs;
@@ -350,7 +323,7 @@ void MoeExperts(CudaContext& ctx, const Tensor& x, const Tensor& topk_ids, const
   for (int e = 0; e < experts; ++e)
     if (offsets[e + 1] > offsets[e])
       Linear(ctx, xp.tensor().Rows(offsets[e], offsets[e + 1]), gate_up[e], gu.tensor().Rows(offsets[e], offsets[e + 1]));
-  SiluMul(ctx, gu, act);
+  SiluMul(ctx, gu, act, limit);
   for (int e = 0; e < experts; ++e)
     if (offsets[e + 1] > offsets[e])
       Linear(ctx, act.tensor().Rows(offsets[e], offsets[e + 1]), down[e], y.tensor().Rows(offsets[e], offsets[e + 1]));

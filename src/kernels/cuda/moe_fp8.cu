@@ -68,7 +68,8 @@ Fp8ExpertTable ExpertTable(CudaContext& ctx, std::span<const Tensor> w, std::spa
 // the grouped GEMV; nothing waits for the device or uploads step data.
 void DeviceRoutedExperts(CudaContext& ctx, const Tensor& x, const Tensor& topk_ids, const Tensor& topk_weights,
                          std::span<const Tensor> gate_up, std::span<const Tensor> gate_up_scale,
-                         std::span<const Tensor> down, std::span<const Tensor> down_scale, const Tensor& out) {
+                         std::span<const Tensor> down, std::span<const Tensor> down_scale, const Tensor& out,
+                         float limit) {
   const std::int64_t hidden = x.shape[1], inter = down[0].shape[1];
   const int experts = static_cast<int>(gate_up.size());
   const Fp8ExpertTable gu_table = ExpertTable(ctx, gate_up, gate_up_scale, "MoeExpertsFp8 (gate_up)");
@@ -84,7 +85,7 @@ void DeviceRoutedExperts(CudaContext& ctx, const Tensor& x, const Tensor& topk_i
       y(DType::kF32, Shape{rows.pairs, hidden}, ctx.allocator());
   GatherRowsDevice(ctx, x, rows.token_of_row.ptr<std::int32_t>(), rows.pairs, xp);
   Fp8GemvRuns(ctx, QuantizeForGemv(ctx, xp), runs, run_count, rows.max_runs, gu_table, 2 * inter, hidden, gu);
-  SiluMul(ctx, gu, act);
+  SiluMul(ctx, gu, act, limit);
   Fp8GemvRuns(ctx, QuantizeForGemv(ctx, act), runs, run_count, rows.max_runs, down_table, hidden, inter, y);
   CombineExperts(ctx, rows, y, topk_weights, out);
 }
@@ -93,7 +94,8 @@ void DeviceRoutedExperts(CudaContext& ctx, const Tensor& x, const Tensor& topk_i
 
 void MoeExpertsFp8(CudaContext& ctx, const Tensor& x, const Tensor& topk_ids, const Tensor& topk_weights,
                    std::span<const Tensor> gate_up, std::span<const Tensor> gate_up_scale,
-                   std::span<const Tensor> down, std::span<const Tensor> down_scale, const Tensor& out) {
+                   std::span<const Tensor> down, std::span<const Tensor> down_scale, const Tensor& out,
+                   float limit) {
   const std::int64_t n = x.shape[0], hidden = x.shape[1];
   const int experts = static_cast<int>(gate_up.size());
   FISSION_CHECK(experts > 0 && down.size() == gate_up.size() && topk_weights.dtype == DType::kF32 &&
@@ -105,7 +107,7 @@ void MoeExpertsFp8(CudaContext& ctx, const Tensor& x, const Tensor& topk_ids, co
   CheckWeights(down, down_scale, hidden, inter, "down");
   if (n == 0) return;
   if (n <= kDeviceRoutedTokens && Fp8GemvTakes(hidden) && Fp8GemvTakes(inter))
-    return DeviceRoutedExperts(ctx, x, topk_ids, topk_weights, gate_up, gate_up_scale, down, down_scale, out);
+    return DeviceRoutedExperts(ctx, x, topk_ids, topk_weights, gate_up, gate_up_scale, down, down_scale, out, limit);
   std::optional<OpTimer> permute_timer(std::in_place, ctx, ".moe_fp8 permute", n);
   const ExpertRows rows = PermuteByExpert(ctx, topk_ids, experts);
   permute_timer.reset();
@@ -117,7 +119,7 @@ void MoeExpertsFp8(CudaContext& ctx, const Tensor& x, const Tensor& topk_ids, co
       y(DType::kF32, Shape{rows.pairs, hidden}, ctx.allocator());
   GatherRowsDevice(ctx, x, rows.token_of_row.ptr<std::int32_t>(), rows.pairs, xp);
   ExpertProducts(ctx, rows, xp, gate_up, gate_up_scale, gu);
-  SiluMul(ctx, gu, act);
+  SiluMul(ctx, gu, act, limit);
   ExpertProducts(ctx, rows, act, down, down_scale, y);
   CombineExperts(ctx, rows, y, topk_weights, out);
 }

@@ -355,7 +355,7 @@ void GemvRuns(CudaContext& ctx, const MxInput& in, const ExpertRows& rows, const
 // quantized straight from their tokens' rows, both products, silu·up and the combine in fp32.
 void RoutedExperts(CudaContext& ctx, DType codes, const Tensor& x, const Tensor& topk_ids, const Tensor& topk_weights,
                    const MxTable& gu_table, const MxTable& down_table, std::int64_t inter, int experts,
-                   const Tensor& out) {
+                   const Tensor& out, float limit) {
   const std::int64_t hidden = x.shape[1];
   std::optional<OpTimer> timer(std::in_place, ctx, ".moe_mx device plan", x.shape[0]);
   const ExpertRows rows = PermuteByExpertOnDevice(ctx, topk_ids, experts);
@@ -365,7 +365,7 @@ void RoutedExperts(CudaContext& ctx, DType codes, const Tensor& x, const Tensor&
       y(DType::kF32, Shape{rows.pairs, hidden}, ctx.allocator());
   GemvRuns(ctx, QuantizeMx(ctx, codes, x, rows.token_of_row.ptr<std::int32_t>(), rows.pairs), rows, gu_table,
            2 * inter, hidden, gu);
-  SiluMul(ctx, gu, act);
+  SiluMul(ctx, gu, act, limit);
   GemvRuns(ctx, QuantizeMx(ctx, codes, act, nullptr, rows.pairs), rows, down_table, hidden, inter, y);
   CombineExperts(ctx, rows, y, topk_weights, out);
 }
@@ -441,7 +441,7 @@ void LinearMx(CudaContext& ctx, const Tensor& x, const Tensor& w, const Tensor& 
 
 void MoeExpertsMx(CudaContext& ctx, const Tensor& x, const Tensor& topk_ids, const Tensor& topk_weights,
                   std::span<const Tensor> gate_up, std::span<const Tensor> gate_up_scale, std::span<const Tensor> down,
-                  std::span<const Tensor> down_scale, const Tensor& out) {
+                  std::span<const Tensor> down_scale, const Tensor& out, float limit) {
   const std::int64_t n = x.shape[0], hidden = x.shape[1];
   const int experts = static_cast<int>(gate_up.size());
   FISSION_CHECK(experts > 0 && down.size() == gate_up.size() && gate_up_scale.size() == gate_up.size() &&
@@ -470,7 +470,7 @@ void MoeExpertsMx(CudaContext& ctx, const Tensor& x, const Tensor& topk_ids, con
   for (std::int64_t t0 = 0; t0 < n; t0 += slice) {
     const std::int64_t t1 = std::min(n, t0 + slice);
     RoutedExperts(ctx, codes, x.Rows(t0, t1), topk_ids.Rows(t0, t1), topk_weights.Rows(t0, t1), gu_table,
-                  down_table, inter, experts, out.View(Shape{n, hidden}).Rows(t0, t1));
+                  down_table, inter, experts, out.View(Shape{n, hidden}).Rows(t0, t1), limit);
   }
 }
 
