@@ -10,6 +10,7 @@
 #include "model/arch/deepseek_v4.h"
 #include "model/runtime/model_loader.h"
 #include "model/step_runner_testlib.h"
+#include "model/v4_scenarios_testlib.h"
 
 namespace fission::model {
 namespace {
@@ -23,32 +24,14 @@ std::unique_ptr<CausalLM> LoadV4(const LoadOptions& options = {}) {
   return LoadCausalLM(FixtureModelDir(kFixture), options);
 }
 
-// The logits of every position of `tokens` prefilled in chunks of the given sizes (the last chunk
-// takes the rest), with pages of `page_size` positions (a page holds several entries of one ratio
-// and a part of one entry of another).
-std::vector<std::vector<float>> ChunkedPrefill(CausalLM& model, const std::vector<std::int32_t>& tokens,
-                                               const std::vector<std::size_t>& chunks, std::int64_t page_size) {
-  StepRunner runner(model, page_size, 96, 7);
-  const int seq = runner.AddSequence();
-  std::vector<std::vector<float>> rows;
-  std::size_t at = 0;
-  for (std::size_t i = 0; at < tokens.size(); ++i) {
-    const std::size_t len = i < chunks.size() ? std::min(chunks[i], tokens.size() - at) : tokens.size() - at;
-    auto part = runner.Prefill(seq, {tokens.begin() + at, tokens.begin() + at + len}, /*all_logits=*/true);
-    rows.insert(rows.end(), part.begin(), part.end());
-    at += len;
-  }
-  return rows;
-}
-
 TEST(DeepseekV4, ChunkedPrefillAtAnyCutGivesTheSameBits) {
   auto model = LoadV4();
   const auto tokens = Tokens(150, 11, model->vocab_size());
-  const auto whole = ChunkedPrefill(*model, tokens, {}, 4);
+  const auto whole = V4ChunkedPrefill(*model, tokens, {}, 4);
   // Cuts inside windows of 4 and of 16, across the ring of 8, and single-token steps.
   for (const auto& [chunks, page] : std::vector<std::pair<std::vector<std::size_t>, std::int64_t>>{
            {{1, 6, 3, 17, 5, 40, 28}, 4}, {{15, 1, 1, 16, 33}, 16}, {{2, 2, 2, 9, 31, 7}, 8}, {{63, 2, 50}, 32}, {{1, 1, 1, 1, 1, 1, 1, 1, 1, 1}, 4}}) {
-    const auto cut = ChunkedPrefill(*model, tokens, chunks, page);
+    const auto cut = V4ChunkedPrefill(*model, tokens, chunks, page);
     ASSERT_EQ(cut.size(), whole.size());
     for (std::size_t p = 0; p < whole.size(); ++p) ASSERT_EQ(cut[p], whole[p]) << "position " << p << " page " << page;
   }
@@ -62,7 +45,7 @@ TEST(DeepseekV4, BatchCompositionLeavesOutputsUnchanged) {
   const std::vector<std::vector<std::int32_t>> prompts = {Tokens(37, 1, vocab), Tokens(70, 2, vocab),
                                                           Tokens(5, 3, vocab), Tokens(129, 4, vocab)};
   std::vector<std::vector<std::vector<float>>> alone;
-  for (const auto& p : prompts) alone.push_back(ChunkedPrefill(*model, p, {}, 4));
+  for (const auto& p : prompts) alone.push_back(V4ChunkedPrefill(*model, p, {}, 4));
 
   StepRunner runner(*model, 4, 256, 3);
   std::vector<int> seqs;
@@ -86,30 +69,6 @@ TEST(DeepseekV4, BatchCompositionLeavesOutputsUnchanged) {
   }
 }
 
-// Chunked prompts of several sequences, prefill and decode in one step, then 32 greedy steps;
-// every logits row, and the tokens (recorded from `model` when `tokens` is empty, else forced).
-std::vector<std::vector<float>> Scenario(CausalLM& model, std::vector<std::int32_t>* tokens) {
-  const std::int64_t vocab = model.vocab_size();
-  StepRunner r(model, 4, 256, 5);
-  const auto a = Tokens(140, 21, vocab), b = Tokens(33, 22, vocab), c = Tokens(61, 23, vocab);
-  const int sa = r.AddSequence(), sb = r.AddSequence(), sc = r.AddSequence();
-  std::vector<std::vector<float>> rows;
-  auto keep = [&](const std::vector<std::vector<float>>& s) { rows.insert(rows.end(), s.begin(), s.end()); };
-  keep(r.Step({{sa, {a.begin(), a.begin() + 70}}, {sb, b}}));
-  keep(r.Step({{sa, {a.begin() + 70, a.end()}}, {sb, {5}}, {sc, c}}));
-  const bool record = tokens->empty();
-  std::vector<std::int32_t> next = {2, 3, 4};
-  for (int step = 0, k = 0; step < 32; ++step) {
-    const auto out = r.Step({{sa, {next[0]}}, {sb, {next[1]}}, {sc, {next[2]}}});
-    keep(out);
-    for (std::size_t i = 0; i < 3; ++i) {
-      if (record) tokens->push_back(Argmax(out[i]));
-      next[i] = (*tokens)[k++];
-    }
-  }
-  return rows;
-}
-
 class V4Layouts : public ::testing::TestWithParam<std::pair<int, int>> {};
 
 TEST_P(V4Layouts, EqualSingleRank) {
@@ -121,8 +80,8 @@ TEST_P(V4Layouts, EqualSingleRank) {
   options.pcp_min_tokens = 2;  // split every prefill step, however short
   auto parallel = LoadV4(options);
   std::vector<std::int32_t> want_tokens, got_tokens;
-  const auto want = Scenario(*single, &want_tokens);
-  const auto got = Scenario(*parallel, &got_tokens);
+  const auto want = V4MixedScenario(*single, &want_tokens);
+  const auto got = V4MixedScenario(*parallel, &got_tokens);
   const double worst = WorstRowError(got, want, single->vocab_size(), 1e-5);
   EXPECT_EQ(got_tokens, want_tokens);
   std::printf("tiny-deepseek-v4 tp %d cp %d: worst relative L2 %.3g\n", tp, cp, worst);
@@ -206,11 +165,11 @@ TEST(DeepseekV4, Fp8KvCacheIsChunkInvariantAndStaysClose) {
   EXPECT_EQ(spec.classes[spec.index_of("v4_csa_entries")].entry_bytes(), window.entry_bytes());
   EXPECT_EQ(spec.classes[spec.index_of("v4_csa_index_keys")].entry_bytes(), 16u + 4u);  // e4m3 key and its scale
   const auto tokens = Tokens(150, 11, model->vocab_size());
-  const auto whole = ChunkedPrefill(*model, tokens, {}, 4);
-  const auto cut = ChunkedPrefill(*model, tokens, {1, 6, 3, 17, 5, 40, 28}, 16);
+  const auto whole = V4ChunkedPrefill(*model, tokens, {}, 4);
+  const auto cut = V4ChunkedPrefill(*model, tokens, {1, 6, 3, 17, 5, 40, 28}, 16);
   for (std::size_t p = 0; p < whole.size(); ++p) ASSERT_EQ(cut[p], whole[p]) << "position " << p;
   auto exact = LoadV4();
-  const auto want = ChunkedPrefill(*exact, tokens, {}, 4);
+  const auto want = V4ChunkedPrefill(*exact, tokens, {}, 4);
   std::vector<double> errors;
   for (std::size_t p = 0; p < want.size(); ++p) errors.push_back(RelativeL2(whole[p], want[p].data(), model->vocab_size()));
   std::sort(errors.begin(), errors.end());
