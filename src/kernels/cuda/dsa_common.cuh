@@ -18,6 +18,14 @@ __device__ __forceinline__ int VisibleKeys(int position, int reach) {
   return position < 0 ? 1 : min(position, reach - 1) + 1;
 }
 
+// The indexer's keys a query at `position` sees when a key is an entry of `per` positions
+// (kernels/dsa_ops.h's tokens_per_entry): entries [0, (position + 1) / per), the position clamped
+// as above (a negative one sees none for per > 1). `reach` counts positions; per 1 is VisibleKeys.
+__device__ __forceinline__ int VisibleEntries(int position, int reach, int per) {
+  const int tokens = VisibleKeys(position, reach);
+  return per == 1 ? tokens : tokens / per;
+}
+
 // Scores as unsigned integers of the same order (the radix select's keys): negative values
 // reversed, the sign bit set on the rest; -0 counts as +0 (the reference compares them equal).
 __device__ __forceinline__ std::uint32_t OrderedBits(float f) {
@@ -40,6 +48,7 @@ struct TopkArgs {
   const TopkRow* rows = nullptr;  // null: slot s is query row s with position positions[s]
   const std::int32_t* positions = nullptr;
   int reach = 0;
+  int per = 1;  // positions a key covers: a row sees VisibleEntries(position, reach, per) keys
   int topk = 0;
   int slots = 0;
   std::int32_t* out = nullptr;  // [n, topk] I32
@@ -53,8 +62,8 @@ struct TopkArgs {
 inline constexpr int kMaxTopk = 4096;
 
 // One block per slot: rows that see at most topk keys get 0 .. visible - 1 then -1; the others the
-// positions of their topk highest scores, highest first, equal scores in position order
-// (dsa_topk.cu).
+// positions (entry indices when per > 1) of their topk highest scores, highest first, equal scores
+// in position order (dsa_topk.cu).
 void LaunchTopk(CudaContext& ctx, const TopkArgs& args);
 
 }  // namespace fission::kernels::cuda::dsa

@@ -2,8 +2,15 @@
 // and the scoring of every query row against its sequence's keys; the selection is dsa_topk.cu's.
 //
 // Key cache: exact rows (fp32 or bf16, WriteKv's copy) or, in fp8 mode, U8 rows of head_dim e4m3
-// codes followed by the token's fp32 scale, quantized exactly as the CPU does (scale =
-// max(amax, 1e-4) / 448, codes rounded to nearest even and saturated): the same bytes.
+// codes followed by the key's fp32 scale, quantized exactly as the CPU does (scale =
+// max(amax, 1e-4) / 448, codes rounded to nearest even and saturated): the same bytes. A slot is a
+// row, whatever a key covers.
+//
+// Keys: one per token (DSA), or one per entry of tokens_per_entry positions (DeepSeek-V4's CSA):
+// a query at position p sees keys [0, (p + 1) / tokens_per_entry) (VisibleEntries), key e is row
+// EntrySlot(table, page_size, tokens_per_entry, e) (KeySlot: a page of the table holds
+// page_size / tokens_per_entry keys), and the score rows, the selection and topk are indexed by
+// key. Both kernels and the selection are otherwise the same for tokens and entries.
 //
 // Scoring, score[s] = Σ_h weight_scale · w[t, h] · ReLU(q[t, h] · key[s]):
 //  - fp8 cache, head_dim 128 and 16, 32 or 64 heads: FP8 tensor cores (mma.sync m16n8k32 e4m3,
@@ -13,12 +20,13 @@
 //    scores R = 1, 2, 4 or 8 query rows of one sequence (consecutive rows of a prefill, one row of
 //    a decode) over a range of its keys, in tiles of 128 keys streamed from the paged cache into
 //    shared memory (six cp.async stages, the cache's bytes as they are: 16-byte copies of 4-key
-//    runs when the page size is a multiple of 4, their table lookups a tile ahead). In the MMA the keys are the rows (16 per
-//    m-tile, A from shared memory) and the heads the columns (8 per n-tile, B: the row's q codes,
-//    held in registers for the whole block); the k order of the dot product is permuted so that a
-//    lane's fragments are one contiguous 32-byte piece of its key rows and of its heads' codes.
-//    Warp w takes row w % R and m-tiles w / R + i · 8 / R. The head sum is reduced over the quad's
-//    lanes, scaled by the key's scale and written to a score row per query row.
+//    runs when a page holds a multiple of 4 keys, their table lookups a tile ahead, otherwise
+//    4-byte copies). In the MMA the keys are the rows (16 per m-tile, A from shared memory) and
+//    the heads the columns (8 per n-tile, B: the row's q codes, held in registers for the whole
+//    block); the k order of the dot product is permuted so that a lane's fragments are one
+//    contiguous 32-byte piece of its key rows and of its heads' codes. Warp w takes row w % R and
+//    m-tiles w / R + i · 8 / R. The head sum is reduced over the quad's lanes, scaled by the key's
+//    scale and written to a score row per query row.
 //  - any other shape or an exact cache: an fp32 kernel (q and a 32-key tile in shared memory, a
 //    lane per head), the parity path.
 // Both kernels also record each row's largest and smallest score, which the selection's radix
@@ -27,8 +35,9 @@
 // Work: a pure decode step (kernels/cuda/mla_host.h's PureDecode) reads positions and block tables
 // through UploadPerSequence (inside a graph's input block: its device copy) and each block derives
 // its key range from the position on the device, so the step can be captured; the splits of a
-// sequence's keys follow from the batch size alone. Other steps list blocks on the host (kept for
-// the step by StepMemo) and score at most kScoreBudget bytes of rows at a time.
+// sequence's keys follow from the batch size (and the table's width) alone. Other steps list
+// blocks on the host (kept for the step by StepMemo) and score at most kScoreBudget bytes of rows
+// at a time.
 #include <algorithm>
 #include <atomic>
 #include <climits>
@@ -47,7 +56,7 @@ namespace fission::kernels::cuda {
 namespace {
 
 using dsa::OrderedBits;
-using dsa::VisibleKeys;
+using dsa::VisibleEntries;
 
 constexpr float kE4M3Max = 448.0f;
 constexpr int kWarps = 8, kThreads = kWarps * 32;
@@ -141,12 +150,22 @@ struct ScoreArgs {
   const std::int32_t* tables = nullptr;
   const std::int32_t* positions = nullptr;
   const IndexBlock* blocks = nullptr;  // null: a pure decode step, block b is sequence b's row b
-  int table_width = 0, page_size = 0, reach = 0;
+  // Key k (an entry of `per` positions) is cache row KeySlot(table, page_entries, table_step, k);
+  // a row sees VisibleEntries(position, reach, per) keys (reach in positions).
+  int table_width = 0, page_entries = 0, table_step = 1, per = 1, reach = 0;
   int splits = 1, min_chunk = kTileKeys;
   float* scores = nullptr;
   std::int64_t stride = 0;
   std::uint32_t* minmax = nullptr;
 };
+
+// The cache row of key `key` (mla_ops.h's EntrySlot): the key lives in table page key / page ·
+// step, which holds `page` keys. One key per token: page = page_size, step = 1. Entries of `per`
+// positions: page = page_size / per, step = 1 when the page size is a multiple of per, otherwise
+// (an entry spans several pages and lives in its first one) page = 1, step = per / page_size.
+__device__ __forceinline__ std::int64_t KeySlot(const std::int32_t* table, int page, int step, int key) {
+  return static_cast<std::int64_t>(table[key / page * step]) * page + key % page;
+}
 
 __device__ __forceinline__ IndexBlock BlockAt(const ScoreArgs& a, int b) {
   if (a.blocks != nullptr) return a.blocks[b];
@@ -158,7 +177,7 @@ __device__ __forceinline__ IndexBlock BlockAt(const ScoreArgs& a, int b) {
 __device__ __forceinline__ int2 SplitRange(const ScoreArgs& a, const IndexBlock& blk, int tile) {
   int key_end = 0;
   for (int t = 0; t < blk.rows; ++t) {
-    const int v = VisibleKeys(a.positions[blk.pos_offset + t], a.reach);
+    const int v = VisibleEntries(a.positions[blk.pos_offset + t], a.reach, a.per);
     if (v > a.topk) key_end = max(key_end, v);
   }
   const int chunk = max(a.min_chunk, ((key_end + a.splits - 1) / a.splits + tile - 1) / tile * tile);
@@ -178,17 +197,17 @@ __device__ __forceinline__ void PublishMinMax(std::uint32_t* mm, std::uint32_t h
   }
 }
 
-// Key tile [k0, k0 + 128) as the cache holds it (132 bytes a key) when the page size is a multiple
-// of 4: a run of 4 keys is 528 contiguous, 16-byte aligned bytes of one page. RunSlots looks up
+// Key tile [k0, k0 + 128) as the cache holds it (132 bytes a key) when a page holds a multiple of 4
+// keys: a run of 4 keys is 528 contiguous, 16-byte aligned bytes of one page. RunSlots looks up
 // the first slot of the run of each of this thread's chunks (-1 past `end`); IssueRuns copies them,
 // zeros for -1. The lookups of a tile are issued one tile before its copies, so the table reads'
 // latency hides behind a tile of MMAs.
-__device__ __forceinline__ void RunSlots(int (&slots)[kChunksPerThread], const std::int32_t* table, int page, int k0,
-                                         int end) {
+__device__ __forceinline__ void RunSlots(int (&slots)[kChunksPerThread], const std::int32_t* table, int page,
+                                         int step, int k0, int end) {
 #pragma unroll
   for (int j = 0; j < kChunksPerThread; ++j) {
     const int e = threadIdx.x + j * kThreads, key = k0 + 4 * (e / kRunChunks);
-    slots[j] = e < kTileChunks && key < end ? table[key / page] * page + key % page : -1;
+    slots[j] = e < kTileChunks && key < end ? table[key / page * step] * page + key % page : -1;
   }
 }
 __device__ __forceinline__ void IssueRuns(unsigned char* dst, const std::uint8_t* cache,
@@ -206,13 +225,13 @@ __device__ __forceinline__ void IssueRuns(unsigned char* dst, const std::uint8_t
 
 // Any page size: 4-byte copies of every key's 33 words (the table read at the copy).
 __device__ __forceinline__ void LoadKeyTileWords(unsigned char* dst, const std::uint8_t* cache,
-                                                 const std::int32_t* table, int page, int k0, int end) {
+                                                 const std::int32_t* table, int page, int step, int k0, int end) {
   constexpr int kWords = kKeyBytes / 4;  // 33
   for (int e = threadIdx.x; e < kTileKeys * kWords; e += kThreads) {
     const int i = e / kWords, w = e - i * kWords, key = k0 + i;
     const bool ok = key < end;
     const std::uint8_t* src = cache;
-    if (ok) src = cache + (static_cast<std::int64_t>(table[key / page]) * page + key % page) * kKeyBytes + 4 * w;
+    if (ok) src = cache + KeySlot(table, page, step, key) * kKeyBytes + 4 * w;
     CpAsync4(dst + i * kKeyBytes + 4 * w, src, ok ? 4 : 0);
   }
 }
@@ -230,7 +249,7 @@ __global__ void __launch_bounds__(kThreads, NT >= 8 ? 1 : 2) Fp8ScoreKernel(cons
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   const int rows = blk.rows, mine = warp % rows;  // rows: 1, 2, 4 or 8
   const std::int64_t row = blk.row0 + mine;
-  const int visible = VisibleKeys(a.positions[blk.pos_offset + mine], a.reach);
+  const int visible = VisibleEntries(a.positions[blk.pos_offset + mine], a.reach, a.per);
   const int end = visible > a.topk ? min(visible, range.y) : 0;  // keys this warp's row scores
   float* out = a.scores + static_cast<std::int64_t>(blk.slot0 + mine) * a.stride;
 
@@ -249,7 +268,7 @@ __global__ void __launch_bounds__(kThreads, NT >= 8 ? 1 : 2) Fp8ScoreKernel(cons
 
   const auto* cache = static_cast<const std::uint8_t*>(a.cache);
   const std::int32_t* table = a.tables + blk.bt_offset;
-  const bool runs_of_4 = a.page_size % 4 == 0;
+  const bool runs_of_4 = a.page_entries % 4 == 0;
   const int tiles_n = (range.y - range.x + kTileKeys - 1) / kTileKeys;
   // kStages - 1 tiles in flight; `slots` holds the lookups of the next tile to issue.
   int slots[kChunksPerThread];
@@ -258,10 +277,11 @@ __global__ void __launch_bounds__(kThreads, NT >= 8 ? 1 : 2) Fp8ScoreKernel(cons
     if (runs_of_4)
       IssueRuns(dst, cache, slots);
     else
-      LoadKeyTileWords(dst, cache, table, a.page_size, range.x + tile * kTileKeys, range.y);
+      LoadKeyTileWords(dst, cache, table, a.page_entries, a.table_step, range.x + tile * kTileKeys, range.y);
   };
   auto lookup = [&](int tile) {
-    if (runs_of_4 && tile < tiles_n) RunSlots(slots, table, a.page_size, range.x + tile * kTileKeys, range.y);
+    if (runs_of_4 && tile < tiles_n)
+      RunSlots(slots, table, a.page_entries, a.table_step, range.x + tile * kTileKeys, range.y);
   };
   for (int tile = 0; tile < kStages - 1; ++tile) {
     lookup(tile);
@@ -338,10 +358,10 @@ __global__ void __launch_bounds__(kThreads) GenericScoreKernel(const ScoreArgs a
   if (range.x >= range.y) return;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const std::int32_t* table = a.tables + blk.bt_offset;
-  const int page = a.page_size, width = kKind == 2 ? dim + 4 : dim;
+  const int page = a.page_entries, step = a.table_step, width = kKind == 2 ? dim + 4 : dim;
   for (int r = 0; r < blk.rows; ++r) {
     const std::int64_t row = blk.row0 + r;
-    const int visible = VisibleKeys(a.positions[blk.pos_offset + r], a.reach);
+    const int visible = VisibleEntries(a.positions[blk.pos_offset + r], a.reach, a.per);
     const int end = visible > a.topk ? min(visible, range.y) : 0;
     if (range.x >= end) continue;
     float* out = a.scores + static_cast<std::int64_t>(blk.slot0 + r) * a.stride;
@@ -355,7 +375,7 @@ __global__ void __launch_bounds__(kThreads) GenericScoreKernel(const ScoreArgs a
         const int kk = i / dim, d = i - kk * dim, key = k0 + kk;
         float v = 0.0f;
         if (key < end) {
-          const std::int64_t slot = static_cast<std::int64_t>(table[key / page]) * page + key % page;
+          const std::int64_t slot = KeySlot(table, page, step, key);
           if constexpr (kKind == 0) v = static_cast<const float*>(a.cache)[slot * width + d];
           if constexpr (kKind == 1) v = __bfloat162float(static_cast<const __nv_bfloat16*>(a.cache)[slot * width + d]);
           if constexpr (kKind == 2) v = E4M3ToFloat(static_cast<const std::uint8_t*>(a.cache)[slot * width + d]);
@@ -366,8 +386,8 @@ __global__ void __launch_bounds__(kThreads) GenericScoreKernel(const ScoreArgs a
         float sc = 1.0f;
         const int key = k0 + kk;
         if (kKind == 2 && key < end) {
-          const std::uint8_t* p = static_cast<const std::uint8_t*>(a.cache) +
-                                  (static_cast<std::int64_t>(table[key / page]) * page + key % page) * width + dim;
+          const std::uint8_t* p =
+              static_cast<const std::uint8_t*>(a.cache) + KeySlot(table, page, step, key) * width + dim;
           sc = __uint_as_float(p[0] | (p[1] << 8) | (p[2] << 16) | (static_cast<std::uint32_t>(p[3]) << 24));
         }
         kscale[kk] = sc;
@@ -402,9 +422,19 @@ void CheckIndexCache(const Tensor& cache, const IndexerShape& sh) {
                     (fp8 ? cache.dtype == DType::kU8 : (cache.dtype == DType::kF32 || cache.dtype == DType::kBF16)),
                 "index key cache ", cache.shape.ToString(), " of ", DTypeName(cache.dtype), " for head_dim ",
                 sh.head_dim, fp8 ? " (fp8: U8 rows of head_dim + 4 bytes)" : " (exact: fp32 or bf16 rows)");
-  if (sh.tokens_per_entry != 1)
-    Fail("the CUDA indexer scores one key per token; keys of ", sh.tokens_per_entry,
-         " positions (DeepSeek-V4's CSA) have no CUDA kernel yet");
+  FISSION_CHECK(sh.tokens_per_entry >= 1, "index keys of ", sh.tokens_per_entry, " positions");
+}
+
+// KeySlot's page and step for the shape (mla_ops.h's EntrySlot, for page sizes and tokens_per_entry
+// that divide one another, as the engine's paged classes must: model/memory_spec.h).
+struct KeyPaging {
+  std::int64_t page_entries = 0, table_step = 1;
+};
+KeyPaging PagingOf(const IndexerShape& sh) {
+  const std::int64_t page = sh.page_size, per = sh.tokens_per_entry;
+  FISSION_CHECK(page % per == 0 || per % page == 0, "index keys of ", per, " positions in pages of ", page,
+                " (one must divide the other)");
+  return per <= page ? KeyPaging{page / per, 1} : KeyPaging{1, per / page};
 }
 
 // Whether the tensor-core kernel takes the shape.
@@ -428,8 +458,9 @@ struct IndexPlan {
 
 IndexPlan PlanOnHost(CudaContext& ctx, std::span<const SeqAttention> seqs, const IndexerShape& sh, bool tensor_cores) {
   std::vector<std::int32_t> positions, tables;
-  std::int64_t longest = 1;
-  for (const SeqAttention& s : seqs) longest = std::max<std::int64_t>(longest, s.kv_len);
+  const std::int64_t per = sh.tokens_per_entry;
+  std::int64_t longest = 1;  // keys a score row holds at most
+  for (const SeqAttention& s : seqs) longest = std::max<std::int64_t>(longest, s.kv_len / per);
   IndexPlan plan;
   plan.stride = (longest + 3) / 4 * 4;
   const std::int64_t group_slots = std::max<std::int64_t>(8, kScoreBudget / (plan.stride * 4));
@@ -452,7 +483,7 @@ IndexPlan PlanOnHost(CudaContext& ctx, std::span<const SeqAttention> seqs, const
       p.blocks.push_back({s.query_start + t, r, bt, pos + t, slot0});
       for (int i = 0; i < r; ++i) {
         p.rows.push_back({s.query_start + t + i, pos + t + i});
-        p.longest = std::max(p.longest, s.query_positions[t + i] + 1);
+        p.longest = std::max(p.longest, static_cast<int>((s.query_positions[t + i] + 1) / per));
       }
       t += r;
     }
@@ -546,6 +577,8 @@ void IndexerTopK(CudaContext& ctx, const Tensor& q, const Tensor& weights, const
   static_assert(dsa::kMaxTopk == kCudaMaxIndexTopk, "the loader's limit is the kernel's");
   FISSION_CHECK(k >= 1 && k <= dsa::kMaxTopk && sh.page_size > 0, "IndexerTopK topk ", k, " page ", sh.page_size);
   FISSION_CHECK(cache.shape[0] < (std::int64_t{1} << 31), "index key cache too large for 32-bit slots");
+  const KeyPaging paging = PagingOf(sh);
+  const std::int64_t per = sh.tokens_per_entry;
   std::int64_t rows = 0;
   for (const SeqAttention& s : seqs) {
     FISSION_CHECK(s.query_start >= 0 && s.query_start + s.query_len <= n, "sequence rows out of range");
@@ -554,7 +587,8 @@ void IndexerTopK(CudaContext& ctx, const Tensor& q, const Tensor& weights, const
                   s.block_table.size(), " pages cannot hold ", s.kv_len, " tokens");
     for (std::int32_t p : s.query_positions) FISSION_CHECK(p >= 0 && p < s.kv_len, "query position ", p);
     for (std::int32_t page : s.block_table)
-      FISSION_CHECK(page >= 0 && (page + 1) * sh.page_size <= cache.shape[0], "page ", page, " outside the cache");
+      FISSION_CHECK(page >= 0 && (page + 1) * paging.page_entries <= cache.shape[0], "page ", page,
+                    " outside the cache");
     rows += s.query_len;
   }
   if (rows == 0) return;
@@ -579,10 +613,13 @@ void IndexerTopK(CudaContext& ctx, const Tensor& q, const Tensor& weights, const
   a.dim = static_cast<int>(dim);
   a.heads = static_cast<int>(heads);
   a.topk = static_cast<int>(k);
-  a.page_size = static_cast<int>(sh.page_size);
+  a.page_entries = static_cast<int>(paging.page_entries);
+  a.table_step = static_cast<int>(paging.table_step);
+  a.per = static_cast<int>(per);
   a.min_chunk = tensor_cores ? kMinChunk : kGenericMinChunk;
   dsa::TopkArgs t;
   t.topk = static_cast<int>(k);
+  t.per = a.per;
   t.out = topk.ptr<std::int32_t>();
 
   const char* skip = std::getenv("FISSION_DSA_SKIP_TOPK");
@@ -612,22 +649,23 @@ void IndexerTopK(CudaContext& ctx, const Tensor& q, const Tensor& weights, const
                                              &position_width);
     DeviceMeta tables = UploadPerSequence(ctx, seqs, [](const SeqAttention& s) { return s.block_table; }, &table_width);
     FISSION_CHECK(position_width == 1 && table_width * sh.page_size < INT_MAX, "decode positions/tables");
-    const std::int64_t reach = table_width * sh.page_size;
+    const std::int64_t reach = table_width * sh.page_size, keys = std::max<std::int64_t>(1, reach / per);
     a.positions = positions.ptr<std::int32_t>();
     a.tables = tables.ptr<std::int32_t>();
     a.table_width = static_cast<int>(table_width);
     a.reach = static_cast<int>(reach);
-    a.stride = (reach + 3) / 4 * 4;
-    a.splits = PickSplits(n, std::clamp<std::int64_t>((reach + a.min_chunk - 1) / a.min_chunk, 1, kMaxDecodeSplits),
+    a.stride = (keys + 3) / 4 * 4;
+    a.splits = PickSplits(n, std::clamp<std::int64_t>((keys + a.min_chunk - 1) / a.min_chunk, 1, kMaxDecodeSplits),
                           ctx.sm_count());
     Buffer scores(DType::kF32, Shape{n, a.stride}, ctx.allocator());
     Buffer minmax(DType::kI32, Shape{n, 2}, ctx.allocator());
     run(static_cast<int>(n), static_cast<int>(n), scores, minmax);
     return;
   }
-  const IndexPlan& plan = ctx.StepMemo<IndexPlan>(
-      {"dsa.indexer", seqs.data(), seqs.size(), tensor_cores, k, sh.page_size}, seqs[0].query_positions.data(),
-      [&] { return PlanOnHost(ctx, seqs, sh, tensor_cores); });
+  // The plan depends on the kernel, topk, the page size and the positions a key covers.
+  const StepMemoKey memo{"dsa.indexer", seqs.data(), seqs.size(), 2 * per + (tensor_cores ? 1 : 0), k, sh.page_size};
+  const IndexPlan& plan = ctx.StepMemo<IndexPlan>(memo, seqs[0].query_positions.data(),
+                                                  [&] { return PlanOnHost(ctx, seqs, sh, tensor_cores); });
   a.positions = plan.positions.ptr<std::int32_t>();
   a.tables = plan.tables.ptr<std::int32_t>();
   a.reach = INT_MAX;

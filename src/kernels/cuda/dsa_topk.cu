@@ -1,6 +1,7 @@
 // The lightning indexer's selection (kernels/dsa_ops.h): for every query row, the positions of its
 // topk highest scores, highest first, equal scores in position order; a row that sees at most topk
-// keys selects them all in position order.
+// keys selects them all in position order. With keys of several positions (DeepSeek-V4's CSA
+// entries) the scores are per entry, and "position" is the entry's index throughout.
 //
 // One block of 1024 threads per row. The scoring kernel leaves each row's largest and smallest
 // score. A first pass histograms the scores over [smallest, largest] in 2048 equal bins (shared
@@ -256,7 +257,7 @@ __global__ void __launch_bounds__(kThreads) TopkKernel(const TopkArgs a) {
   } else {
     position = a.positions[slot];
   }
-  const int visible = VisibleKeys(position, a.reach), k = a.topk;
+  const int visible = VisibleEntries(position, a.reach, a.per), k = a.topk;
   std::int32_t* out = a.out + static_cast<std::int64_t>(row) * k;
   if (visible <= k) {  // every key, in position order
     for (int j = threadIdx.x; j < k; j += kThreads) out[j] = j < visible ? j : -1;
