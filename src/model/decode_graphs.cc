@@ -54,9 +54,9 @@ DecodeGraphs::DecodeGraphs(kernels::Backend& backend, std::vector<int> sizes, co
   const std::int64_t g = sizes_.back(), rows = g * shape_.tokens_per_sequence;
   StepInputs sizing(backend_, memory.spec(), shape_.vocab_ranks);
   inputs_ = std::make_unique<StepInputs>(backend_, memory.spec(), shape_.vocab_ranks,
-                                         sizing.BytesFor(rows, rows, rows, g, max_pages_));
+                                         sizing.BytesFor(rows, rows, LogitsRows(g), g, max_pages_));
   Allocator* alloc = backend_.allocator();
-  logits_ = Buffer(DType::kF32, Shape{rows, shape_.vocab_size}, alloc);
+  logits_ = Buffer(DType::kF32, Shape{LogitsRows(g), shape_.vocab_size}, alloc);
   if (shape_.hidden_size > 0) {
     hidden_ = Buffer(DType::kF32, Shape{rows, shape_.hidden_size}, alloc);
     if (shape_.input_rows) {
@@ -72,14 +72,21 @@ bool DecodeGraphs::For(const ModelMemory& memory) const {
   return memory.plan() == memory_plan_ && memory.SameStorage(memory_addresses_);
 }
 
+std::int64_t DecodeGraphs::LogitsRows(std::int64_t sequences) const {
+  return shape_.last_row_logits ? sequences : sequences * shape_.tokens_per_sequence;
+}
+
 bool DecodeGraphs::Takes(const ForwardBatch& batch) const {
   const std::size_t n = batch.sequences.size();
   const std::int32_t t = shape_.tokens_per_sequence;
   if (sizes_.empty() || n == 0 || n > static_cast<std::size_t>(sizes_.back())) return false;
   const std::size_t rows = n * static_cast<std::size_t>(t);
-  if (batch.token_ids.size() != rows || batch.logits_indices.size() != rows) return false;
-  for (std::size_t r = 0; r < rows; ++r)
-    if (batch.logits_indices[r] != static_cast<std::int32_t>(r)) return false;
+  const std::size_t logits = static_cast<std::size_t>(LogitsRows(static_cast<std::int64_t>(n)));
+  if (batch.token_ids.size() != rows || batch.logits_indices.size() != logits) return false;
+  // Every row in order, or the last row of each sequence.
+  const std::int32_t step = shape_.last_row_logits ? t : 1, offset = shape_.last_row_logits ? t - 1 : 0;
+  for (std::size_t r = 0; r < logits; ++r)
+    if (batch.logits_indices[r] != static_cast<std::int32_t>(r) * step + offset) return false;
   for (std::size_t i = 0; i < n; ++i) {
     const SequenceSlice& s = batch.sequences[i];
     if (s.query_len != t || s.query_start != static_cast<std::int32_t>(i) * t || (t > 1 && !s.verify) ||
@@ -112,7 +119,7 @@ void DecodeGraphs::WritePadded(const ForwardBatch& batch, int size) {
       padded_.token_ids.push_back(0);
       padded_.positions.push_back(j);
       padded_.kv_slots.push_back(-1);
-      padded_.logits_indices.push_back(i * t + j);
+      if (!shape_.last_row_logits || j + 1 == t) padded_.logits_indices.push_back(i * t + j);
     }
   }
   const PcpPlan unsplit = PlanContextParallelStep(padded_, 1, 0, 0);
@@ -122,7 +129,7 @@ void DecodeGraphs::WritePadded(const ForwardBatch& batch, int size) {
 DecodeGraphs::Outputs DecodeGraphs::OutputsOf(int size) const {
   const std::int64_t rows = static_cast<std::int64_t>(size) * shape_.tokens_per_sequence;
   Outputs out;
-  out.logits = logits_.tensor().Rows(0, rows);
+  out.logits = logits_.tensor().Rows(0, LogitsRows(size));
   if (!hidden_.empty()) out.hidden = hidden_.tensor().Rows(0, rows);
   if (!input_.empty()) out.input = input_.tensor().Rows(0, rows);
   return out;
@@ -172,7 +179,7 @@ std::optional<DecodeGraphs::Result> DecodeGraphs::Run(const ForwardBatch& batch,
     used_pages = std::max(used_pages, static_cast<std::int32_t>(s.block_table.size()));
   graphs_.at(size)->Replay(inputs_->ReplayCopies(used_pages));
   const std::int64_t rows = batch.num_tokens();
-  Result result{StepLogits(logits_.tensor().Rows(0, rows), &backend_), Tensor{}};
+  Result result{StepLogits(logits_.tensor().Rows(0, LogitsRows(n)), &backend_), Tensor{}};
   if (!hidden_.empty()) result.hidden = hidden_.tensor().Rows(0, rows);
   return result;
 }

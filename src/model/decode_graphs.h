@@ -1,9 +1,11 @@
 // Captured steps (CUDA graphs) for one model shard: a step of n sequences of T new tokens each
-// (T = 1: plain decode; T = S + 1: speculative verify runs of a token and S drafts) runs as the
-// replay of a graph captured for the smallest batch size >= n in the configured list, its
-// sequences past n padding (tokens 0 at positions 0 .. T - 1, KV slot -1: nothing is written;
-// their rows are dropped). The engine captures every size at start-up (CaptureAll); a size not
-// captured yet is captured the first time a batch needs it.
+// (T = 1: plain decode or a chained draft step; T = S + 1: speculative verify runs of a token and
+// S drafts, or padded draft extends, model/draft_batch.h) runs as the replay of a graph captured
+// for the smallest batch size >= n in the configured list, its sequences past n padding (tokens 0
+// at positions 0 .. T - 1, KV slot -1: nothing is written; their rows are dropped). Every row
+// returns logits, or (StepShape::last_row_logits, the draft extends) each sequence's last row
+// only. The engine captures every size at start-up (CaptureAll); a size not captured yet is
+// captured the first time a batch needs it.
 //
 // Every graph reads its step from one fixed step-input block (model/step_inputs.h), written the
 // same way as an eager step's, with block tables at a fixed width of `max_pages` pages per
@@ -47,7 +49,7 @@ class DecodeGraphs {
  public:
   // What every graph of a set computes.
   struct StepShape {
-    int tokens_per_sequence = 1;     // T: 1 for decode, S + 1 for verify runs
+    int tokens_per_sequence = 1;     // T: 1 for decode, S + 1 for verify runs and padded extends
     std::int64_t vocab_size = 0;     // the logits' width
     int vocab_ranks = 1;             // attention-TP ranks (the step-input block's vocabulary order)
     std::int64_t max_positions = 0;  // the longest context (the block tables' fixed width)
@@ -55,10 +57,13 @@ class DecodeGraphs {
     // `input_rows`, read rows [tokens, hidden_size] the caller fills (`Outputs::input`).
     std::int64_t hidden_size = 0;
     bool input_rows = false;
+    // Logits of each sequence's last row only (rows i·T + T − 1), not of every row.
+    bool last_row_logits = false;
     const char* what = "decode";  // the steps' name in logs
   };
-  // A graph's fixed tensors at its size (rows = size · T): where the step writes its logits (and
-  // hidden rows) and the input rows it reads. Empty where the StepShape asks for none.
+  // A graph's fixed tensors at its size (rows = size · T; logits rows = size with
+  // last_row_logits): where the step writes its logits (and hidden rows) and the input rows it
+  // reads. Empty where the StepShape asks for none.
   struct Outputs {
     Tensor logits, hidden, input;
   };
@@ -77,8 +82,9 @@ class DecodeGraphs {
 
   // Whether these graphs were made for `memory` (the same storage and geometry).
   bool For(const ModelMemory& memory) const;
-  // Whether `batch` is a step a graph runs: every sequence T new tokens (T > 1: verify runs) in
-  // sequence order, every row's logits in order, at most the largest size, tables that fit.
+  // Whether `batch` is a step a graph runs: every sequence T new tokens (T > 1: verify runs or
+  // padded extends) in sequence order, every row's logits in order (or every sequence's last
+  // row's), at most the largest size, tables that fit.
   bool Takes(const ForwardBatch& batch) const;
   // The input rows of the first `tokens` rows, for the caller to fill before Run (StepShape::input_rows).
   Tensor InputRows(std::int32_t tokens) const;
@@ -102,6 +108,8 @@ class DecodeGraphs {
   // Writes `batch`'s sequences and padding sequences up to `size` into the block.
   void WritePadded(const ForwardBatch& batch, int size);
   Outputs OutputsOf(int size) const;
+  // Logits rows a graph of `size` sequences returns.
+  std::int64_t LogitsRows(std::int64_t sequences) const;
 
   kernels::Backend& backend_;
   std::vector<int> sizes_;  // ascending; sizes from a failed capture on are removed
@@ -111,7 +119,8 @@ class DecodeGraphs {
   std::int64_t max_pages_ = 0;
   std::unique_ptr<StepInputs> inputs_;
   ForwardBatch padded_;  // the last padded batch (scratch)
-  // [largest size · T, vocab] and [largest size · T, hidden]: every graph's rows.
+  // [largest size · T (or largest size), vocab] and [largest size · T, hidden]: every graph's
+  // rows.
   Buffer logits_, hidden_, input_;
   std::map<int, std::unique_ptr<kernels::StepGraph>> graphs_;
 };
