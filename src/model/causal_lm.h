@@ -69,7 +69,9 @@ class CausalLM {
   // Captures the decode graphs of every configured batch size for the allocated memory now, as
   // SGLang does at start-up, so that no request waits for a capture; a model without graphs does
   // nothing. `draft_steps` > 0 (speculative decoding with that many drafts a sequence): also the
-  // verify runs' graphs (draft_steps + 1 tokens a sequence) and the draft layer's chained steps'.
+  // verify runs' graphs (draft_steps + 1 tokens a sequence), the padded draft extends' (when the
+  // model takes them: padded_extend_rows) and the draft layer's chained steps'. It also tells the
+  // model S = draft_steps, so a model without graphs is called too.
   virtual void CaptureDecodeGraphs(std::int32_t draft_steps) { (void)draft_steps; }
   // Drops captured decode graphs (they reference the communicators, which a parallel model
   // destroys before its ranks' models).
@@ -79,6 +81,11 @@ class CausalLM {
   // loaded them keeps the hidden states of its last target step's rows (the rows fed to the lm_head)
   // and those of its last draft step, and its Memory() includes the draft layers' cache classes.
   virtual bool has_draft() const { return false; }
+  // T > 0: the model takes the draft extend after a verify run (or a one-token decode) padded to T
+  // rows a sequence (model/draft_batch.h, "Padded extends"), T = S + 1 of CaptureDecodeGraphs, and
+  // the engine pads it so, graphs or not (a padded extend gives the same drafts eagerly and as a
+  // replay). 0: extends of the committed rows only.
+  virtual std::int32_t padded_extend_rows() const { return 0; }
   // Runs the draft layer over `batch` and returns its logits [batch.logits_indices.size(), vocab],
   // like Forward. The source step must be the model's latest step of that kind.
   virtual StepLogits ForwardDraft(const DraftBatch& batch) {

@@ -82,17 +82,24 @@ DecodeGraphs::StepFn DecoderModel::DraftStepFn() {
 
 void DecoderModel::CaptureDecodeGraphs(std::int32_t draft_steps) {
   verify_tokens_ = draft_ != nullptr && draft_steps > 0 ? draft_steps + 1 : 0;
-  DecodeGraphs* decode = GraphSet(&target_graphs_[1], 1, false);
+  // The engine pads extends whether or not graphs are on, so its drafts do not depend on them.
+  extend_rows_ = verify_tokens_ > 0 && draft_->TakesPaddingRows() ? verify_tokens_ : 0;
+  DecodeGraphs* decode = GraphSet(&target_graphs_[1], 1, GraphKind::kTarget);
   if (decode == nullptr) return;
   const auto start = std::chrono::steady_clock::now();
   std::string captured = StrCat(decode->CaptureAll(TargetStepFn()), " decode");
   if (verify_tokens_ > 0) {
-    // Verify runs of S + 1 tokens a sequence at the same batch sizes (as SGLang), and the chained
-    // draft steps (S - 1 a decode step) when there are any.
+    // Verify runs of S + 1 tokens a sequence at the same batch sizes (as SGLang), the draft
+    // extends after them padded to S + 1 rows a sequence (as SGLang's draft-extend graphs), and
+    // the chained draft steps (S - 1 a decode step) when there are any.
     const int tokens = verify_tokens_;
-    captured += StrCat(", ", GraphSet(&target_graphs_[tokens], tokens, false)->CaptureAll(TargetStepFn()),
+    captured += StrCat(", ", GraphSet(&target_graphs_[tokens], tokens, GraphKind::kTarget)->CaptureAll(TargetStepFn()),
                        " verify (", tokens, " tokens a sequence)");
-    if (draft_steps > 1) captured += StrCat(", ", GraphSet(&draft_graphs_, 1, true)->CaptureAll(DraftStepFn()), " draft");
+    if (extend_rows_ > 0)
+      captured += StrCat(", ", GraphSet(&extend_graphs_, extend_rows_, GraphKind::kExtend)->CaptureAll(DraftStepFn()),
+                         " draft extend (", extend_rows_, " rows a sequence)");
+    if (draft_steps > 1)
+      captured += StrCat(", ", GraphSet(&draft_graphs_, 1, GraphKind::kDraft)->CaptureAll(DraftStepFn()), " draft");
   }
   if (options_.rank.world_rank() == 0)
     Log(LogLevel::kInfo, "CUDA graphs: captured ", captured, " batch sizes in ",
@@ -102,12 +109,13 @@ void DecoderModel::CaptureDecodeGraphs(std::int32_t draft_steps) {
 void DecoderModel::ReleaseGraphs() {
   target_graphs_.clear();
   draft_graphs_.reset();
+  extend_graphs_.reset();
   // They may be views of the graphs' rows.
   target_hidden_.View(Tensor{});
   draft_hidden_.View(Tensor{});
 }
 
-DecodeGraphs* DecoderModel::GraphSet(std::unique_ptr<DecodeGraphs>* slot, int tokens_per_sequence, bool draft) {
+DecodeGraphs* DecoderModel::GraphSet(std::unique_ptr<DecodeGraphs>* slot, int tokens_per_sequence, GraphKind kind) {
   if (graph_sizes_.empty() || memory_ == nullptr) return nullptr;
   if (*slot == nullptr || !(*slot)->For(*memory_)) {
     slot->reset();
@@ -119,8 +127,12 @@ DecodeGraphs* DecoderModel::GraphSet(std::unique_ptr<DecodeGraphs>* slot, int to
     // With a draft layer every target step keeps its normed hidden rows, and a draft step reads
     // the rows the caller gathers into its input.
     if (draft_ != nullptr) shape.hidden_size = config_.hidden_size;
-    shape.input_rows = draft;
-    shape.what = draft ? "draft" : tokens_per_sequence > 1 ? "verify" : "decode";
+    shape.input_rows = kind != GraphKind::kTarget;
+    shape.last_row_logits = kind == GraphKind::kExtend;
+    shape.what = kind == GraphKind::kExtend ? "draft extend"
+                 : kind == GraphKind::kDraft ? "draft"
+                 : tokens_per_sequence > 1   ? "verify"
+                                             : "decode";
     *slot = DecodeGraphs::Create(backend_, graph_sizes_, *memory_, shape);
     if (*slot == nullptr) graph_sizes_.clear();  // the backend does not capture (the CPU)
   }
@@ -133,13 +145,21 @@ DecodeGraphs* DecoderModel::TargetGraphs(const ForwardBatch& batch) {
   // Several tokens a sequence are captured as the engine's verify runs only.
   if (first.query_len < 1 || (first.query_len > 1 && (first.query_len != verify_tokens_ || !first.verify)))
     return nullptr;
-  DecodeGraphs* graphs = GraphSet(&target_graphs_[first.query_len], first.query_len, false);
+  DecodeGraphs* graphs = GraphSet(&target_graphs_[first.query_len], first.query_len, GraphKind::kTarget);
   return graphs != nullptr && graphs->Takes(batch) ? graphs : nullptr;
 }
 
-DecodeGraphs* DecoderModel::DraftGraphs(const ForwardBatch& batch) {
-  if (graph_sizes_.empty()) return nullptr;
-  DecodeGraphs* graphs = GraphSet(&draft_graphs_, 1, true);
+DecodeGraphs* DecoderModel::DraftGraphs(const DraftBatch& draft) {
+  const ForwardBatch& batch = draft.batch;
+  if (graph_sizes_.empty() || batch.sequences.empty()) return nullptr;
+  const SequenceSlice& first = batch.sequences.front();
+  DecodeGraphs* graphs = nullptr;
+  if (first.query_len == 1) {
+    graphs = GraphSet(&draft_graphs_, 1, GraphKind::kDraft);
+  } else if (extend_rows_ > 0 && first.query_len == extend_rows_ && first.verify &&
+             draft.source == DraftBatch::Source::kTarget) {
+    graphs = GraphSet(&extend_graphs_, extend_rows_, GraphKind::kExtend);
+  }
   return graphs != nullptr && graphs->Takes(batch) ? graphs : nullptr;
 }
 
@@ -191,6 +211,8 @@ void DecoderModel::CheckDraftBatch(const DraftBatch& draft, std::int64_t source_
                   batch.token_ids[i], " outside vocabulary ", config_.vocab_size);
     FISSION_CHECK(draft.hidden_rows[i] >= 0 && draft.hidden_rows[i] < source_rows, "draft row ", i,
                   " reads hidden row ", draft.hidden_rows[i], " of a step that kept ", source_rows);
+    FISSION_CHECK(batch.kv_slots[i] >= 0 || draft_->TakesPaddingRows(), "draft row ", i,
+                  " is a padding row (KV slot -1), which this draft layer does not take");
   }
 }
 
@@ -201,7 +223,7 @@ StepLogits DecoderModel::ForwardDraft(const DraftBatch& draft) {
   const KeptRows& source = draft.source == DraftBatch::Source::kTarget ? target_hidden_ : draft_hidden_;
   CheckDraftBatch(draft, source.count());
   const Shape rows{batch.num_tokens(), config_.hidden_size};
-  if (DecodeGraphs* graphs = DraftGraphs(batch)) {
+  if (DecodeGraphs* graphs = DraftGraphs(draft)) {
     // The rows go into the graph's input before any capture, which may write the source (the
     // previous draft step's rows are this set's own output).
     const Tensor input = graphs->InputRows(batch.num_tokens());

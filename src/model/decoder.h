@@ -1,6 +1,7 @@
 // What every decoder-only family shares, so that a family file holds only its own math: the
 // step's plumbing (token ids checked, the context-parallel split planned, the step-input block
-// written and uploaded, decode, verify and chained draft steps sent to CUDA graphs), the model's
+// written and uploaded, decode, verify, padded draft extend and chained draft steps sent to CUDA
+// graphs), the model's
 // memory, the vocab-parallel
 // embedding, and the final norm and lm_head over only the rows whose logits the step returns.
 //
@@ -58,9 +59,11 @@ class DecoderModel : public CausalLM {
   void CaptureDecodeGraphs(std::int32_t draft_steps) override;
   void ReleaseGraphs() override;
   bool has_draft() const override { return draft_ != nullptr; }
+  // S + 1 once CaptureDecodeGraphs(S) announced S > 0, when the draft layer takes padding rows.
+  std::int32_t padded_extend_rows() const override { return extend_rows_; }
   std::vector<std::int64_t> ExpertLoad() const override { return expert_load_.per_ep_rank; }
   // Draft steps run unsplit on every rank (the CP split is for the target's prefill); one row per
-  // sequence (the chained steps) as graph replays.
+  // sequence (the chained steps) and padded extends as graph replays.
   StepLogits ForwardDraft(const DraftBatch& batch) override;
 
   const io::ModelConfig& config() const { return config_; }
@@ -118,12 +121,15 @@ class DecoderModel : public CausalLM {
   void CheckDraftBatch(const DraftBatch& draft, std::int64_t source_rows) const;
   StepLogits LmHead(const StepContext& step, const Tensor& rows);
   StepContext MakeContext(const StepView& view, const TokenLayout& layout, const Tensor& logits_out) const;
+  // What a graph set runs: target steps, chained draft steps (one row a sequence, reading input
+  // rows) or padded draft extends (T rows a sequence reading input rows, the last row's logits).
+  enum class GraphKind : std::uint8_t { kTarget, kDraft, kExtend };
   // The graph set in `slot` for the allocated memory (made anew after AllocateMemory), null when
-  // graphs are off: target steps of `tokens_per_sequence` tokens a sequence, or draft steps.
-  DecodeGraphs* GraphSet(std::unique_ptr<DecodeGraphs>* slot, int tokens_per_sequence, bool draft);
+  // graphs are off, of `kind` at `tokens_per_sequence` tokens a sequence.
+  DecodeGraphs* GraphSet(std::unique_ptr<DecodeGraphs>* slot, int tokens_per_sequence, GraphKind kind);
   // The set that runs `batch` as a replay, or null (the step runs eagerly).
   DecodeGraphs* TargetGraphs(const ForwardBatch& batch);
-  DecodeGraphs* DraftGraphs(const ForwardBatch& batch);
+  DecodeGraphs* DraftGraphs(const DraftBatch& draft);
   DecodeGraphs::StepFn TargetStepFn();
   DecodeGraphs::StepFn DraftStepFn();
 
@@ -138,12 +144,14 @@ class DecoderModel : public CausalLM {
   std::unique_ptr<StepInputs> inputs_;  // eager steps' block
   std::vector<int> graph_sizes_;        // empty: every step runs eagerly
   // Target steps' graphs by tokens per sequence (1: decode, S + 1: verify runs), and the draft
-  // layer's (one row per sequence).
+  // layer's: chained steps (one row per sequence) and padded extends (extend_rows_ a sequence).
   std::map<int, std::unique_ptr<DecodeGraphs>> target_graphs_;
-  std::unique_ptr<DecodeGraphs> draft_graphs_;
+  std::unique_ptr<DecodeGraphs> draft_graphs_, extend_graphs_;
   // S + 1 of the engine's speculative decoding (CaptureDecodeGraphs): verify runs of other lengths
   // (sequences near max_new_tokens draft fewer) run eagerly. 0: no verify graphs.
   int verify_tokens_ = 0;
+  // S + 1 when the draft layer takes padded extends (model/draft_batch.h), else 0.
+  std::int32_t extend_rows_ = 0;
   std::unique_ptr<DraftHead> draft_;
   int draft_class_ = -1;  // the draft's first cache class in the allocated memory
   // With a draft layer: the normed hidden states [tokens, hidden] of every row of the last target

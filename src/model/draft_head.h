@@ -26,6 +26,17 @@ class DraftHead {
   // class in the model's memory.
   virtual void Forward(const StepContext& step, const Tensor& embedded, const Tensor& previous, int first_class,
                        const Tensor& out) const = 0;
+  // Whether padding rows (model/draft_batch.h, "Padded extends": rows at committed positions with
+  // KV slot -1) leave its memory as it is, so that it takes padded extends. By default: when every
+  // class it declares is paged at one position per entry, which a row writes only at its KV slot.
+  // A layer with per-request state (a sliding window, a compressor's carry-over) or entries of
+  // several positions, written from every row of a step whatever its slot, answers false unless
+  // it skips such rows itself; its extends then run unpadded, eagerly.
+  virtual bool TakesPaddingRows() const {
+    for (const CacheClass& c : Memory())
+      if (c.kind != CacheKind::kPaged || c.tokens_per_entry != 1) return false;
+    return true;
+  }
 };
 
 }  // namespace fission::model

@@ -26,7 +26,8 @@ struct SequenceSlice {
   std::int32_t state_slot = -1;
   // A speculative verify run: the sequence's last token and its draft tokens. The model computes
   // it as it computes a decode token (MLA's absorbed form, never split over the CP group), so each
-  // row's logits are those a plain decode step would give at that position.
+  // row's logits are those a plain decode step would give at that position. In a draft step: a
+  // padded extend's sequence (model/draft_batch.h), whose rows are decode rows likewise.
   bool verify = false;
 
   std::int32_t kv_len() const { return context_len + query_len; }

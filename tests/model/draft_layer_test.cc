@@ -7,6 +7,7 @@
 #include <cstring>
 #include <string>
 
+#include "model/draft_head.h"
 #include "model/runtime/model_loader.h"
 
 namespace fission::model {
@@ -111,6 +112,42 @@ TEST(DraftLayer, BothLayoutsAndTensorParallelismGiveTheSameDraft) {
   EXPECT_LT(RelativeL2(DraftLogits(*tp2), a), 1e-5);
   // The draft's logits are not the target's: the layer ran.
   EXPECT_GT(a.tensor().numel(), 0);
+}
+
+// Padded extends (model/draft_batch.h) are for draft layers whose padding rows write nothing: the
+// NextN layer's one latent class of one position per entry; not a layer with per-request state or
+// compressed entries.
+class ClassesOnlyHead final : public DraftHead {
+ public:
+  explicit ClassesOnlyHead(std::vector<CacheClass> classes) : classes_(std::move(classes)) {}
+  std::vector<CacheClass> Memory() const override { return classes_; }
+  void Forward(const StepContext&, const Tensor&, const Tensor&, int, const Tensor&) const override {}
+
+ private:
+  std::vector<CacheClass> classes_;
+};
+
+TEST(DraftLayer, PaddedExtendsNeedLayersThatPaddingRowsLeaveAlone) {
+  CacheClass latent{"latent", CacheKind::kPaged, 1, 0, 1, {{"latent", DType::kF32, 8}}};
+  CacheClass compressed = latent, window = latent;
+  compressed.tokens_per_entry = 4;
+  window.kind = CacheKind::kPerRequest;
+  window.entries_per_request = 128;
+  EXPECT_TRUE(ClassesOnlyHead({latent}).TakesPaddingRows());
+  EXPECT_FALSE(ClassesOnlyHead({latent, compressed}).TakesPaddingRows());
+  EXPECT_FALSE(ClassesOnlyHead({latent, window}).TakesPaddingRows());
+  // The NextN layer takes them once the engine announces S (with or without graphs).
+  auto model = LoadCausalLM(ModelDir("tiny-deepseek-v3"), WithDraft());
+  EXPECT_EQ(model->padded_extend_rows(), 0);
+  model->AllocateMemory({16, kPage, 0});
+  model->CaptureDecodeGraphs(3);
+  EXPECT_EQ(model->padded_extend_rows(), 4);
+  model->CaptureDecodeGraphs(0);  // plain decoding
+  EXPECT_EQ(model->padded_extend_rows(), 0);
+  auto plain = LoadCausalLM(ModelDir("tiny-deepseek-v3"));
+  plain->AllocateMemory({16, kPage, 0});
+  plain->CaptureDecodeGraphs(3);
+  EXPECT_EQ(plain->padded_extend_rows(), 0);
 }
 
 TEST(DraftLayer, AModelWithoutTheFlagHasNoDraft) {

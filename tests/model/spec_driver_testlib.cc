@@ -43,6 +43,7 @@ void SpeculateBoth(CausalLM& test, CausalLM& reference, const std::vector<int>& 
   const std::int32_t pages = (longest + rounds * static_cast<std::int32_t>(batches.size()) * (drafts + 2)) / page_size + 2;
   SpecDriver a(test, n, page_size, pages), b(reference, n, page_size, pages);
   test.CaptureDecodeGraphs(drafts);  // as the engine does, for its memory
+  const std::int32_t padded = test.padded_extend_rows();
   for (int s = 0; s < n; ++s) PrefillBoth(a, b, s, Tokens(lengths[s], 40 + s, reference.vocab_size()), compare);
   for (int round = 0; round < rounds; ++round)
     for (const std::vector<int>& batch : batches) {
@@ -59,9 +60,9 @@ void SpeculateBoth(CausalLM& test, CausalLM& reference, const std::vector<int>& 
       b.SetChunks(batch);
       const LogitRows verify = b.Target(chunks, true);
       compare(a.Target(chunks, true), verify, batch.size(), what + " (verify)");
-      const std::int32_t kept = round % (drafts + 1);
       std::vector<std::int32_t> rows, positions, tokens;
       for (std::size_t k = 0; k < batch.size(); ++k) {
+        const std::int32_t kept = (round + static_cast<std::int32_t>(k)) % (drafts + 1);
         // The kept drafts and the target's own token after them.
         std::vector<std::int32_t> emitted(chunks[k].second.begin() + 1, chunks[k].second.begin() + 1 + kept);
         emitted.push_back(Argmax(verify[k * (drafts + 1) + kept]));
@@ -70,8 +71,8 @@ void SpeculateBoth(CausalLM& test, CausalLM& reference, const std::vector<int>& 
         rows.push_back(kept + 1);
       }
       // The extend's rows: the run's first token and the kept drafts, each reading its hidden row.
-      const LogitRows extend = b.Extend(rows);
-      compare(a.Extend(rows), extend, batch.size(), what + " (extend)");
+      const LogitRows extend = b.Extend(rows, padded);
+      compare(a.Extend(rows, padded), extend, batch.size(), what + " (extend)");
       for (std::size_t k = 0; k < batch.size(); ++k) {
         positions.push_back(static_cast<std::int32_t>(b.tokens(batch[k]).size()) - 1);
         tokens.push_back(Argmax(extend[k]));

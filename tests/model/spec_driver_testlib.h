@@ -48,8 +48,10 @@ class SpecDriver {
   }
 
   // The draft extend after the last target step: chunk k's first `rows[k]` rows (committed, each
-  // with its next token known), logits at each one's last row.
-  LogitRows Extend(const std::vector<std::int32_t>& rows) {
+  // with its next token known), logits at each one's last row. `padded` > 0 (after verify runs):
+  // padded to that many rows a sequence as the engine pads it (model/draft_batch.h), its rows
+  // decode rows.
+  LogitRows Extend(const std::vector<std::int32_t>& rows, std::int32_t padded = 0) {
     DraftBatch d;
     d.source = DraftBatch::Source::kTarget;
     chain_rows_.clear();
@@ -57,7 +59,16 @@ class SpecDriver {
       const SequenceSlice& t = last_target_.sequences[k];
       const int seq = seq_of_[k];
       const Seq& s = seqs_[seq];
-      d.batch.sequences.push_back(Slice(s, d.batch.num_tokens(), rows[k], t.context_len));
+      const ExtendRows shape = PadExtend(t.context_len, rows[k], padded);
+      SequenceSlice slice = Slice(s, d.batch.num_tokens(), shape.size(), shape.begin());
+      slice.verify = padded > 0 && rows[k] <= padded;  // more rows: a prefill chunk's
+      d.batch.sequences.push_back(slice);
+      for (std::int32_t p = shape.begin(); p < t.context_len; ++p) {  // padding rows
+        d.batch.token_ids.push_back(0);
+        d.batch.positions.push_back(p);
+        d.batch.kv_slots.push_back(-1);
+        d.hidden_rows.push_back(t.query_start);
+      }
       for (std::int32_t j = 0; j < rows[k]; ++j) {
         AddRow(s, t.context_len + j, s.tokens[t.context_len + j + 1], &d.batch);
         d.hidden_rows.push_back(t.query_start + j);
@@ -131,10 +142,12 @@ using CompareSteps = std::function<void(const LogitRows& got, const LogitRows& w
                                         const std::string& what)>;
 
 // Prefills `lengths` (with their draft extends), then per round and batch (sequence indices): a
-// verify run of each sequence's next token and `drafts` draft tokens, `round % (drafts + 1)` of
-// them kept, the draft extend over the kept rows and `drafts - 1` chained draft steps, in both
-// models, feeding both the reference's greedy tokens; `compare` sees every step. The model under
-// test is asked to capture its graphs first (CaptureDecodeGraphs(drafts)), as the engine does.
+// verify run of each sequence's next token and `drafts` draft tokens, `(round + k) % (drafts + 1)`
+// of them kept by the batch's k-th sequence (so a batch mixes every count), the draft extend over
+// the kept rows and `drafts - 1` chained draft steps, in both models, feeding both the reference's
+// greedy tokens; `compare` sees every step. The model under test is asked to capture its graphs
+// first (CaptureDecodeGraphs(drafts)), as the engine does, and the extends after verify runs are
+// padded as it asks (CausalLM::padded_extend_rows) in both models.
 void SpeculateBoth(CausalLM& test, CausalLM& reference, const std::vector<int>& lengths,
                    const std::vector<std::vector<int>>& batches, int rounds, int drafts, const CompareSteps& compare,
                    std::int32_t page_size = 4);

@@ -34,6 +34,7 @@ class DeviceCausalLM final : public CausalLM {
     return model_->Forward(batch);
   }
   bool has_draft() const override { return model_->has_draft(); }
+  std::int32_t padded_extend_rows() const override { return model_->padded_extend_rows(); }
   StepLogits ForwardDraft(const DraftBatch& batch) override {
     make_current_();
     return model_->ForwardDraft(batch);

@@ -50,6 +50,7 @@ class ParallelCausalLM final : public CausalLM {
   void CaptureDecodeGraphs(std::int32_t draft_steps) override;
   std::optional<kernels::DeviceMemory> device_memory() override;
   bool has_draft() const override { return ranks_[0]->has_draft(); }
+  std::int32_t padded_extend_rows() const override { return ranks_[0]->padded_extend_rows(); }
   // Every local rank runs the draft step (one node: draft steps are not sent to followers).
   StepLogits ForwardDraft(const DraftBatch& batch) override;
 
