@@ -47,9 +47,14 @@ void Drafter::Propose(const StepPlan& plan, const model::ForwardBatch& target, m
                       Scheduler& scheduler, Sampler& sampler) {
   FISSION_CHECK(target.sequences.size() == plan.items.size(), "the target batch is not the plan's");
   // 1. Extend over every committed row whose next token is known, from the target's hidden states.
+  // After a verify run or a one-token decode, a model that takes padded extends gets T rows a
+  // sequence (model/draft_batch.h): padding rows first, at committed positions, then the
+  // committed rows; every such sequence returns its last row's logits.
+  const std::int32_t padded_rows = model.padded_extend_rows();
   model::DraftBatch extend;
   extend.source = model::DraftBatch::Source::kTarget;
   std::vector<Pending> pending;
+  std::vector<std::int32_t> logit_of;  // pending[i]'s row among the extend's logits
   for (std::size_t k = 0; k < plan.items.size(); ++k) {
     const ScheduledSequence& item = plan.items[k];
     Sequence& seq = *item.seq;
@@ -58,27 +63,38 @@ void Drafter::Propose(const StepPlan& plan, const model::ForwardBatch& target, m
     const std::int32_t rows = item.num_new_tokens - item.num_rejected;
     const std::int32_t first = item.context_len, last = first + rows - 1;
     FISSION_CHECK(last + 1 < seq.num_tokens(), "a draft row without its next token");
+    const model::SequenceSlice& run = target.sequences[k];
+    const bool decode_rows = padded_rows > 0 && (run.verify || item.num_new_tokens == 1);
+    const model::ExtendRows shape = model::PadExtend(first, rows, decode_rows ? padded_rows : 0);
     model::SequenceSlice slice;
     slice.query_start = extend.batch.num_tokens();
-    slice.query_len = rows;
-    slice.context_len = first;
+    slice.query_len = shape.size();
+    slice.context_len = shape.begin();
     slice.block_table.assign(seq.pages.begin(), seq.pages.begin() + (last + page_size_) / page_size_);
     slice.state_slot = seq.state_slot;
+    slice.verify = decode_rows;
     extend.batch.sequences.push_back(slice);
+    for (std::int32_t p = shape.begin(); p < first; ++p) {  // padding: no KV, output dropped
+      extend.batch.token_ids.push_back(0);
+      extend.batch.positions.push_back(p);
+      extend.batch.kv_slots.push_back(-1);
+      extend.hidden_rows.push_back(run.query_start);
+    }
     for (std::int32_t p = first; p <= last; ++p)
-      AddRow(seq, p, seq.tokens[p + 1], target.sequences[k].query_start + (p - first), &extend);
+      AddRow(seq, p, seq.tokens[p + 1], run.query_start + (p - first), &extend);
     // The last row predicts the token after the sequence's last: the first draft.
     const std::int32_t count = item.sample && last + 2 == seq.num_tokens() ? DraftCount(seq) : 0;
+    const std::int32_t row = extend.batch.num_tokens() - 1;
+    if (count > 0 || decode_rows) extend.batch.logits_indices.push_back(row);
     if (count > 0) {
-      const std::int32_t row = extend.batch.num_tokens() - 1;
-      extend.batch.logits_indices.push_back(row);
       pending.push_back({&seq, count, row});
+      logit_of.push_back(static_cast<std::int32_t>(extend.batch.logits_indices.size()) - 1);
     }
   }
   if (extend.batch.token_ids.empty()) return;
   std::vector<std::int32_t> tokens = Argmax(model.ForwardDraft(extend), sampler);
   ++counters_.draft_steps;
-  for (std::size_t i = 0; i < pending.size(); ++i) pending[i].seq->drafts.push_back(tokens[i]);
+  for (std::size_t i = 0; i < pending.size(); ++i) pending[i].seq->drafts.push_back(tokens[logit_of[i]]);
 
   // 2. Chain: draft d (of position num_tokens + d - 1) feeds the row at that position.
   for (std::int32_t step = 1;; ++step) {

@@ -4,7 +4,9 @@
 // chained draft steps of one row per sequence give the others (model/draft_batch.h). Draft tokens
 // are the draft logits' argmax (EAGLE with topk 1). A draft row writes the draft layer's cache at
 // its position, so chained rows beyond the sequence's tokens get pages first; a sequence that
-// finds none drafts fewer tokens.
+// finds none drafts fewer tokens. After a verify run the extend takes the model's fixed shape when
+// it has one (CausalLM::padded_extend_rows: padding rows before the committed ones, so that a
+// captured graph runs it), and the drafts come from each sequence's last row as before.
 #pragma once
 
 #include <cstdint>

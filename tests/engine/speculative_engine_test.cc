@@ -67,10 +67,13 @@ std::vector<Job> GreedyJobs() {
 
 // A model whose drafts come from a table of known continuations (a plain run's outputs): the draft
 // row at position p with input token t predicts the token after t in the sequence that has t at
-// p + 1. Every `wrong_every`-th position gets a wrong draft, so runs are accepted in part.
+// p + 1. Every `wrong_every`-th position gets a wrong draft, so runs are accepted in part. With
+// `padded`, it takes padded extends (model/draft_batch.h) as the NextN layer does, and checks and
+// counts their padding rows.
 class OracleDraftModel : public model::CausalLM {
  public:
-  OracleDraftModel(model::CausalLM* target, int wrong_every) : target_(target), wrong_every_(wrong_every) {}
+  OracleDraftModel(model::CausalLM* target, int wrong_every, bool padded = false)
+      : target_(target), wrong_every_(wrong_every), padded_(padded) {}
   void Learn(const std::vector<std::int32_t>& sequence) { sequences_.push_back(sequence); }
 
   std::string architecture() const override { return target_->architecture(); }
@@ -80,8 +83,13 @@ class OracleDraftModel : public model::CausalLM {
   void AllocateMemory(const model::MemoryPlan& plan) override { target_->AllocateMemory(plan); }
   model::StepLogits Forward(const model::ForwardBatch& batch) override { return target_->Forward(batch); }
   bool has_draft() const override { return true; }
+  void CaptureDecodeGraphs(std::int32_t draft_steps) override {
+    extend_rows_ = padded_ && draft_steps > 0 ? draft_steps + 1 : 0;
+  }
+  std::int32_t padded_extend_rows() const override { return extend_rows_; }
   model::StepLogits ForwardDraft(const model::DraftBatch& draft) override {
     const model::ForwardBatch& b = draft.batch;
+    if (draft.source == model::DraftBatch::Source::kTarget) CheckPadding(b);
     const std::int64_t vocab = vocab_size();
     Buffer logits(DType::kF32, Shape{static_cast<std::int64_t>(b.logits_indices.size()), vocab});
     for (std::size_t r = 0; r < b.logits_indices.size(); ++r) {
@@ -101,12 +109,42 @@ class OracleDraftModel : public model::CausalLM {
     return model::StepLogits(std::move(logits));
   }
   int draft_steps() const { return draft_steps_; }
+  int padded_sequences() const { return padded_sequences_; }
+  int padding_rows() const { return padding_rows_; }
 
  private:
+  // An extend's decode-row sequences: T rows (or fewer when too short to pad) at consecutive
+  // positions, padding rows (token 0, slot -1) before the committed ones, the last row's logits.
+  void CheckPadding(const model::ForwardBatch& b) {
+    for (const model::SequenceSlice& s : b.sequences) {
+      if (!s.verify) continue;
+      EXPECT_GT(extend_rows_, 0) << "decode rows in an extend the model did not ask to pad";
+      EXPECT_LE(s.query_len, extend_rows_);
+      if (s.query_len == extend_rows_) ++padded_sequences_;
+      bool committed = false;
+      for (std::int32_t j = 0; j < s.query_len; ++j) {
+        const std::int32_t row = s.query_start + j;
+        EXPECT_EQ(b.positions[row], s.context_len + j);
+        if (b.kv_slots[row] >= 0) {
+          committed = true;
+          continue;
+        }
+        EXPECT_FALSE(committed) << "a padding row after a committed one";
+        EXPECT_EQ(b.token_ids[row], 0);
+        ++padding_rows_;
+      }
+      EXPECT_TRUE(committed) << "a sequence of padding rows only";
+      const std::int32_t last = s.query_start + s.query_len - 1;
+      EXPECT_NE(std::find(b.logits_indices.begin(), b.logits_indices.end(), last), b.logits_indices.end());
+    }
+  }
+
   model::CausalLM* target_;
   int wrong_every_;
+  bool padded_;
+  std::int32_t extend_rows_ = 0;
   std::vector<std::vector<std::int32_t>> sequences_;
-  int draft_steps_ = 0;
+  int draft_steps_ = 0, padded_sequences_ = 0, padding_rows_ = 0;
 };
 
 TEST(SpeculativeEngine, GreedyOutputsMatchPlainDecoding) {
@@ -179,6 +217,35 @@ TEST(SpeculativeEngine, AcceptedDraftsKeepOutputsAndReleaseRejectedPages) {
       EXPECT_GT(stats.spec_accept_length(), 1.0);
       EXPECT_LE(stats.spec_accept_length(), steps + 1.0);
     }
+  }
+}
+
+// The engine pads the extends after verify runs for a model that asks (the NextN layer, whose
+// padded extends run as graph replays): the drafts come from each sequence's last committed row
+// as before, so outputs, drafts and acceptance are those of unpadded extends.
+TEST(SpeculativeEngine, PaddedExtendsKeepTheDrafts) {
+  auto target = model::LoadCausalLM(ModelDir("tiny-deepseek-v3"));
+  std::vector<Job> jobs = GreedyJobs();
+  const std::vector<Collected> plain = RunJobs(target.get(), Config(0), jobs);
+  for (int steps : {1, 3}) {
+    SCOPED_TRACE(steps);
+    OracleDraftModel unpadded(target.get(), 3), padded(target.get(), 3, /*padded=*/true);
+    for (std::size_t i = 0; i < jobs.size(); ++i) {
+      std::vector<std::int32_t> all = jobs[i].prompt;
+      all.insert(all.end(), plain[i].tokens.begin(), plain[i].tokens.end());
+      unpadded.Learn(all);
+      padded.Learn(all);
+    }
+    EngineStats a, b;
+    ExpectSameTokens(RunJobs(&padded, Config(steps), jobs, &a), plain);
+    RunJobs(&unpadded, Config(steps), jobs, &b);
+    EXPECT_EQ(a.spec_verify_runs, b.spec_verify_runs);
+    EXPECT_EQ(a.spec_draft_tokens, b.spec_draft_tokens);
+    EXPECT_EQ(a.spec_accepted_tokens, b.spec_accepted_tokens);
+    EXPECT_EQ(a.spec_draft_steps, b.spec_draft_steps);
+    EXPECT_GT(padded.padded_sequences(), 0);
+    EXPECT_GT(padded.padding_rows(), 0);
+    EXPECT_EQ(unpadded.padded_sequences(), 0);
   }
 }
 
