@@ -1,5 +1,5 @@
-// Decode steps (and speculative decoding's verify and draft steps) as CUDA graph replays
-// (model/decode_graphs.h) against the same steps run eagerly,
+// Decode steps (and speculative decoding's verify, draft extend and draft steps) as CUDA graph
+// replays (model/decode_graphs.h) against the same steps run eagerly,
 // on DeepSeek-V3's dimensions (dummy FP8 weights, 2 layers, 64 routed experts): the shapes the
 // tuned MLA kernels and the FP8 expert path take. A batch of exactly a captured size runs the
 // same kernels on the same inputs as the eager step, so its logits must be bit-identical; a
@@ -123,9 +123,9 @@ TEST(CudaGraphs, SparseAttentionReplaysEqualEagerSteps) {
 }
 
 // Speculative decoding's captured steps with the NextN layer (its dummy weights): verify runs of 4
-// tokens a sequence (every row's logits), the draft extend over the kept rows (eager, reading the
-// hidden rows a replay kept) and the chained draft steps, against the same steps eagerly. Batches
-// of captured sizes only: every row bit-identical.
+// tokens a sequence (every row's logits), the draft extend over the kept rows (padded to 4 rows a
+// sequence, reading the hidden rows a replay kept) and the chained draft steps, against the same
+// steps eagerly. Batches of captured sizes only: every row bit-identical.
 TEST(CudaGraphs, VerifyAndDraftStepsReplayEagerSteps) {
   ASSERT_GT(DeviceCount(), 0) << "no CUDA device";
   LoadOptions with_graphs = DummyV3(true), without = DummyV3(false);
@@ -145,6 +145,44 @@ TEST(CudaGraphs, VerifyAndDraftStepsReplayEagerSteps) {
   SpeculateBoth(*graphs, *eager, {5, 16, 17, 40, 100, 300, 33, 64}, {{0, 1, 2, 3, 4, 5, 6, 7}, {1, 3, 5, 7}, {6}}, 4,
                 3, compare, 16);
   std::printf("speculative cuda graphs vs eager (captured sizes): %d of %d rows bit-identical\n", exact, rows);
+}
+
+// Padded draft extends (model/draft_batch.h) as replays against the same extends run eagerly, at
+// S = 1 and S = 3: every sequence of a batch keeps a different count of drafts (its extend 1 to
+// S + 1 committed rows after S + 1 - rows padding rows), batches of captured sizes (8, 4 and 1).
+// The eager extend is the same padded batch (the engine pads whether or not graphs are on), so
+// every row, and the draft taken from it, is bit-identical; so are the verify runs and chained
+// steps around them.
+TEST(CudaGraphs, DraftExtendsReplayEagerExtends) {
+  ASSERT_GT(DeviceCount(), 0) << "no CUDA device";
+  LoadOptions with_graphs = DummyV3(true), without = DummyV3(false);
+  with_graphs.load_draft = without.load_draft = true;
+  auto graphs = LoadCausalLM(ConfigDir(), with_graphs);
+  auto eager = LoadCausalLM(ConfigDir(), without);
+  for (int drafts : {1, 3}) {
+    SCOPED_TRACE(drafts);
+    int exact = 0, rows = 0;
+    const CompareSteps compare = [&](const LogitRows& got, const LogitRows& want, std::size_t,
+                                     const std::string& what) {
+      ASSERT_EQ(got.size(), want.size()) << what;
+      const bool extend = what.find("(extend)") != std::string::npos;
+      for (std::size_t r = 0; r < got.size(); ++r) {
+        EXPECT_EQ(got[r], want[r]) << what << ", row " << r << ": relative L2 "
+                                   << RelativeL2(got[r], want[r].data(), graphs->vocab_size());
+        if (!extend) continue;
+        ++rows;
+        if (got[r] == want[r]) ++exact;
+        EXPECT_EQ(Argmax(got[r]), Argmax(want[r])) << what << ", row " << r << ": the draft";
+      }
+    };
+    // drafts + 1 rounds: each sequence keeps every count once.
+    SpeculateBoth(*graphs, *eager, {5, 16, 17, 40, 100, 300, 33, 64}, {{0, 1, 2, 3, 4, 5, 6, 7}, {1, 3, 5, 7}, {6}},
+                  drafts + 1, drafts, compare, 16);
+    EXPECT_EQ(graphs->padded_extend_rows(), drafts + 1);
+    EXPECT_GT(rows, 0);
+    std::printf("padded draft extends (S = %d), cuda graphs vs eager: %d of %d rows bit-identical\n", drafts, exact,
+                rows);
+  }
 }
 
 // Padded verify and draft steps (5 sequences on the graph of 8, 3 on that of 4) against the eager
