@@ -83,7 +83,7 @@ DecodeGraphs::StepFn DecoderModel::DraftStepFn() {
 void DecoderModel::CaptureDecodeGraphs(std::int32_t draft_steps) {
   verify_tokens_ = draft_ != nullptr && draft_steps > 0 ? draft_steps + 1 : 0;
   // The engine pads extends whether or not graphs are on, so its drafts do not depend on them.
-  extend_rows_ = verify_tokens_ > 0 && draft_->TakesPaddingRows() ? verify_tokens_ : 0;
+  extend_rows_ = verify_tokens_ > 0 && draft_takes_padding_ ? verify_tokens_ : 0;
   DecodeGraphs* decode = GraphSet(&target_graphs_[1], 1, GraphKind::kTarget);
   if (decode == nullptr) return;
   const auto start = std::chrono::steady_clock::now();
@@ -211,7 +211,7 @@ void DecoderModel::CheckDraftBatch(const DraftBatch& draft, std::int64_t source_
                   batch.token_ids[i], " outside vocabulary ", config_.vocab_size);
     FISSION_CHECK(draft.hidden_rows[i] >= 0 && draft.hidden_rows[i] < source_rows, "draft row ", i,
                   " reads hidden row ", draft.hidden_rows[i], " of a step that kept ", source_rows);
-    FISSION_CHECK(batch.kv_slots[i] >= 0 || draft_->TakesPaddingRows(), "draft row ", i,
+    FISSION_CHECK(batch.kv_slots[i] >= 0 || draft_takes_padding_, "draft row ", i,
                   " is a padding row (KV slot -1), which this draft layer does not take");
   }
 }

@@ -85,7 +85,10 @@ class DecoderModel : public CausalLM {
   void LoadDeepseekHead(WeightLoader& loader, Buffer embed_tokens);
   // The family's draft layer (loaded after the target's weights) and the memory with its cache
   // classes after the family's.
-  void SetDraft(std::unique_ptr<DraftHead> draft) { draft_ = std::move(draft); }
+  void SetDraft(std::unique_ptr<DraftHead> draft) {
+    draft_ = std::move(draft);
+    draft_takes_padding_ = draft_ != nullptr && draft_->TakesPaddingRows();
+  }
   MemorySpec WithDraftMemory(MemorySpec family) const;
   // h [rows, hidden] = the embedding of this rank's tokens (summed over the vocabulary ranks).
   void Embed(const StepContext& step, const Tensor& h) const;
@@ -154,6 +157,7 @@ class DecoderModel : public CausalLM {
   std::int32_t extend_rows_ = 0;
   std::unique_ptr<DraftHead> draft_;
   int draft_class_ = -1;  // the draft's first cache class in the allocated memory
+  bool draft_takes_padding_ = false;  // DraftHead::TakesPaddingRows
   // With a draft layer: the normed hidden states [tokens, hidden] of every row of the last target
   // step and of the last draft step, in token order (what the next draft step reads).
   KeptRows target_hidden_, draft_hidden_;
