@@ -121,7 +121,7 @@ void V4WriteEntries(CudaContext& ctx, const Tensor& rows, std::span<const std::i
   const std::int64_t d = RowsHeadDim(rows, rope_dim, "V4WriteEntries");
   FISSION_CHECK(rows.numel() == static_cast<std::int64_t>(slots.size()) * d, "V4WriteEntries: rows ",
                 rows.shape.ToString(), " for ", slots.size(), " slots");
-  V4StoredRowsOf(cache, d, rope_dim, format, "entries cache");  // the format's shape and dtype
+  V4StoredRowsOf(cache, d, rope_dim, format, "cache (window ring or entries)");  // the format's shape and dtype
   if (format == V4KvFormat::kExact) return WriteKv(ctx, rows, slots, cache);
   for (std::int64_t s : slots) FISSION_CHECK(s >= -1 && s < cache.shape[0], "V4 entry slot ", s, " of ", cache.shape[0]);
   if (slots.empty()) return;
