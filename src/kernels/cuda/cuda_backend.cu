@@ -4,6 +4,7 @@
 
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/cuda_v4.h"
 #include "kernels/cuda/op_timer.h"
 
 namespace fission::kernels::cuda {
@@ -56,13 +57,94 @@ class CudaDsaOps final : public DsaOps {
   CudaContext& ctx_;
 };
 
+// DeepSeek-V4 (cuda_v4.h): each operation timed under its own name, the experts through the
+// backend's format dispatch with V4's clamp.
+class CudaV4Ops final : public V4Ops {
+ public:
+  explicit CudaV4Ops(CudaBackend& backend) : backend_(backend), ctx_(backend.context()) {}
+  void ExpandStreams(const Tensor& x, const Tensor& out) override {
+    OpTimer timer(ctx_, "V4ExpandStreams", Rows(x));
+    V4ExpandStreams(ctx_, x, out);
+  }
+  void HyperPre(const Tensor& streams, const Tensor& fn, const Tensor& base, const Tensor& scale,
+                const HyperShape& shape, const Tensor& collapsed, const Tensor& post, const Tensor& comb) override {
+    OpTimer timer(ctx_, "V4HyperPre", Rows(streams));
+    V4HyperPre(ctx_, streams, fn, base, scale, shape, collapsed, post, comb);
+  }
+  void HyperPost(const Tensor& block_out, const Tensor& streams, const Tensor& post, const Tensor& comb,
+                 const Tensor& out) override {
+    OpTimer timer(ctx_, "V4HyperPost", Rows(streams));
+    V4HyperPost(ctx_, block_out, streams, post, comb, out);
+  }
+  void HyperHead(const Tensor& streams, const Tensor& fn, const Tensor& base, const Tensor& scale,
+                 const HyperShape& shape, const Tensor& out) override {
+    OpTimer timer(ctx_, "V4HyperHead", Rows(streams));
+    V4HyperHead(ctx_, streams, fn, base, scale, shape, out);
+  }
+  void Rope(const Tensor& x, std::int64_t offset, std::int64_t dim, std::span<const std::int32_t> positions,
+            const Tensor& inv_freq, bool inverse) override {
+    OpTimer timer(ctx_, "V4Rope", Rows(x));
+    V4Rope(ctx_, x, offset, dim, positions, inv_freq, inverse);
+  }
+  void Compress(const Tensor& kv, const Tensor& gate, const Tensor& ape, const Tensor& state,
+                std::span<const SeqAttention> seqs, std::span<const ClosedWindow> windows,
+                const CompressorShape& shape, const Tensor& pooled) override {
+    OpTimer timer(ctx_, "V4Compress", static_cast<std::int64_t>(windows.size()));
+    V4Compress(ctx_, kv, gate, ape, state, seqs, windows, shape, pooled);
+  }
+  void UpdateCompressorState(const Tensor& kv, const Tensor& gate, const Tensor& state,
+                             std::span<const SeqAttention> seqs, const CompressorShape& shape) override {
+    OpTimer timer(ctx_, "V4UpdateCompressorState", Rows(kv));
+    V4UpdateCompressorState(ctx_, kv, gate, state, seqs, shape);
+  }
+  void Attention(const Tensor& q, const Tensor& kv, const Tensor& window_kv, const Tensor& entries,
+                 const Tensor& selection, const Tensor& sinks, std::span<const SeqAttention> seqs,
+                 const V4AttentionShape& shape, const Tensor& out) override {
+    OpTimer timer(ctx_, "V4Attention", Rows(q));
+    V4Attention(ctx_, q, kv, window_kv, entries, selection, sinks, seqs, shape, out);
+  }
+  void RoundToStorage(const Tensor& rows, std::int64_t rope_dim) override {
+    OpTimer timer(ctx_, "V4RoundToStorage", Rows(rows));
+    V4RoundToStorage(ctx_, rows, rope_dim);
+  }
+  void WriteEntries(const Tensor& rows, std::span<const std::int64_t> slots, const Tensor& cache, V4KvFormat format,
+                    std::int64_t rope_dim) override {
+    OpTimer timer(ctx_, "V4WriteEntries", static_cast<std::int64_t>(slots.size()));
+    V4WriteEntries(ctx_, rows, slots, cache, format, rope_dim);
+  }
+  void GroupedLinear(const Tensor& x, const Tensor& w, std::int64_t groups, const Tensor& out) override {
+    OpTimer timer(ctx_, "V4GroupedLinear", Rows(x), w.shape);
+    V4GroupedLinear(ctx_, x, w, groups, out);
+  }
+  void RouteSqrtSoftplus(const Tensor& router_logits, const Tensor& bias, std::span<const std::int32_t> fixed_ids,
+                         std::int64_t top_k, float scaling, const Tensor& ids, const Tensor& weights) override {
+    OpTimer timer(ctx_, "V4Route", Rows(router_logits));
+    V4RouteSqrtSoftplus(ctx_, router_logits, bias, fixed_ids, top_k, scaling, ids, weights);
+  }
+  void ClampedSwiGlu(const Tensor& gate_up, float limit, const Tensor& out) override {
+    OpTimer timer(ctx_, "SiluMul", Rows(gate_up));
+    SiluMul(ctx_, gate_up, out, limit);
+  }
+  void MoeExperts(const Tensor& x, const Tensor& ids, const Tensor& weights, std::span<const WeightView> gate_up,
+                  std::span<const WeightView> down, float limit, const Tensor& out) override {
+    backend_.RoutedExperts(x, ids, weights, gate_up, down, limit, out);
+  }
+
+ private:
+  static std::int64_t Rows(const Tensor& t) { return t.rank() > 1 ? t.shape[0] : 1; }
+  CudaBackend& backend_;
+  CudaContext& ctx_;
+};
+
 CudaBackend::CudaBackend(int device)
     : ctx_(std::make_unique<CudaContext>(device)),
       mla_(std::make_unique<CudaMlaOps>(*ctx_)),
-      dsa_(std::make_unique<CudaDsaOps>(*ctx_)) {}
+      dsa_(std::make_unique<CudaDsaOps>(*ctx_)),
+      v4_(std::make_unique<CudaV4Ops>(*this)) {}
 CudaBackend::~CudaBackend() = default;
 MlaOps& CudaBackend::mla() { return *mla_; }
 DsaOps& CudaBackend::dsa() { return *dsa_; }
+V4Ops& CudaBackend::v4() { return *v4_; }
 
 Device CudaBackend::device() const { return Device::Cuda(ctx_->device()); }
 Allocator* CudaBackend::allocator() { return ctx_->allocator(); }
@@ -140,25 +222,32 @@ void CudaBackend::MoeRoute(const Tensor& router_logits, const Tensor& bias, cons
 }
 void CudaBackend::MoeExperts(const Tensor& x, const Tensor& topk_ids, const Tensor& topk_weights,
                              std::span<const WeightView> gate_up, std::span<const WeightView> down, const Tensor& out) {
+  RoutedExperts(x, topk_ids, topk_weights, gate_up, down, /*limit=*/0.0f, out);
+}
+void CudaBackend::RoutedExperts(const Tensor& x, const Tensor& topk_ids, const Tensor& topk_weights,
+                                std::span<const WeightView> gate_up, std::span<const WeightView> down, float limit,
+                                const Tensor& out) {
   const WeightFormat format = CommonFormat(gate_up, down, "MoeExperts");
   const std::vector<Tensor> gu = ValuesOf(gate_up), dn = ValuesOf(down);
   if (!format.quantized()) {
     OpTimer timer(*ctx_, "MoeExperts", x.rank() > 1 ? x.shape[0] : 1);
-    return cuda::MoeExperts(*ctx_, x, topk_ids, topk_weights, gu, dn, out);
+    return cuda::MoeExperts(*ctx_, x, topk_ids, topk_weights, gu, dn, out, limit);
   }
   if (format == WeightFormat::Fp8Block128()) {
     OpTimer timer(*ctx_, "MoeExpertsFp8", x.rank() > 1 ? x.shape[0] : 1);
-    return cuda::MoeExpertsFp8(*ctx_, x, topk_ids, topk_weights, gu, ScalesOf(gate_up), dn, ScalesOf(down), out);
+    return cuda::MoeExpertsFp8(*ctx_, x, topk_ids, topk_weights, gu, ScalesOf(gate_up), dn, ScalesOf(down), out,
+                               limit);
   }
   if (format == WeightFormat::Fp8PerChannel()) {
     OpTimer timer(*ctx_, "MoeExpertsFp8PerChannel", x.rank() > 1 ? x.shape[0] : 1);
     return cuda::MoeExpertsFp8PerChannel(*ctx_, x, topk_ids, topk_weights, gu, ScalesOf(gate_up), dn, ScalesOf(down),
-                                         out);
+                                         out, limit);
   }
   if (format == WeightFormat::Mxfp4() || format == WeightFormat::Mxfp8()) {
     OpTimer timer(*ctx_, format == WeightFormat::Mxfp4() ? "MoeExpertsMxfp4" : "MoeExpertsMxfp8",
                   x.rank() > 1 ? x.shape[0] : 1);
-    return cuda::MoeExpertsMx(*ctx_, x, topk_ids, topk_weights, gu, ScalesOf(gate_up), dn, ScalesOf(down), out);
+    return cuda::MoeExpertsMx(*ctx_, x, topk_ids, topk_weights, gu, ScalesOf(gate_up), dn, ScalesOf(down), out,
+                              limit);
   }
   Fail("MoeExperts: the CUDA backend has no kernel for experts of format ", format.Name());
 }

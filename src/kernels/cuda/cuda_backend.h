@@ -12,6 +12,7 @@ namespace fission::kernels::cuda {
 class CudaContext;
 class CudaMlaOps;
 class CudaDsaOps;
+class CudaV4Ops;
 
 // The largest index_topk the CUDA indexer selects (one block per row keeps its candidates in
 // shared memory); the loader refuses larger configs before loading.
@@ -45,6 +46,8 @@ class CudaBackend final : public Backend {
   MlaOps& mla() override;
   // dsa_indexer.cu, dsa_topk.cu, dsa_sparse_mla.cu (docs/cuda.md, "DeepSeek Sparse Attention").
   DsaOps& dsa() override;
+  // v4_streams.cu, v4_attention.cu, v4_storage.cu (docs/cuda.md, "DeepSeek-V4"): fp32 activations.
+  V4Ops& v4() override;
   void GatherRows(const Tensor& x, std::span<const std::int32_t> indices, const Tensor& out) override;
   // fp32 or bf16 tensors to host fp32 (waits for the device).
   void CopyToHost(const Tensor& src, float* dst) override;
@@ -66,11 +69,17 @@ class CudaBackend final : public Backend {
   // or e4m3 (bound at most 448: codes of the rounded values, for FP8 dummy weights).
   void FillUniform(const Tensor& x, float bound, std::uint64_t seed);
   CudaContext& context() { return *ctx_; }
+  // MoeExperts for every expert format, the activation clamped at `limit` when it is > 0
+  // (DeepSeek-V4's SwiGLU; ClampedSwiGlu).
+  void RoutedExperts(const Tensor& x, const Tensor& topk_ids, const Tensor& topk_weights,
+                     std::span<const WeightView> gate_up, std::span<const WeightView> down, float limit,
+                     const Tensor& out);
 
  private:
   std::unique_ptr<CudaContext> ctx_;
   std::unique_ptr<CudaMlaOps> mla_;
   std::unique_ptr<CudaDsaOps> dsa_;
+  std::unique_ptr<CudaV4Ops> v4_;
 };
 
 }  // namespace fission::kernels::cuda

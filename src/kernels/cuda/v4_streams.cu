@@ -1,0 +1,345 @@
+// DeepSeek-V4 on CUDA (cuda_v4.h): the mHC residual streams, V4's rope, the grouped output
+// projection and the sqrt-softplus / hash routing. fp32 arithmetic in the CPU reference's order
+// where a value is one thread's (the Sinkhorn mixing, the routing weights), block sums where it
+// is a reduction (the mixes' dot products).
+#include <algorithm>
+
+#include "kernels/cuda/cuda_common.cuh"
+#include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/cuda_v4.h"
+#include "kernels/cuda/mla_host.h"
+#include "kernels/cuda/route_topk.cuh"
+
+namespace fission::kernels::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kMaxMult = 4;  // hc_mult the mixing keeps in registers (V4: 4)
+constexpr int kMaxMixes = (2 + kMaxMult) * kMaxMult;
+constexpr int kMaxRouteTopK = 32;
+
+__device__ __forceinline__ float Sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+
+// The block's totals of v[0, count): each warp reduces by shuffles, then every thread adds the
+// warps' rows. The barriers also order the block's earlier reads before later writes.
+__device__ void BlockSums(float (&v)[kMaxMixes], int count, float (*partial)[kMaxMixes]) {
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+#pragma unroll
+  for (int i = 0; i < kMaxMixes; ++i)
+    if (i < count)
+      for (int o = 16; o > 0; o >>= 1) v[i] += __shfl_xor_sync(0xffffffffu, v[i], o);
+  if (lane == 0)
+    for (int i = 0; i < count; ++i) partial[warp][i] = v[i];
+  __syncthreads();
+#pragma unroll
+  for (int i = 0; i < kMaxMixes; ++i)
+    if (i < count) {
+      float total = 0.0f;
+      for (int w = 0; w < kThreads / 32; ++w) total += partial[w][i];
+      v[i] = total;
+    }
+  __syncthreads();
+}
+
+// comb [m, m] made doubly stochastic, as the CPU reference does it: softmax over each row plus
+// eps, columns normalised, then iters - 1 rounds of rows and columns (denominators + eps).
+__device__ void Sinkhorn(float* c, int m, int iters, float eps) {
+  for (int j = 0; j < m; ++j) {
+    float* row = c + j * m;
+    float top = row[0];
+    for (int k = 1; k < m; ++k) top = fmaxf(top, row[k]);
+    float sum = 0.0f;
+    for (int k = 0; k < m; ++k) sum += (row[k] = expf(row[k] - top));
+    for (int k = 0; k < m; ++k) row[k] = row[k] / sum + eps;
+  }
+  auto columns = [&] {
+    for (int k = 0; k < m; ++k) {
+      float sum = 0.0f;
+      for (int j = 0; j < m; ++j) sum += c[j * m + k];
+      for (int j = 0; j < m; ++j) c[j * m + k] /= sum + eps;
+    }
+  };
+  columns();
+  for (int it = 1; it < iters; ++it) {
+    for (int j = 0; j < m; ++j) {
+      float sum = 0.0f;
+      for (int k = 0; k < m; ++k) sum += c[j * m + k];
+      for (int k = 0; k < m; ++k) c[j * m + k] /= sum + eps;
+    }
+    columns();
+  }
+}
+
+// One block per token. The flattened streams' RMS, mixes = fn · (flat / RMS), then the sublayer's
+// pre weights (and, with `post`, its post weights and Sinkhorn-mixed comb; the head has neither),
+// then collapsed = Σ_j pre_j · stream_j.
+__global__ void __launch_bounds__(kThreads) HyperMixKernel(const float* streams, const float* fn, const float* base,
+                                                           const float* scale, int mult, std::int64_t hidden,
+                                                           int mixes, int iters, float eps, float norm_eps,
+                                                           float* collapsed, float* post, float* comb) {
+  __shared__ float partial[kThreads / 32][kMaxMixes];
+  __shared__ float pre[kMaxMult];
+  const std::int64_t t = blockIdx.x, width = mult * hidden;
+  const float* x = streams + t * width;
+  float acc[kMaxMixes];
+  acc[0] = 0.0f;
+  for (std::int64_t c = threadIdx.x; c < width; c += kThreads) acc[0] += x[c] * x[c];
+  BlockSums(acc, 1, partial);
+  const float r = 1.0f / sqrtf(acc[0] / static_cast<float>(width) + norm_eps);
+#pragma unroll
+  for (int i = 0; i < kMaxMixes; ++i) acc[i] = 0.0f;
+  for (std::int64_t c = threadIdx.x; c < width; c += kThreads) {
+    const float v = x[c] * r;
+#pragma unroll
+    for (int i = 0; i < kMaxMixes; ++i)
+      if (i < mixes) acc[i] += fn[i * width + c] * v;
+  }
+  BlockSums(acc, mixes, partial);
+  if (threadIdx.x == 0) {
+    for (int j = 0; j < mult; ++j) pre[j] = Sigmoid(acc[j] * scale[0] + base[j]) + eps;
+    if (post != nullptr) {
+      for (int j = 0; j < mult; ++j) post[t * mult + j] = 2.0f * Sigmoid(acc[mult + j] * scale[1] + base[mult + j]);
+      float c[kMaxMult * kMaxMult];
+      for (int i = 0; i < mult * mult; ++i) c[i] = acc[2 * mult + i] * scale[2] + base[2 * mult + i];
+      Sinkhorn(c, mult, iters, eps);
+      for (int i = 0; i < mult * mult; ++i) comb[t * mult * mult + i] = c[i];
+    }
+  }
+  __syncthreads();
+  for (std::int64_t d = threadIdx.x; d < hidden; d += kThreads) {
+    float sum = 0.0f;
+    for (int j = 0; j < mult; ++j) sum += pre[j] * x[j * hidden + d];
+    collapsed[t * hidden + d] = sum;
+  }
+}
+
+__global__ void ExpandStreamsKernel(const float* x, float* out, std::int64_t n, int mult, std::int64_t hidden) {
+  const std::int64_t total = n * mult * hidden;
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    const std::int64_t t = i / (mult * hidden), d = i % hidden;
+    out[i] = x[t * hidden + d];
+  }
+}
+
+// out[t, k, d] = post[t, k] · y[t, d] + Σ_j comb[t, j, k] · streams[t, j, d].
+__global__ void HyperPostKernel(const float* y, const float* streams, const float* post, const float* comb,
+                                float* out, std::int64_t n, int mult, std::int64_t hidden) {
+  const std::int64_t total = n * mult * hidden;
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    const std::int64_t t = i / (mult * hidden), k = (i / hidden) % mult, d = i % hidden;
+    const float* x = streams + t * mult * hidden;
+    const float* c = comb + t * mult * mult;
+    float mixed = 0.0f;
+    for (int j = 0; j < mult; ++j) mixed += c[j * mult + k] * x[j * hidden + d];
+    out[i] = post[t * mult + k] * y[t * hidden + d] + mixed;
+  }
+}
+
+// One thread per (token, head, pair): interleaved pair (2i, 2i + 1) rotated by ±angle in place.
+__global__ void V4RopeKernel(void* x, Elem xe, std::int64_t n, std::int64_t heads, std::int64_t head_dim,
+                             std::int64_t offset, std::int64_t half, const std::int32_t* positions,
+                             const float* inv_freq, bool inverse) {
+  const std::int64_t total = n * heads * half;
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    const std::int64_t pair = i % half, item = i / half, t = item / heads;
+    const float angle = static_cast<float>(positions[t]) * inv_freq[pair];
+    const float c = cosf(angle), s = inverse ? -sinf(angle) : sinf(angle);
+    const std::int64_t at = item * head_dim + offset + 2 * pair;
+    const float a = LoadF(x, at, xe), b = LoadF(x, at + 1, xe);
+    StoreF(x, at, xe, a * c - b * s);
+    StoreF(x, at + 1, xe, b * c + a * s);
+  }
+}
+
+// One warp per token: sqrt(softplus) scores (torch's threshold of 20), the top_k of score + bias
+// or the token's fixed ids, ascending, weighted by score / Σ scores · scaling. Shared memory:
+// scores, biased choices and a taken flag per expert.
+__global__ void RouteSqrtSoftplusKernel(const float* logits, const float* bias, const std::int32_t* fixed,
+                                        int experts, int top_k, float scaling, std::int32_t* ids, float* weights) {
+  extern __shared__ float smem[];
+  float* scores = smem;
+  float* choice = smem + experts;
+  int* taken = reinterpret_cast<int*>(smem + 2 * experts);
+  __shared__ int chosen[kMaxRouteTopK];
+  const int lane = threadIdx.x;
+  const std::int64_t t = blockIdx.x;
+  for (int e = lane; e < experts; e += 32) {
+    const float x = logits[t * experts + e];
+    const float s = sqrtf(x > 20.0f ? x : log1pf(expf(x)));
+    scores[e] = s;
+    // A NaN score (a padding row) ranks below every number, so the ids stay in range.
+    if (fixed == nullptr) choice[e] = isnan(s) ? -INFINITY : s + bias[e];
+    taken[e] = 0;
+  }
+  if (fixed != nullptr && lane < top_k) chosen[lane] = fixed[t * top_k + lane];
+  __syncwarp();
+  if (fixed == nullptr) WarpTopK(choice, taken, experts, top_k, chosen);
+  if (lane == 0) {
+    SortAscending(chosen, top_k);
+    float sum = 0.0f;
+    for (int i = 0; i < top_k; ++i) sum += scores[chosen[i]];
+    for (int i = 0; i < top_k; ++i) {
+      ids[t * top_k + i] = chosen[i];
+      weights[t * top_k + i] = scores[chosen[i]] / (sum + 1e-20f) * scaling;
+    }
+  }
+}
+
+void CheckF32(const Tensor& t, const char* what) {
+  FISSION_CHECK(t.dtype == DType::kF32, "DeepSeek-V4's ", what, " on CUDA must be fp32, not ", DTypeName(t.dtype));
+}
+
+void CheckStreams(const Tensor& streams, const HyperShape& sh) {
+  FISSION_CHECK(streams.rank() == 3 && streams.shape[1] == sh.mult && streams.shape[2] == sh.hidden &&
+                    streams.dtype == DType::kF32,
+                "hyper-connection streams ", streams.shape.ToString(), " for ", sh.mult, " streams of ", sh.hidden);
+  FISSION_CHECK(sh.mult >= 1 && sh.mult <= kMaxMult, "hc_mult ", sh.mult, ": the CUDA mixing takes at most ",
+                kMaxMult, " streams");
+}
+
+unsigned GridFor(std::int64_t total) { return std::min(Blocks(total, kThreads), 8192u); }
+
+}  // namespace
+
+void V4ExpandStreams(CudaContext& ctx, const Tensor& x, const Tensor& out) {
+  const std::int64_t n = x.shape[0], hidden = x.shape[1];
+  FISSION_CHECK(out.rank() == 3 && out.shape[0] == n && out.shape[2] == hidden, "ExpandStreams x",
+                x.shape.ToString(), " out", out.shape.ToString());
+  CheckF32(x, "hidden state");
+  CheckF32(out, "streams");
+  if (out.numel() == 0) return;
+  ExpandStreamsKernel<<<GridFor(out.numel()), kThreads, 0, ctx.stream()>>>(
+      x.ptr<float>(), out.ptr<float>(), n, static_cast<int>(out.shape[1]), hidden);
+  FISSION_LAUNCHED();
+}
+
+void V4HyperPre(CudaContext& ctx, const Tensor& streams, const Tensor& fn, const Tensor& base, const Tensor& scale,
+                const HyperShape& sh, const Tensor& collapsed, const Tensor& post, const Tensor& comb) {
+  CheckStreams(streams, sh);
+  const std::int64_t n = streams.shape[0], m = sh.mult, width = m * sh.hidden, mixes = (2 + m) * m;
+  FISSION_CHECK(fn.shape == Shape({mixes, width}) && base.numel() == mixes && scale.numel() == 3,
+                "mHC weights fn", fn.shape.ToString(), " base", base.shape.ToString(), " for ", m, " streams");
+  for (const Tensor* t : {&fn, &base, &scale, &collapsed, &post, &comb}) CheckF32(*t, "mHC tensors");
+  FISSION_CHECK(collapsed.numel() == n * sh.hidden && post.numel() == n * m && comb.numel() == n * m * m,
+                "HyperPre outputs collapsed", collapsed.shape.ToString(), " post", post.shape.ToString(), " comb",
+                comb.shape.ToString());
+  if (n == 0) return;
+  HyperMixKernel<<<static_cast<unsigned>(n), kThreads, 0, ctx.stream()>>>(
+      streams.ptr<float>(), fn.ptr<float>(), base.ptr<float>(), scale.ptr<float>(), static_cast<int>(m), sh.hidden,
+      static_cast<int>(mixes), sh.sinkhorn_iters, sh.eps, sh.norm_eps, collapsed.ptr<float>(), post.ptr<float>(),
+      comb.ptr<float>());
+  FISSION_LAUNCHED();
+}
+
+void V4HyperPost(CudaContext& ctx, const Tensor& block_out, const Tensor& streams, const Tensor& post,
+                 const Tensor& comb, const Tensor& out) {
+  FISSION_CHECK(streams.rank() == 3, "HyperPost streams ", streams.shape.ToString());
+  const std::int64_t n = streams.shape[0], m = streams.shape[1], hidden = streams.shape[2];
+  FISSION_CHECK(out.shape == streams.shape && out.data != streams.data && block_out.numel() == n * hidden &&
+                    post.numel() == n * m && comb.numel() == n * m * m,
+                "HyperPost block_out", block_out.shape.ToString(), " streams", streams.shape.ToString(), " out",
+                out.shape.ToString(), " (out must not alias streams)");
+  for (const Tensor* t : {&block_out, &streams, &post, &comb, &out}) CheckF32(*t, "mHC tensors");
+  if (out.numel() == 0) return;
+  HyperPostKernel<<<GridFor(out.numel()), kThreads, 0, ctx.stream()>>>(
+      block_out.ptr<float>(), streams.ptr<float>(), post.ptr<float>(), comb.ptr<float>(), out.ptr<float>(), n,
+      static_cast<int>(m), hidden);
+  FISSION_LAUNCHED();
+}
+
+void V4HyperHead(CudaContext& ctx, const Tensor& streams, const Tensor& fn, const Tensor& base, const Tensor& scale,
+                 const HyperShape& sh, const Tensor& out) {
+  CheckStreams(streams, sh);
+  const std::int64_t n = streams.shape[0], m = sh.mult, width = m * sh.hidden;
+  FISSION_CHECK(fn.shape == Shape({m, width}) && base.numel() == m && scale.numel() == 1 &&
+                    out.numel() == n * sh.hidden,
+                "mHC head fn", fn.shape.ToString(), " for ", m, " streams, out", out.shape.ToString());
+  for (const Tensor* t : {&fn, &base, &scale, &out}) CheckF32(*t, "mHC head tensors");
+  if (n == 0) return;
+  HyperMixKernel<<<static_cast<unsigned>(n), kThreads, 0, ctx.stream()>>>(
+      streams.ptr<float>(), fn.ptr<float>(), base.ptr<float>(), scale.ptr<float>(), static_cast<int>(m), sh.hidden,
+      static_cast<int>(m), 0, sh.eps, sh.norm_eps, out.ptr<float>(), nullptr, nullptr);
+  FISSION_LAUNCHED();
+}
+
+void V4Rope(CudaContext& ctx, const Tensor& x, std::int64_t offset, std::int64_t dim,
+            std::span<const std::int32_t> positions, const Tensor& inv_freq, bool inverse) {
+  FISSION_CHECK(x.rank() == 3 && offset >= 0 && offset + dim <= x.shape[2] && dim % 2 == 0 &&
+                    inv_freq.numel() == dim / 2 && inv_freq.dtype == DType::kF32 &&
+                    static_cast<std::int64_t>(positions.size()) == x.shape[0],
+                "V4 rope over ", x.shape.ToString(), " dims [", offset, ", ", offset + dim, ") with ", positions.size(),
+                " positions");
+  const std::int64_t n = x.shape[0], heads = x.shape[1], half = dim / 2;
+  if (n == 0 || half == 0) return;
+  const DeviceMeta pos = ctx.Upload(positions);
+  V4RopeKernel<<<GridFor(n * heads * half), kThreads, 0, ctx.stream()>>>(
+      x.data, ElemOf(x), n, heads, x.shape[2], offset, half, pos.ptr<std::int32_t>(), inv_freq.ptr<float>(), inverse);
+  FISSION_LAUNCHED();
+}
+
+// One strided-batched GEMM, a group per batch entry: out[:, g·r + i] = x[:, g·k : (g+1)·k] · w[g·r + i]ᵀ.
+// bf16 weights take bf16 activations (converted first), fp32 weights an fp32 GEMM; the output is fp32.
+void V4GroupedLinear(CudaContext& ctx, const Tensor& x, const Tensor& w, std::int64_t groups, const Tensor& out) {
+  FISSION_CHECK(x.rank() == 2 && w.rank() == 2 && groups > 0 && x.shape[1] % groups == 0 && w.shape[0] % groups == 0,
+                "grouped linear x", x.shape.ToString(), " w", w.shape.ToString(), " in ", groups, " groups");
+  const std::int64_t n = x.shape[0], k = x.shape[1] / groups, r = w.shape[0] / groups;
+  FISSION_CHECK(w.shape[1] == k && out.shape == Shape({n, groups * r}) && out.dtype == DType::kF32 &&
+                    (w.dtype == DType::kF32 || w.dtype == DType::kBF16),
+                "grouped linear x", x.shape.ToString(), " w", w.shape.ToString(), " (", DTypeName(w.dtype), ") out",
+                out.shape.ToString(), " in ", groups, " groups");
+  if (n == 0) return;
+  if (w.dtype == DType::kF32) CheckF32(x, "grouped projection's input for fp32 weights");
+  Buffer x_holder;
+  const Tensor xa = w.dtype == DType::kBF16 ? AsBf16(ctx, x, x_holder) : x;
+  const int type = w.dtype == DType::kF32 ? CUDA_R_32F : CUDA_R_16BF;
+  GemmDesc g;
+  g.trans_a = true;
+  g.m = r;
+  g.n = n;
+  g.k = k;
+  g.a = w.data;
+  g.a_type = type;
+  g.lda = k;
+  g.stride_a = r * k;
+  g.b = xa.data;
+  g.b_type = type;
+  g.ldb = groups * k;
+  g.stride_b = k;
+  g.d = out.data;
+  g.d_type = CUDA_R_32F;
+  g.ldd = groups * r;
+  g.stride_d = r;
+  g.batch = static_cast<int>(groups);
+  FISSION_CHECK(ctx.Gemm(g), "cuBLASLt has no algorithm for the grouped projection ", n, "x", r, "x", k, " in ",
+                groups, " groups");
+}
+
+void V4RouteSqrtSoftplus(CudaContext& ctx, const Tensor& router_logits, const Tensor& bias,
+                         std::span<const std::int32_t> fixed_ids, std::int64_t top_k, float scaling, const Tensor& ids,
+                         const Tensor& weights) {
+  FISSION_CHECK(router_logits.rank() == 2, "router logits ", router_logits.shape.ToString());
+  const std::int64_t n = router_logits.shape[0], experts = router_logits.shape[1];
+  const bool hashed = !fixed_ids.empty();
+  FISSION_CHECK(hashed ? static_cast<std::int64_t>(fixed_ids.size()) == n * top_k : bias.numel() == experts,
+                "sqrt-softplus routing of ", n, " rows: ", fixed_ids.size(), " fixed ids, bias ", bias.shape.ToString());
+  FISSION_CHECK(top_k >= 1 && top_k <= kMaxRouteTopK && top_k <= experts, "top_k ", top_k, " of ", experts,
+                " experts (the CUDA router picks at most ", kMaxRouteTopK, ")");
+  FISSION_CHECK(ids.dtype == DType::kI32 && weights.dtype == DType::kF32 && ids.numel() == n * top_k &&
+                    weights.numel() == n * top_k,
+                "routing outputs ids", ids.shape.ToString(), " weights", weights.shape.ToString());
+  CheckF32(router_logits, "router logits");
+  if (!hashed) CheckF32(bias, "router bias");
+  for (std::int32_t e : fixed_ids) FISSION_CHECK(e >= 0 && e < experts, "hash-routed expert id ", e);
+  if (n == 0) return;
+  const DeviceMeta fixed = hashed ? ctx.Upload(fixed_ids) : DeviceMeta();
+  const std::size_t smem = static_cast<std::size_t>(experts) * 3 * sizeof(float);
+  RouteSqrtSoftplusKernel<<<static_cast<unsigned>(n), 32, smem, ctx.stream()>>>(
+      router_logits.ptr<float>(), hashed ? nullptr : bias.ptr<float>(), hashed ? fixed.ptr<std::int32_t>() : nullptr,
+      static_cast<int>(experts), static_cast<int>(top_k), scaling, ids.ptr<std::int32_t>(), weights.ptr<float>());
+  FISSION_LAUNCHED();
+}
+
+}  // namespace fission::kernels::cuda
