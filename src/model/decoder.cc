@@ -16,6 +16,12 @@ DecoderModel::DecoderModel(io::ModelConfig config, kernels::Backend& backend, co
   vocab_part_ = EvenPart(config_.vocab_size, options.rank.attn_tp_size(), options.rank.attn_tp_rank(), "vocab_size");
 }
 
+void DecoderModel::RunEagerly(const char* why) {
+  if (!graph_sizes_.empty() && backend_.CapturesGraphs() && options_.rank.world_rank() == 0)
+    Log(LogLevel::kInfo, config_.model_type, ": CUDA graphs are off, every step runs eagerly (", why, ")");
+  graph_sizes_.clear();
+}
+
 void DecoderModel::SetVocabulary(Buffer embed_tokens, Buffer final_norm, float final_norm_eps, Weight lm_head) {
   embed_tokens_ = std::move(embed_tokens);
   final_norm_ = std::move(final_norm);

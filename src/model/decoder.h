@@ -94,6 +94,9 @@ class DecoderModel : public CausalLM {
   void Embed(const StepContext& step, const Tensor& h) const;
   const ShardOptions& options() const { return options_; }
   kernels::Backend& backend() const { return backend_; }
+  // Every step of a family that cannot be captured yet runs eagerly; logged once, with `why`, on a
+  // backend that captures graphs.
+  void RunEagerly(const char* why);
   // This rank's rows of the vocabulary (embedding and lm_head are split over the attention-TP
   // group).
   Range vocab_part() const { return vocab_part_; }

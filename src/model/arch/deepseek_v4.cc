@@ -62,6 +62,7 @@ DeepseekV4Model::DeepseekV4Model(io::ModelConfig config, WeightLoader& loader, c
   Buffer lm_head = loader.Load(c.tie_word_embeddings ? "embed.weight" : "head.weight",
                                Shape{c.vocab_size, c.hidden_size}, vocab_part());
   SetVocabulary(std::move(embed), std::move(norm), static_cast<float>(c.rms_norm_eps), Weight::Plain(std::move(lm_head)));
+  RunEagerly("the step plan's ring slots, closed windows and hash-routed ids are built on the host each step");
 }
 
 MemorySpec V4MemorySpec(const io::ModelConfig& c, kernels::V4KvFormat format, DType kv_dtype) {

@@ -325,8 +325,7 @@ std::unique_ptr<CausalLM> LoadCausalLM(const std::string& dir, const LoadOptions
   ValidateExpertParallel(config, options);
   const DeviceSpec device = ResolveDevice(options.device);
 #ifdef FISSION_HAVE_CUDA
-  if (device.cuda && config.indexer && config.model_type != "deepseek_v4" &&
-      config.indexer->topk > kernels::cuda::kCudaMaxIndexTopk)
+  if (device.cuda && config.indexer && config.indexer->topk > kernels::cuda::kCudaMaxIndexTopk)
     Fail(config.source, ": index_topk ", config.indexer->topk, " is larger than the CUDA indexer selects (at most ",
          kernels::cuda::kCudaMaxIndexTopk, ")");
 #endif
@@ -334,9 +333,6 @@ std::unique_ptr<CausalLM> LoadCausalLM(const std::string& dir, const LoadOptions
     Fail(config.source, ": data-parallel attention and expert parallelism (--dp-size ", options.dp_size, ", --ep-size ",
          options.ep_size, ") have not landed for DeepSeek-V4 (its hash-routed MoE and per-request state); use "
          "--tp-size and --attn-cp-size");
-  if (config.model_type == "deepseek_v4" && device.cuda)
-    Fail(config.source, ": DeepSeek-V4 runs on --device cpu for now; its CUDA kernels (window-and-entries attention, "
-         "compressors, hyper-connections) have not landed");
   if (config.quantization.method == "quark") {
     const bool fp4_in = config.quantization.activations == "fp4";
     if (device.cuda && fp4_in && options.dtype != "float32")
