@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# DeepSeek-V4 on one GPU (a measurement, not a test): `fission generate` at DeepSeek-V4-Flash's
+# dimensions with LAYERS layers (dummy bf16 weights drawn on the device; the layer kinds follow the
+# config: sliding, sliding, CSA, HCA, ...) and EXPERTS routed experts, against transformers'
+# DeepseekV4ForCausalLM (torch eager, bf16, random weights, tools/gpu/v4_torch_ref.py) at the same
+# dimensions in the same invocation. Points: the prefill of one PREFILL-token prompt, and decode at
+# batch 1 and 16 after CONTEXT-token prompts (OUTPUT greedy tokens, EOS ignored), each with the
+# byte roofline of a decode step (tools/gpu/v4_roofline.py). Table in $OUT/v4_bench.txt.
+#
+#   usage: bash tools/gpu/v4_bench.sh BINDIR
+#   Environment: OUT, LAYERS (4), EXPERTS (256), PREFILL (4096), CONTEXT (1024), OUTPUT (64), TORCH (1: run the reference)
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+OUT=${OUT:-$PWD/gpu-out}
+mkdir -p "$OUT"
+BIN=$1
+LAYERS=${LAYERS:-4}
+EXPERTS=${EXPERTS:-256}
+PREFILL=${PREFILL:-4096}
+CONTEXT=${CONTEXT:-1024}
+OUTPUT=${OUTPUT:-64}
+MODEL=bench/configs/deepseek-v4-flash
+OVERRIDE="{\"num_hidden_layers\": $LAYERS, \"n_routed_experts\": $EXPERTS}"
+export NCCL_NVLS_ENABLE=0
+export LD_LIBRARY_PATH=$PWD/$BIN/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+SUMMARY=$OUT/v4_bench.txt
+echo "DeepSeek-V4-Flash dims, $LAYERS layers, $EXPERTS experts, dummy bf16 weights, $(date -u +%F)," \
+  "commit $(head -1 "$BIN/COMMIT" 2>/dev/null)" | tee "$SUMMARY"
+
+prompts() {  # prompts BATCH TOKENS OUTPUT > file
+  python3 - "$@" <<'PY'
+import json, random, sys
+batch, n, out = map(int, sys.argv[1:])
+r = random.Random(13)
+for _ in range(batch):
+    print(json.dumps({"input_ids": [r.randrange(3, 129000) for _ in range(n)],
+                      "sampling_params": {"max_new_tokens": out, "ignore_eos": True}}))
+PY
+}
+generate() {  # generate LOG PROMPTS
+  timeout 300 "$BIN/fission" generate --model-path $MODEL --load-format dummy --json-model-override-args "$OVERRIDE" \
+    --device cuda --dtype bfloat16 --max-running-requests 16 --chunked-prefill-size 16384 --input "$2" > /dev/null 2> "$1"
+}
+
+prompts 1 "$PREFILL" 1 > "$OUT/v4_prefill.jsonl"
+generate "$OUT/v4_prefill.log" "$OUT/v4_prefill.jsonl"
+prefill_s=$(awk '/^prefill:/ {print $5}' "$OUT/v4_prefill.log")
+echo "fission prefill of $PREFILL tokens: ${prefill_s:-failed} s ($(awk '/^prefill:/ {print $7}' "$OUT/v4_prefill.log") tok/s)" | tee -a "$SUMMARY"
+grep -E "loaded|CUDA graphs|model memory" "$OUT/v4_prefill.log" | head -3 | sed "s/^/  /" >> "$SUMMARY"
+printf '%5s %10s %9s %10s %9s\n' batch "tok/s" "TPOT ms" "roof ms" fraction | tee -a "$SUMMARY"
+for batch in 1 16; do
+  prompts "$batch" "$CONTEXT" "$OUTPUT" > "$OUT/v4_b$batch.jsonl"
+  log=$OUT/v4_b$batch.log
+  generate "$log" "$OUT/v4_b$batch.jsonl"
+  rate=$(awk '/^decode:/ {print $7}' "$log")
+  tpot=$(awk -v b="$batch" '/^decode:/ { if ($2 > 0) printf "%.3f", $5 * 1000 * b / $2 }' "$log")
+  roof=$(python3 tools/gpu/v4_roofline.py $MODEL --override "$OVERRIDE" --context $(( CONTEXT + OUTPUT / 2 )) \
+           --batch "$batch" | python3 -c 'import json, sys; print("%.3f" % json.load(sys.stdin)["step_ms"])')
+  frac=$(python3 -c "print('%.2f' % ($roof / $tpot))" 2>/dev/null || echo "?")
+  printf '%5s %10s %9s %10s %9s\n' "$batch" "${rate:-failed}" "${tpot:-?}" "$roof" "$frac" | tee -a "$SUMMARY"
+done
+if [[ ${TORCH:-1} == 1 ]]; then
+  for batch in 1 16; do
+    timeout 300 python3 tools/gpu/v4_torch_ref.py "$LAYERS" "$EXPERTS" "$PREFILL" "$batch" "$CONTEXT" \
+      > "$OUT/v4_torch_b$batch.log" 2>&1
+    grep RESULT "$OUT/v4_torch_b$batch.log" | tee -a "$SUMMARY" || tail -3 "$OUT/v4_torch_b$batch.log" | tee -a "$SUMMARY"
+  done
+fi

@@ -1,0 +1,87 @@
+#!/usr/bin/env python3
+"""Byte roofline of one decode step of a DeepSeek-V4 model on one GPU.
+
+A decode step reads every weight it uses once and every cached key it attends to once; at HBM
+bandwidth B that takes (weight bytes + cache bytes) / B. Per layer the weights are: attention
+(wq_a, wq_b, wkv, the grouped wo_a, wo_b), the compressor of a CSA or HCA layer (wkv and wgate,
+2·head_dim wide for CSA's overlapping windows), a CSA layer's indexer (wq_b, weights_proj and
+its own compressor), the two sublayers' mHC mixing weights (fp32), the router (fp32), the shared
+expert and, for b sequences, the expected number of distinct routed experts among b·top_k
+uniform draws (hash-routed layers draw as uniformly). The cache a query reads: its window
+(min(context, sliding_window) keys), the CSA entries it selects (min(context/4, index_topk)) and
+the indexer keys it scores (context/4), or the HCA entries (context/128). Plus the lm_head. Norms,
+biases, ape and the embedding row are ignored (< 0.1%).
+
+  usage: v4_roofline.py CONFIG_DIR [--override JSON] [--weights fp8|bf16] [--context N] [--batch B]
+         [--kv-cache-dtype auto|bf16|fp8_e4m3] [--bandwidth GBPS]
+Prints one JSON object: bytes per step and the roofline step time in ms.
+"""
+import argparse
+import json
+import os
+
+from roofline import merge
+
+
+def layer_kinds(c):
+    ratios = c.get("compress_ratios")
+    layers = c["num_hidden_layers"]
+    if ratios is not None:
+        return [int(r) for r in ratios[:layers]]
+    kinds = {"sliding_attention": 0, "compressed_sparse_attention": 4, "heavily_compressed_attention": 128}
+    rates = c.get("compress_rates", {})
+    return [rates.get(t, kinds[t]) if t != "sliding_attention" else 0 for t in c["layer_types"][:layers]]
+
+
+def roofline(c, weights, context, batch, bandwidth_gbps, kv_dtype="auto"):
+    w = 1.0 if weights == "fp8" else 2.0
+    h, heads, d = c["hidden_size"], c["num_attention_heads"], c["head_dim"]
+    rope, q_lora = c["qk_rope_head_dim"], c["q_lora_rank"]
+    groups, o_lora = c["o_groups"], c["o_lora_rank"]
+    idx_heads, idx_dim, topk = c["index_n_heads"], c["index_head_dim"], c["index_topk"]
+    window = c["sliding_window"]
+    mult = c.get("hc_mult", 4)
+    experts, top_k, inter = c["n_routed_experts"], c["num_experts_per_tok"], c["moe_intermediate_size"]
+    attention = q_lora * h + heads * d * q_lora + d * h + groups * o_lora * (heads * d // groups) + h * groups * o_lora
+    expert = 3 * h * inter
+    distinct = experts * (1.0 - (1.0 - top_k / experts) ** batch)
+    key = (d - rope) + -(-(d - rope) // 64) + 2 * rope if kv_dtype == "fp8_e4m3" else d * (2 if kv_dtype == "bf16" else 4)
+    index_key = idx_dim + 4 if kv_dtype == "fp8_e4m3" else idx_dim * 4
+    weight_bytes = kv_bytes = 0.0
+    for ratio in layer_kinds(c):
+        matrices = attention + expert + distinct * expert
+        cache = min(context, window) * key
+        if ratio == 4:
+            matrices += 2 * (2 * d) * h + idx_heads * idx_dim * q_lora + 2 * (2 * idx_dim) * h
+            weight_bytes += idx_heads * h * 2.0  # weights_proj, bf16
+            cache += min(context // 4, topk) * key + (context // 4) * index_key
+        elif ratio > 0:
+            matrices += 2 * d * h
+            cache += (context // ratio) * key
+        weight_bytes += w * matrices + 4.0 * (experts * h + 2 * (2 + mult) * mult * mult * h)
+        kv_bytes += batch * cache
+    weight_bytes += 4.0 * mult * mult * h + c["vocab_size"] * h * 2.0  # the head's mixing, lm_head (bf16)
+    total = weight_bytes + kv_bytes
+    step_ms = total / (bandwidth_gbps * 1e9) * 1e3
+    return {"weights": weights, "batch": batch, "context": context, "layers": c["num_hidden_layers"],
+            "kv_cache_dtype": kv_dtype, "weight_bytes": int(weight_bytes), "kv_bytes": int(kv_bytes),
+            "step_ms": step_ms, "bandwidth_gbps": bandwidth_gbps}
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("config_dir")
+    p.add_argument("--override", default="{}")
+    p.add_argument("--weights", choices=["fp8", "bf16"], default="bf16")
+    p.add_argument("--context", type=int, default=1024)
+    p.add_argument("--batch", type=int, default=1)
+    p.add_argument("--kv-cache-dtype", choices=["auto", "bf16", "fp8_e4m3"], default="bf16")
+    p.add_argument("--bandwidth", type=float, default=4200.0, help="GB/s")
+    a = p.parse_args()
+    with open(os.path.join(a.config_dir, "config.json")) as f:
+        config = merge(json.load(f), json.loads(a.override))
+    print(json.dumps(roofline(config, a.weights, a.context, a.batch, a.bandwidth, a.kv_cache_dtype)))
+
+
+if __name__ == "__main__":
+    main()
