@@ -38,6 +38,8 @@ void PrintHelp() {
       "  --input FILE              JSON lines: {\"input_ids\": [...] | \"text\": \"...\", \"sampling_params\": {...}}\n"
       "  --tokenizer-path DIR      tokenizer.json for text prompts, output text and stop strings\n"
       "                            (default: the model directory, when it has one)\n"
+      "  --warmup                  run the first prompt once (one new token) before the timed run, so the\n"
+      "                            summary leaves out first-use costs (GEMM heuristics, allocations)\n"
       "model:\n%s"
       "sampling defaults (a line's sampling_params override them):\n"
       "  --max-new-tokens N        (default 16)\n"
@@ -76,6 +78,7 @@ int RunGenerate(const std::vector<std::string>& args) {
   engine::SamplingParams defaults;
   defaults.temperature = 0.0;
   defaults.max_new_tokens = 16;
+  bool warmup = false;
   for (std::size_t i = 0; i < args.size();) {
     const std::string& flag = args[i];
     if (flag == "--help" || flag == "-h") {
@@ -84,8 +87,8 @@ int RunGenerate(const std::vector<std::string>& args) {
     }
     if (engine::ParseEngineFlag(args, &i, &config)) continue;
     if (model::ParseLoadFlag(args, &i, &load)) continue;
-    if (flag == "--ignore-eos") {
-      defaults.ignore_eos = true;
+    if (flag == "--ignore-eos" || flag == "--warmup") {
+      (flag == "--warmup" ? warmup : defaults.ignore_eos) = true;
       ++i;
       continue;
     }
@@ -154,6 +157,13 @@ int RunGenerate(const std::vector<std::string>& args) {
 
   std::unique_ptr<model::CausalLM> model = model::LoadCausalLM(model_path, load);
   config.eos_token_ids = io::ReadEosTokenIds(model_path);
+  if (warmup) {  // an engine of its own, so the timed engine's statistics start at zero
+    engine::OfflinePrompt first = prompts.front();
+    first.params.max_new_tokens = 1;
+    first.params.n = 1;
+    engine::Engine warm(model.get(), config, detokenizer.get());
+    engine::RunOffline(warm, {first});
+  }
   engine::Engine engine(model.get(), config, detokenizer.get());
   const engine::OfflineReport report = engine::RunOffline(engine, prompts);
 

@@ -95,6 +95,27 @@ TEST_F(GenerateCommandTest, InputFileRunsEveryLine) {
   EXPECT_EQ(line, golden.size());
 }
 
+// --warmup runs the first prompt once beforehand on an engine of its own: the same output ids, and
+// the summary counts the timed run's prompts only.
+TEST_F(GenerateCommandTest, WarmupLeavesOutputsAndCountsUnchanged) {
+  std::vector<std::int64_t> lens;
+  const auto golden = Golden(&lens);
+  const std::size_t new_tokens = golden[0].size() - lens[0];
+  const std::string args = "generate --model-path " + kModel + " --prompt-ids " + Join(golden[0], 0, lens[0]) +
+                           " --max-new-tokens " + std::to_string(new_tokens) + " --warmup";
+  const Result r = RunFission(args);
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_EQ(r.out, Join(golden[0], lens[0], golden[0].size()) + "\n");
+  FILE* pipe = popen((kBinary + " " + args + " 2>&1 >/dev/null").c_str(), "r");
+  ASSERT_NE(pipe, nullptr);
+  std::string err;
+  char buffer[4096];
+  std::size_t n;
+  while ((n = std::fread(buffer, 1, sizeof(buffer), pipe)) > 0) err.append(buffer, n);
+  pclose(pipe);
+  EXPECT_NE(err.find("requests: 1, prompt tokens: " + std::to_string(lens[0]) + " "), std::string::npos) << err;
+}
+
 TEST_F(GenerateCommandTest, UserErrorsExitWithCode2) {
   EXPECT_EQ(RunFission("generate --model-path " + kModel + " --prompt-ids 1,x").exit_code, 2);
   EXPECT_EQ(RunFission("generate --prompt-ids 1,2").exit_code, 2);
