@@ -187,7 +187,8 @@ void CpuV4Ops::RouteSqrtSoftplus(const Tensor& router_logits, const Tensor& bias
     }
     if (hashed) {
       std::copy_n(fixed_ids.begin() + t * top_k, top_k, chosen.begin());
-      for (std::int32_t e : chosen) FISSION_CHECK(e >= 0 && e < experts, "hash-routed expert id ", e);
+      for (std::int32_t e : chosen)
+        if (e < 0 || e >= experts) Fail("hash-routed expert id ", e, " outside the ", experts, " experts");
     } else {
       chosen = TopK(choice, top_k);
     }

@@ -332,7 +332,8 @@ void V4RouteSqrtSoftplus(CudaContext& ctx, const Tensor& router_logits, const Te
                 "routing outputs ids", ids.shape.ToString(), " weights", weights.shape.ToString());
   CheckF32(router_logits, "router logits");
   if (!hashed) CheckF32(bias, "router bias");
-  for (std::int32_t e : fixed_ids) FISSION_CHECK(e >= 0 && e < experts, "hash-routed expert id ", e);
+  for (std::int32_t e : fixed_ids)
+    if (e < 0 || e >= experts) Fail("hash-routed expert id ", e, " outside the ", experts, " experts");
   if (n == 0) return;
   const DeviceMeta fixed = hashed ? ctx.Upload(fixed_ids) : DeviceMeta();
   const std::size_t smem = static_cast<std::size_t>(experts) * 3 * sizeof(float);
