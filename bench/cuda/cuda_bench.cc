@@ -14,9 +14,11 @@
 // And DeepSeek Sparse Attention's kernels (bench/cuda/dsa_bench.cc): dsa_indexer, dsa_topk,
 // dsa_sparse_prefill, dsa_sparse_decode.
 //
-// And the MXFP4 and MXFP8 routed experts (bench/cuda/moe_mx_bench.cc): moe_mxfp4, moe_mxfp8.
+// And the MXFP4 and MXFP8 routed experts (bench/cuda/moe_mx_bench.cc): moe_mxfp4, moe_mxfp8; and
+// DeepSeek-V4's FP4 (W4A16) experts (bench/cuda/moe_fp4_bench.cc): moe_fp4.
 //
-// Usage: fission_cuda_bench [copy] [gemm] [fp8] [moe_fp8] [moe_mxfp4] [moe_mxfp8] [prefill] [decode] [sample] [ops]
+// Usage: fission_cuda_bench [copy] [gemm] [fp8] [moe_fp8] [moe_mxfp4] [moe_mxfp8] [moe_fp4] [prefill] [decode]
+//                           [sample] [ops]
 //                           [dsa_indexer] [dsa_topk] [dsa_sparse_prefill] [dsa_sparse_decode]
 //        (all when none is named)
 #include <cuda_runtime.h>
@@ -33,6 +35,7 @@
 #include <vector>
 
 #include "bench/cuda/dsa_bench.h"
+#include "bench/cuda/moe_fp4_bench.h"
 #include "bench/cuda/moe_mx_bench.h"
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_context.h"
@@ -385,6 +388,8 @@ int main(int argc, char** argv) {
                                     std::pair{"moe_mxfp8", fission::DType::kF8E4M3}})
     if (want(mode))
       fission::bench::BenchMoeMx(*gpu, codes, [](const std::function<void(int)>& fn) { return TimeUs(fn); });
+  if (want("moe_fp4"))
+    fission::bench::BenchMoeFp4(*gpu, [](const std::function<void(int)>& fn) { return TimeUs(fn); });
   if (want("sample")) BenchSample();
   if (want("ops")) BenchOpTable();
   fission::bench::RunDsaBenchmarks(*gpu, want);

@@ -135,9 +135,11 @@ void ParseQuark(const Json& q_json, const std::string& qwhere, QuantizationConfi
 
 QuantizationConfig ParseQuantization(const Json& json, const std::string& where) {
   QuantizationConfig q;
+  q.expert_dtype = GetString(json, "expert_dtype", where, "");
   auto it = json.find("quantization_config");
   if (it == json.end() || it->is_null()) return q;
   const std::string qwhere = where + ": quantization_config";
+  if (q.expert_dtype.empty()) q.expert_dtype = GetString(*it, "expert_dtype", qwhere, "");
   q.method = GetString(*it, "quant_method", qwhere);
   if (q.method == "quark") {
     ParseQuark(*it, qwhere, q);

@@ -36,6 +36,11 @@ struct QuantizationConfig {
   // products were calibrated with: "fp4" (dynamic MXFP4) or "none".
   std::vector<std::string> exclude;
   std::string activations = "none";
+  // DeepSeek-V4: how the config says the routed experts are stored (`expert_dtype`, at the top
+  // level as DeepSeek publishes it, or inside quantization_config): "fp4" (e2m1 pairs with a ue8m0
+  // scale per 32 values), "fp8", ...; "" when it says nothing. Tensors are read as they are
+  // stored whatever it says; it decides what dummy experts are drawn as.
+  std::string expert_dtype;
 };
 
 // DeepSeek Sparse Attention indexer (deepseek_v32, glm_moe_dsa, deepseek_v4).

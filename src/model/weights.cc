@@ -1,5 +1,6 @@
 #include "model/weights.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstring>
@@ -284,21 +285,36 @@ Weight WeightLoader::Quantized(const Buffer& host, const WeightFormat& format) {
 }
 
 bool WeightLoader::KeptMxfp4(const std::string& name) const {
+  // The routed experts' module (ModuleOfTensor drops ".<e>.<projection>"): "....experts", which a
+  // shared expert's ("....shared_experts.w1") is not.
   const std::string module = ModuleOfTensor(name);
-  const std::string experts = ".mlp.experts";
-  if (!keep_mxfp4_experts_ || module.size() < experts.size() ||
-      module.compare(module.size() - experts.size(), experts.size(), experts) != 0)
-    return false;
+  if (!kept_mxfp4_experts_ || !module.ends_with(".experts")) return false;
   return dummy() || checkpoint_->IsMxfp4(name);
 }
 
 Weight WeightLoader::UploadMxfp4(io::Checkpoint::Mxfp4Slice host) {
-  if (backend_.device().type == DeviceType::kCpu)
-    return {std::move(host.codes), std::move(host.scales), WeightFormat::Mxfp4()};
+  const WeightFormat format = *kept_mxfp4_experts_;
+  if (backend_.device().type == DeviceType::kCpu) return {std::move(host.codes), std::move(host.scales), format};
   Weight w{Buffer(DType::kF4E2M1, host.codes.tensor().shape, backend_.allocator()),
-           Buffer(DType::kE8M0, host.scales.tensor().shape, backend_.allocator()), WeightFormat::Mxfp4()};
+           Buffer(DType::kE8M0, host.scales.tensor().shape, backend_.allocator()), format};
   backend_.CopyBytesFromHost(host.codes.ptr<std::uint8_t>(), w.values);
   backend_.CopyBytesFromHost(host.scales.ptr<std::uint8_t>(), w.scales);
+  return w;
+}
+
+Weight WeightLoader::RandomMxfp4(const Shape& shape, float scale) {
+  const WeightFormat format = *kept_mxfp4_experts_;
+  if (!device_fill_) return Quantized(RandomHost(shape, scale), format);
+  // Uniform values over ±b · 2^e have the standard deviation of the other dummy matrices when
+  // b · 2^e = scale · √3; e is chosen so that b lies in (3, 6], where e2m1's codes spread over the
+  // whole range (the rounding moves the deviation by a few percent).
+  const float bound = scale * std::sqrt(3.0f);
+  const int e = static_cast<int>(std::ceil(std::log2(bound / 6.0f)));
+  Weight w{Buffer(DType::kF4E2M1, shape, backend_.allocator()),
+           Buffer(DType::kE8M0, Shape{shape[0], CeilDiv(shape[1], 32)}, backend_.allocator()), format};
+  device_fill_(w.values, std::min(6.0f, std::ldexp(bound, -e)), rng_());
+  const std::vector<std::uint8_t> scales(w.scales.tensor().numel(), static_cast<std::uint8_t>(std::clamp(e + 127, 0, 254)));
+  backend_.CopyBytesFromHost(scales.data(), w.scales);
   return w;
 }
 
@@ -316,15 +332,14 @@ Weight WeightLoader::LoadLinearCols(const std::string& name, const Shape& shape,
   if (const auto format = OnlineFormatOf(name)) return Quantized(HostSlice(name, shape, {}, cols), *format);
   if (allow_fp8 && KeptMxfp4(name)) {
     const std::int64_t c0 = cols.begin, c1 = cols.stop(shape[1]);
-    if (!dummy() && c0 % 32 == 0 && (c1 % 32 == 0 || c1 == shape[1]))
+    if (dummy()) return RandomMxfp4(Shape{shape[0], c1 - c0}, 1.0f / std::sqrt(static_cast<float>(shape[1])));
+    if (c0 % 32 == 0 && (c1 % 32 == 0 || c1 == shape[1]))
       return UploadMxfp4(checkpoint_->LoadMxfp4(name, shape, 0, shape[0], c0, c1));
-    if (!dummy()) {
-      static std::atomic<bool> said{false};
-      if (!said.exchange(true))
-        Log(LogLevel::kWarning, "MXFP4 experts: ", name, " columns ", c0, "..", c1, " do not align with the 1x32 ",
-            "scale groups; quantized again from the decoded values with the slice's own scales (said once)");
-    }
-    return Quantized(HostSlice(name, shape, {}, cols), WeightFormat::Mxfp4());
+    static std::atomic<bool> said{false};
+    if (!said.exchange(true))
+      Log(LogLevel::kWarning, "MXFP4 experts: ", name, " columns ", c0, "..", c1, " do not align with the 1x32 ",
+          "scale groups; quantized again from the decoded values with the slice's own scales (said once)");
+    return Quantized(HostSlice(name, shape, {}, cols), *kept_mxfp4_experts_);
   }
   if (!allow_fp8 || !KeptFp8(name)) return Weight::Plain(LoadCols(name, shape, cols));
   if (!BlockAligned(cols, shape[1]))
@@ -347,13 +362,7 @@ Weight WeightLoader::LoadLinearStacked(const std::string& first, const std::stri
   if (KeptMxfp4(first) && KeptMxfp4(second)) {
     // Row slices keep whole 1x32 groups; gate over up is the codes and the scales stacked.
     const std::int64_t r0 = rows.begin, r1 = rows.stop(each[0]);
-    if (dummy()) {
-      const Buffer a = HostSlice(first, each, rows, {}), b = HostSlice(second, each, rows, {});
-      Buffer stacked(DType::kF32, Shape{2 * a.tensor().shape[0], each[1]});
-      std::memcpy(stacked.ptr<float>(), a.ptr<float>(), a.tensor().bytes());
-      std::memcpy(stacked.ptr<std::uint8_t>() + a.tensor().bytes(), b.ptr<float>(), b.tensor().bytes());
-      return Quantized(stacked, WeightFormat::Mxfp4());
-    }
+    if (dummy()) return RandomMxfp4(Shape{2 * (r1 - r0), each[1]}, 1.0f / std::sqrt(static_cast<float>(each[1])));
     const io::Checkpoint::Mxfp4Slice a = checkpoint_->LoadMxfp4(first, each, r0, r1, 0, each[1]),
                                       b = checkpoint_->LoadMxfp4(second, each, r0, r1, 0, each[1]);
     io::Checkpoint::Mxfp4Slice stacked{Buffer(DType::kF4E2M1, Shape{2 * (r1 - r0), each[1]}),

@@ -9,6 +9,7 @@
 #include <functional>
 #include <initializer_list>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -69,11 +70,14 @@ class WeightLoader {
                                  Range rows = {});
   // Keep FP8 weights as stored (a device backend and a checkpoint with 128×128 block scales).
   void KeepFp8() { keep_fp8_ = true; }
-  // Keep the routed experts (model.layers.N.mlp.experts) of an MXFP4 checkpoint as stored, codes
-  // and e8m0 scales (a device with an MXFP4 experts kernel). A down projection whose column slice
-  // does not start and end on a 1x32 group is quantized again from its decoded values (the slice's
-  // own scales, logged once); dummy experts are drawn and quantized. Other modules load as before.
-  void KeepMxfp4Experts() { keep_mxfp4_experts_ = true; }
+  // Keep the routed experts (a module ending in ".experts": model.layers.N.mlp.experts, DeepSeek-V4's
+  // layers.N.ffn.experts) that the checkpoint stores as MXFP4 as stored, codes and e8m0 scales, in
+  // `format` (Mxfp4: a Quark checkpoint's experts, whose products quantize their activations;
+  // Mxfp4A16: DeepSeek-V4's, whose products do not). A down projection whose column slice does not
+  // start and end on a 1x32 group is quantized again from its decoded values (the slice's own
+  // scales, logged once); dummy experts are drawn in the format (codes on the device when it can
+  // draw them, else drawn and quantized on the host). Other modules load as before.
+  void KeepMxfp4Experts(const WeightFormat& format = WeightFormat::Mxfp4()) { kept_mxfp4_experts_ = format; }
   // Online quantization (model/online_quant.h): the Linear weights of a module the plan names are
   // read in fp32 (dequantized from the checkpoint's format if need be, or drawn when dummy), this
   // rank's slice quantized into the plan's format. It takes precedence over KeepFp8. The plan must
@@ -86,7 +90,7 @@ class WeightLoader {
     WeightLoader other(checkpoint, backend_, 0, matrix_dtype_);
     other.device_fill_ = device_fill_;
     other.keep_fp8_ = keep_fp8_;
-    other.keep_mxfp4_experts_ = keep_mxfp4_experts_;
+    other.kept_mxfp4_experts_ = kept_mxfp4_experts_;
     return other;
   }
   // Dummy matrices drawn on the device instead of the host: fill(tensor, bound, seed) writes
@@ -130,9 +134,12 @@ class WeightLoader {
   std::optional<WeightFormat> OnlineFormatOf(const std::string& tensor) const;
   Buffer HostSlice(const std::string& name, const Shape& shape, Range rows, Range cols);
   Weight Quantized(const Buffer& host, const WeightFormat& format);
-  // MXFP4 routed experts kept as stored (KeepMxfp4Experts).
+  // MXFP4 routed experts kept as stored (KeepMxfp4Experts), in the kept format.
   bool KeptMxfp4(const std::string& name) const;
   Weight UploadMxfp4(io::Checkpoint::Mxfp4Slice host);
+  // Dummy kept experts of standard deviation about `scale`: uniform values rounded to e2m1 codes
+  // (on the device) and one e8m0 scale for every group.
+  Weight RandomMxfp4(const Shape& shape, float scale);
 
   const io::Checkpoint* checkpoint_;
   kernels::Backend& backend_;
@@ -140,7 +147,7 @@ class WeightLoader {
   std::mt19937_64 rng_;
   DeviceFill device_fill_;
   bool keep_fp8_ = false;
-  bool keep_mxfp4_experts_ = false;
+  std::optional<WeightFormat> kept_mxfp4_experts_;
   const OnlineQuantPlan* online_ = nullptr;
 };
 

@@ -71,7 +71,7 @@ void CheckFormat(const WeightFormat& format, const char* what) {
 
 bool IsBlockQuantizedFormat(const WeightFormat& f) {
   return f == WeightFormat::Fp8Block128() || f == WeightFormat::Fp8PerChannel() || f == WeightFormat::Mxfp8() ||
-         f == WeightFormat::Mxfp4();
+         f == WeightFormat::Mxfp4() || f == WeightFormat::Mxfp4A16();
 }
 
 std::uint8_t MxScaleCode(float amax, int emax_elem) {
@@ -133,6 +133,10 @@ void DequantizeMatrix(const WeightView& w, float* out) {
 
 void QuantizeActivations(const WeightFormat& format, const float* x, std::int64_t k, float* out) {
   CheckFormat(format, "QuantizeActivations");
+  if (format.weight_only) {
+    if (out != x) std::memcpy(out, x, static_cast<std::size_t>(k) * sizeof(float));
+    return;
+  }
   // Groups along the row: 128 for block FP8, the whole row per token, 32 for MX.
   std::int64_t group = std::max<std::int64_t>(k, 1);
   if (format == WeightFormat::Fp8Block128()) group = 128;
@@ -162,6 +166,7 @@ std::string ActivationRuleName(const WeightFormat& format) {
   if (format == WeightFormat::Fp8PerChannel()) return "e4m3 per token, fp32 scales";
   if (format == WeightFormat::Mxfp8()) return "e4m3 per 1x32, e8m0 scales";
   if (format == WeightFormat::Mxfp4()) return "e2m1 per 1x32, e8m0 scales";
+  if (format == WeightFormat::Mxfp4A16()) return "unquantized";
   return "none";
 }
 

@@ -1,5 +1,6 @@
 // Block quantization of fp32 matrices into the formats of tensor/weight.h, their exact decoding,
-// and the rule by which a product with a weight of each format quantizes its activations.
+// and the rule by which a product with a weight of each format quantizes its activations (none
+// for the weight-only Mxfp4A16).
 //
 // Scales (looked up in the formats' specifications and in the engines that run them):
 //   fp32 scales (Fp8Block128, Fp8PerChannel): scale = amax / 448 over the block, so the largest
@@ -22,7 +23,8 @@
 
 namespace fission {
 
-// Fp8Block128, Fp8PerChannel, Mxfp8 or Mxfp4: the formats below take.
+// Fp8Block128, Fp8PerChannel, Mxfp8, Mxfp4 or Mxfp4A16: the formats below take (Mxfp4A16's codes
+// and scales are Mxfp4's).
 bool IsBlockQuantizedFormat(const WeightFormat& format);
 
 // Host codes [rows, cols] of format.values (fp4 packed two per byte over the whole matrix, element
@@ -45,7 +47,10 @@ std::uint8_t MxScaleCode(float amax, int emax_elem);
 //   Fp8Block128:   e4m3, one fp32 scale per 128 values (max(amax, 1e-4) / 448), as the FP8 GEMMs;
 //   Fp8PerChannel: e4m3, one fp32 scale per token (max(amax, 1e-4) / 448): ptpc's per-token side;
 //   Mxfp8, Mxfp4:  the weight's own MX rule per 32 values (e4m3 or e2m1 with an e8m0 scale), as
-//                  ATOM's per_1x32 products and Quark's MXFP4 checkpoints (dynamic activations).
+//                  ATOM's per_1x32 products and Quark's MXFP4 checkpoints (dynamic activations);
+//   Mxfp4A16:      none (weight-only): `out` is `x` unchanged, as DeepSeek-V4's reference
+//                  multiplies its decoded FP4 experts with unquantized activations. The CPU keeps
+//                  them fp32; the CUDA kernel rounds them to bf16 for its MMA (docs/cuda_mx.md).
 void QuantizeActivations(const WeightFormat& format, const float* x, std::int64_t k, float* out);
 // "e4m3 per token", ...: for logs and errors.
 std::string ActivationRuleName(const WeightFormat& format);

@@ -9,6 +9,7 @@ std::string WeightFormat::Name() const {
   if (!quantized()) return name;
   const std::string cols = block_cols == kWholeRow ? std::string("row") : std::to_string(block_cols);
   name = StrCat(name, " ", block_rows, "x", cols, " ", DTypeName(scales), " scales");
+  if (weight_only) name += ", weight-only";
   return name;
 }
 

@@ -4,7 +4,8 @@
 // FP8 checkpoints: e4m3 codes with fp32 scales per 128x128; MXFP4: e2m1 codes, two per byte, with
 // e8m0 scales per 1x32). Backends dispatch on the format inside one Linear and one experts
 // operation, so a new format is a new case there, not a new operation. How each format is
-// quantized, and how its products quantize their activations, is tensor/quantize.h.
+// quantized, and how its products quantize their activations (or, for a weight-only format, take
+// them as they are), is tensor/quantize.h.
 #pragma once
 
 #include <cstdint>
@@ -21,24 +22,33 @@ struct WeightFormat {
   DType scales = DType::kF32;  // the scales' element type; meaningful when quantized()
   std::int32_t block_rows = 0;  // 0: not block-quantized
   std::int32_t block_cols = 0;
+  // Weight-only quantization: the products take the activations unquantized (a device kernel may
+  // round them to its MMA's input type, bf16). False for every format but Mxfp4A16, whose storage
+  // is Mxfp4's; the products of the other quantized formats quantize their activations by the
+  // format's rule (tensor/quantize.h).
+  bool weight_only = false;
 
   bool quantized() const { return block_rows > 0; }
   bool operator==(const WeightFormat&) const = default;
-  // "f32", "bf16", "f8_e4m3 128x128 f32 scales", ...
+  // "F32", "BF16", "F8_E4M3 128x128 F32 scales", "F4 1x32 F8_E8M0 scales, weight-only", ...
   std::string Name() const;
 
   // block_cols of a format with one scale per row, whatever the row's length (per channel).
   static constexpr std::int32_t kWholeRow = 0x7fffffff;
 
-  static WeightFormat Plain(DType dtype) { return {dtype, DType::kF32, 0, 0}; }
+  static WeightFormat Plain(DType dtype) { return {dtype, DType::kF32, 0, 0, false}; }
   // DeepSeek-V3's checkpoint format: e4m3 codes, fp32 scales per 128x128 block.
-  static WeightFormat Fp8Block128() { return {DType::kF8E4M3, DType::kF32, 128, 128}; }
+  static WeightFormat Fp8Block128() { return {DType::kF8E4M3, DType::kF32, 128, 128, false}; }
   // e4m3 codes with one fp32 scale per output channel (row): ATOM's ptpc_fp8 weights.
-  static WeightFormat Fp8PerChannel() { return {DType::kF8E4M3, DType::kF32, 1, kWholeRow}; }
+  static WeightFormat Fp8PerChannel() { return {DType::kF8E4M3, DType::kF32, 1, kWholeRow, false}; }
   // OCP microscaling: e4m3 (MXFP8) or e2m1 (MXFP4, two per byte) codes with one e8m0 scale per
   // 32 consecutive values of a row.
-  static WeightFormat Mxfp8() { return {DType::kF8E4M3, DType::kE8M0, 1, 32}; }
-  static WeightFormat Mxfp4() { return {DType::kF4E2M1, DType::kE8M0, 1, 32}; }
+  static WeightFormat Mxfp8() { return {DType::kF8E4M3, DType::kE8M0, 1, 32, false}; }
+  static WeightFormat Mxfp4() { return {DType::kF4E2M1, DType::kE8M0, 1, 32, false}; }
+  // MXFP4 storage (as Mxfp4) whose products take the activations unquantized (W4A16):
+  // DeepSeek-V4's FP4 routed experts, whose reference multiplies the decoded weights with
+  // unquantized activations.
+  static WeightFormat Mxfp4A16() { return {DType::kF4E2M1, DType::kE8M0, 1, 32, true}; }
 };
 
 // A non-owning view of a weight [rows, cols] and its scales [ceil(rows / block_rows),

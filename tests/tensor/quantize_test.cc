@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <vector>
@@ -237,6 +238,22 @@ TEST(Quantize, ActivationRulesMatchTheReference) {
       ExpectSameValues(got, ReferenceActivations(f, x), f.Name() + " activations k=" + std::to_string(k));
     }
   }
+}
+
+// The weight-only MXFP4 stores what Mxfp4 stores and leaves its activations as they are.
+TEST(Quantize, WeightOnlyMxfp4HasMxfp4sCodesAndNoActivationRule) {
+  const std::vector<float> w = Random(7 * 45, 3);
+  const QuantizedMatrix a = QuantizeMatrix(w.data(), 7, 45, WeightFormat::Mxfp4());
+  const QuantizedMatrix b = QuantizeMatrix(w.data(), 7, 45, WeightFormat::Mxfp4A16());
+  ASSERT_EQ(a.codes.tensor().bytes(), b.codes.tensor().bytes());
+  EXPECT_EQ(std::memcmp(a.codes.ptr<std::uint8_t>(), b.codes.ptr<std::uint8_t>(), a.codes.tensor().bytes()), 0);
+  EXPECT_EQ(std::memcmp(a.scales.ptr<std::uint8_t>(), b.scales.ptr<std::uint8_t>(), a.scales.tensor().bytes()), 0);
+  const std::vector<float> x = {1.1f, -0.3f, kNaN, kInf, 1e-30f, 7.0f};
+  std::vector<float> got(x.size());
+  QuantizeActivations(WeightFormat::Mxfp4A16(), x.data(), static_cast<std::int64_t>(x.size()), got.data());
+  EXPECT_EQ(std::memcmp(got.data(), x.data(), x.size() * sizeof(float)), 0);
+  EXPECT_EQ(ActivationRuleName(WeightFormat::Mxfp4A16()), "unquantized");
+  EXPECT_TRUE(WeightFormat::Mxfp4A16().weight_only && !WeightFormat::Mxfp4().weight_only);
 }
 
 TEST(Quantize, RefusesFormatsItDoesNotKnow) {

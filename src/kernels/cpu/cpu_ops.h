@@ -19,8 +19,9 @@ void Linear(const Tensor& x, const Tensor& w, const Tensor& out);
 // scale per 128-wide group of one token row.
 void LinearFp8(const Tensor& x, const Tensor& w, const Tensor& w_scale, const Tensor& out);
 void QuantizeFp8PerTokenGroup(const float* x, std::int64_t k, std::uint8_t* codes, float* scales);
-// Linear on a weight of another block-quantized format (per-channel FP8, MXFP8, MXFP4): the weight
-// decoded exactly, each token's activations quantized by the format's rule (tensor/quantize.h).
+// Linear on a weight of another block-quantized format (per-channel FP8, MXFP8, MXFP4, weight-only
+// MXFP4): the weight decoded exactly, each token's activations quantized by the format's rule
+// (tensor/quantize.h; none for a weight-only format).
 void LinearQuantized(const Tensor& x, const WeightView& w, const Tensor& out);
 void Embedding(const Tensor& table, std::span<const std::int32_t> ids, std::int64_t vocab_start, const Tensor& out);
 void Zero(const Tensor& x);

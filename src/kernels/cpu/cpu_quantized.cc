@@ -1,7 +1,9 @@
-// Linear on the block-quantized formats other than Fp8Block128 (per-channel FP8, MXFP8, MXFP4):
-// the reference for what a device kernel of the format computes. The weight is decoded exactly
-// (tensor/quantize.h), each token's activations are quantized by the format's rule and decoded
-// again, and the products accumulate in fp32 in Dot's fixed order.
+// Linear on the block-quantized formats other than Fp8Block128 (per-channel FP8, MXFP8, MXFP4 and
+// the weight-only MXFP4 of DeepSeek-V4's experts): the reference for what a device kernel of the
+// format computes. The weight is decoded exactly (tensor/quantize.h), each token's activations are
+// quantized by the format's rule and decoded again (a weight-only format takes them as they are, so
+// its results are the dequantized plain weight's, bit for bit), and the products accumulate in fp32
+// in Dot's fixed order.
 #include <vector>
 
 #include "kernels/cpu/cpu_ops.h"

@@ -174,6 +174,10 @@ void CudaBackend::Linear(const Tensor& x, const WeightView& w, const Tensor& out
                   x.rank() > 1 ? x.shape[0] : 1, w.values.shape);
     return cuda::LinearMx(*ctx_, x, w.values, w.scales, out);
   }
+  if (w.format == WeightFormat::Mxfp4A16()) {
+    OpTimer timer(*ctx_, "LinearFp4", x.rank() > 1 ? x.shape[0] : 1, w.values.shape);
+    return cuda::LinearFp4(*ctx_, x, w.values, w.scales, out);
+  }
   Fail("Linear: the CUDA backend has no kernel for weights of format ", w.format.Name());
 }
 void CudaBackend::Embedding(const Tensor& table, std::span<const std::int32_t> ids, std::int64_t vocab_start,
@@ -248,6 +252,11 @@ void CudaBackend::RoutedExperts(const Tensor& x, const Tensor& topk_ids, const T
                   x.rank() > 1 ? x.shape[0] : 1);
     return cuda::MoeExpertsMx(*ctx_, x, topk_ids, topk_weights, gu, ScalesOf(gate_up), dn, ScalesOf(down), out,
                               limit);
+  }
+  if (format == WeightFormat::Mxfp4A16()) {
+    OpTimer timer(*ctx_, "MoeExpertsFp4", x.rank() > 1 ? x.shape[0] : 1);
+    return cuda::MoeExpertsFp4(*ctx_, x, topk_ids, topk_weights, gu, ScalesOf(gate_up), dn, ScalesOf(down), out,
+                               limit);
   }
   Fail("MoeExperts: the CUDA backend has no kernel for experts of format ", format.Name());
 }

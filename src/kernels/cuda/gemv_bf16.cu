@@ -24,37 +24,8 @@ constexpr int kTokens = 8, kRows = 16, kChunk = 64;
 // and each warp a long serial walk over k).
 constexpr int kWideWarps = 4, kNarrowWarps = 16;
 
-__device__ __forceinline__ void MmaBf16(float (&d)[4], std::uint32_t a0, std::uint32_t a1, std::uint32_t a2,
-                                        std::uint32_t a3, std::uint32_t b0, std::uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-      "{%0, %1, %2, %3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
-
 __device__ __forceinline__ uint4 LoadW(const __nv_bfloat16* p, bool ok) {
   return ok ? __ldg(reinterpret_cast<const uint4*>(p)) : make_uint4(0, 0, 0, 0);
-}
-
-// Two values rounded to bf16, `lo` in the low half (the lower address).
-__device__ __forceinline__ std::uint32_t PackBf16(float lo, float hi) {
-  std::uint32_t r;
-  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
-  return r;
-}
-
-// Eight activation values as four packed bf16 pairs.
-template <bool kF32>
-__device__ __forceinline__ uint4 LoadX(const void* x, std::int64_t i, bool ok) {
-  if (!ok) return make_uint4(0, 0, 0, 0);
-  if constexpr (kF32) {
-    const float4* p = reinterpret_cast<const float4*>(static_cast<const float*>(x) + i);
-    const float4 a = __ldg(p), b = __ldg(p + 1);
-    return make_uint4(PackBf16(a.x, a.y), PackBf16(a.z, a.w), PackBf16(b.x, b.y), PackBf16(b.z, b.w));
-  } else {
-    return __ldg(reinterpret_cast<const uint4*>(static_cast<const __nv_bfloat16*>(x) + i));
-  }
 }
 
 // One block's 16 weight rows [row0, row0 + 16) for up to 8 tokens `x` (rows of k values), stored
@@ -76,7 +47,7 @@ __device__ __forceinline__ void Bf16MmaTile(const void* x, std::int64_t n, const
     const bool lo = at < k, hi = at + 8 < k;
     const uint4 a0 = LoadW(wa + at, has_a && lo), a1 = LoadW(wa + at + 8, has_a && hi);
     const uint4 b0 = LoadW(wb + at, has_b && lo), b1 = LoadW(wb + at + 8, has_b && hi);
-    const uint4 x0 = LoadX<kF32>(x, xrow + at, has_x && lo), x1 = LoadX<kF32>(x, xrow + at + 8, has_x && hi);
+    const uint4 x0 = LoadBf16x8<kF32>(x, xrow + at, has_x && lo), x1 = LoadBf16x8<kF32>(x, xrow + at + 8, has_x && hi);
     MmaBf16(d, a0.x, b0.x, a0.y, b0.y, x0.x, x0.y);
     MmaBf16(d, a0.z, b0.z, a0.w, b0.w, x0.z, x0.w);
     MmaBf16(d, a1.x, b1.x, a1.y, b1.y, x1.x, x1.y);

@@ -31,6 +31,7 @@
 
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/e2m1.cuh"
 #include "kernels/cuda/mma_gemv.cuh"
 #include "kernels/cuda/op_timer.h"
 
@@ -47,31 +48,12 @@ __host__ __device__ inline std::int64_t Ceil(std::int64_t a, std::int64_t b) { r
 // + E::kFactorShift)), groups padded to a multiple of kChunkGroups with zeros.
 std::int64_t PaddedGroups(std::int64_t k) { return Ceil(Ceil(k, kGroup), kChunkGroups) * kChunkGroups; }
 
-// e2m1 of |v| (v already divided by the block scale), round to nearest, ties to the even code,
-// saturating: the thresholds of F32ToF4E2M1 (tensor/dtype.cc), as the doubled value.
-__device__ __forceinline__ int DoubledE2m1(float a) {
-  if (a <= 0.25f) return 0;
-  if (a < 0.75f) return 1;
-  if (a <= 1.25f) return 2;
-  if (a < 1.75f) return 3;
-  if (a <= 2.5f) return 4;
-  if (a < 3.5f) return 6;
-  if (a <= 5.0f) return 8;
-  return 12;
-}
-
 // floor(log2(a)) of a finite a > 0, denormals included.
 __device__ __forceinline__ int FloorLog2(float a) {
   const std::uint32_t bits = __float_as_uint(a);
   const int e = static_cast<int>(bits >> 23);
   if (e > 0) return e - 127;
   return (31 - __clz(static_cast<int>(bits & 0x7FFFFF))) - 149;
-}
-
-__device__ __forceinline__ std::uint32_t Prmt(std::uint32_t a, std::uint32_t b, std::uint32_t sel) {
-  std::uint32_t d;
-  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(sel));
-  return d;
 }
 
 __device__ __forceinline__ void MmaS8(int (&d)[4], std::uint32_t a0, std::uint32_t a1, std::uint32_t a2,

@@ -208,6 +208,19 @@ comm::Handshake MakeHandshake(const std::string& dir, const LoadOptions& options
 }
 
 #ifdef FISSION_HAVE_CUDA
+// DecideV4ExpertsOnCuda, logged once per load.
+bool KeepsV4Fp4Experts(const io::ModelConfig& config, const LoadOptions& options) {
+  if (config.model_type != "deepseek_v4") return false;
+  const V4ExpertsOnCuda decision = DecideV4ExpertsOnCuda(config, options);
+  if (decision.keep)
+    Log(LogLevel::kInfo, config.source, ": DeepSeek-V4's FP4 routed experts stay FP4 on cuda (",
+        WeightFormat::Mxfp4A16().Name(), ": decoded to bf16 in registers, activations in bf16, not quantized)");
+  else if (!decision.why.empty())
+    Log(decision.warn ? LogLevel::kWarning : LogLevel::kInfo, config.source,
+        ": DeepSeek-V4's FP4 routed experts are dequantized at load: ", decision.why);
+  return decision.keep;
+}
+
 // FP8 block-quantized weights stay FP8 on a device unless --dtype float32 asks for the exact
 // (dequantized) weights. LinearFp8 takes 128×128 blocks only.
 bool KeepsFp8(const io::ModelConfig& config, const LoadOptions& options) {
@@ -271,6 +284,7 @@ std::unique_ptr<CausalLM> LoadOnCuda(const io::ModelConfig& config, const io::Ch
 #endif
   }
   std::vector<std::unique_ptr<CausalLM>> ranks;
+  const bool v4_fp4_experts = KeepsV4Fp4Experts(config, options);
   const auto start = std::chrono::steady_clock::now();
   std::size_t weight_bytes = 0;
   for (int i = 0; i < span.count; ++i) {
@@ -284,6 +298,7 @@ std::unique_ptr<CausalLM> LoadOnCuda(const io::ModelConfig& config, const io::Ch
     WeightLoader loader(checkpoint, *backends[i], options.dummy_seed, bf16 ? DType::kBF16 : DType::kF32);
     if (KeepsFp8(config, options)) loader.KeepFp8();
     if (KeepsMxfp4Experts(config, options)) loader.KeepMxfp4Experts();
+    if (v4_fp4_experts) loader.KeepMxfp4Experts(WeightFormat::Mxfp4A16());
     loader.SetOnlineQuant(&plan);
     auto& cuda_backend = static_cast<kernels::cuda::CudaBackend&>(*backends[i]);
     loader.SetDeviceFill([&cuda_backend](const Tensor& t, float bound, std::uint64_t seed) {
@@ -317,6 +332,22 @@ void ValidateExpertParallel(const io::ModelConfig& config, const LoadOptions& op
 }
 
 }  // namespace
+
+V4ExpertsOnCuda DecideV4ExpertsOnCuda(const io::ModelConfig& config, const LoadOptions& options) {
+  if (config.model_type != "deepseek_v4") return {false, false, "not a DeepSeek-V4 model"};
+  if (options.dtype == "float32") return {false, false, "--dtype float32 asks for the exact weights"};
+  // A dummy model draws its experts as FP4 only when the config says the checkpoint stores them so.
+  if (options.load_format == "dummy" && config.quantization.expert_dtype != "fp4") return {false, false, ""};
+  const int moe_tp = std::max(1, options.tp_size / std::max(1, options.ep_size));
+  const bool fits = config.hidden_size % 32 == 0 && config.moe_intermediate_size % moe_tp == 0 &&
+                    (config.moe_intermediate_size / moe_tp) % 32 == 0;
+  if (!fits)
+    return {false, true,
+            StrCat("the CUDA FP4 experts kernel reads a row's 1x32 group as one 16-byte load, so hidden_size (",
+                   config.hidden_size, ") and each rank's moe_intermediate_size (", config.moe_intermediate_size,
+                   " over ", moe_tp, " ranks) must be multiples of 32")};
+  return {true, false, ""};
+}
 
 std::unique_ptr<CausalLM> LoadCausalLM(const std::string& dir, const LoadOptions& options) {
   io::ModelConfig config = io::LoadModelConfig(dir, options.json_model_override_args);

@@ -1,0 +1,173 @@
+// DeepSeek-V4-Flash's FP4 routed experts (WeightFormat::Mxfp4A16, moe_fp4.cu) at its shapes (hidden
+// 4096, moe_intermediate 2048 on one GPU and 256 a rank at TP 8, 256 experts, top-6, balanced
+// random routing, bf16 activations), `fission_cuda_bench moe_fp4`:
+//   moe_fp4_gemv_{gate_up,down}_n{1,64}: one GEMV over the run list alone (plan and bf16 inputs
+//     prepared once per routing), GB/s of the codes and scales of every expert with a token,
+//     counted once, and that as a fraction of the H200's 4.8 TB/s; _tp8 the down projection of a
+//     TP-8 rank (k = 256: two warps a tile);
+//   moe_fp4_v4_n{1,64,4096}: the whole operation (plan, gather, both GEMVs, silu, combine).
+// Four routings are rotated so that an expert set read in one repetition is not in L2 at the next.
+#include "bench/cuda/moe_fp4_bench.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <random>
+#include <vector>
+
+#include "kernels/cuda/cuda_backend.h"
+#include "kernels/cuda/cuda_context.h"
+#include "kernels/cuda/cuda_ops.h"
+
+namespace fission::bench {
+namespace {
+
+using kernels::cuda::CudaBackend;
+constexpr std::int64_t kHidden = 4096, kInter = 2048, kInterTp8 = 256, kExperts = 256, kTopK = 6;
+constexpr double kHbmGBs = 4800.0;
+constexpr int kRoutings = 4;
+
+struct Weights {
+  std::vector<Buffer> codes, scales;
+  std::vector<Tensor> codes_t, scales_t;
+  std::vector<WeightView> views;
+  double bytes = 0;  // one expert's codes and scales
+};
+
+// Random codes (every byte is two valid e2m1 codes) and one scale 2^-7 for every 1x32.
+Weights MakeWeights(CudaBackend& gpu, std::int64_t m, std::int64_t k, std::mt19937& rng) {
+  Weights w;
+  std::vector<std::uint8_t> bytes(DTypeBytes(DType::kF4E2M1, m * k)), scales(m * (k / 32), 120);
+  for (std::uint8_t& b : bytes) b = static_cast<std::uint8_t>(rng());
+  for (std::int64_t e = 0; e < kExperts; ++e) {
+    // Rotate the pool so experts differ without drawing gigabytes of random bytes.
+    std::rotate(bytes.begin(), bytes.begin() + 4093, bytes.end());
+    w.codes.emplace_back(DType::kF4E2M1, Shape{m, k}, gpu.allocator());
+    w.scales.emplace_back(DType::kE8M0, Shape{m, k / 32}, gpu.allocator());
+    gpu.CopyBytesFromHost(bytes.data(), w.codes.back());
+    gpu.CopyBytesFromHost(scales.data(), w.scales.back());
+  }
+  for (std::int64_t e = 0; e < kExperts; ++e) {
+    w.codes_t.push_back(w.codes[e]);
+    w.scales_t.push_back(w.scales[e]);
+    w.views.emplace_back(w.codes[e], w.scales[e], WeightFormat::Mxfp4A16());
+  }
+  w.bytes = static_cast<double>(bytes.size() + scales.size());
+  return w;
+}
+
+struct Routing {
+  Buffer ids, weights;
+  std::int64_t active = 0;
+};
+// One routing of n tokens: distinct experts per token, uniform over all of them.
+Routing MakeRouting(CudaBackend& gpu, std::int64_t n, std::mt19937& rng) {
+  std::vector<float> ids, weights;
+  std::vector<bool> used(kExperts, false);
+  std::vector<std::int32_t> pool(kExperts);
+  for (std::int64_t e = 0; e < kExperts; ++e) pool[e] = static_cast<std::int32_t>(e);
+  std::uniform_real_distribution<float> u(0.05f, 0.5f);
+  for (std::int64_t t = 0; t < n; ++t) {
+    std::shuffle(pool.begin(), pool.end(), rng);
+    std::vector<std::int32_t> chosen(pool.begin(), pool.begin() + kTopK);
+    std::sort(chosen.begin(), chosen.end());
+    for (std::int32_t e : chosen) {
+      ids.push_back(static_cast<float>(e));
+      weights.push_back(u(rng));
+      used[e] = true;
+    }
+  }
+  Routing r{Buffer(DType::kI32, Shape{n, kTopK}, gpu.allocator()), Buffer(DType::kF32, Shape{n, kTopK}, gpu.allocator())};
+  gpu.CopyFromHost(ids.data(), r.ids);
+  gpu.CopyFromHost(weights.data(), r.weights);
+  r.active = std::count(used.begin(), used.end(), true);
+  return r;
+}
+
+Buffer RandomBf16(CudaBackend& gpu, Shape shape, std::mt19937& rng) {
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> v(shape.numel());
+  for (float& x : v) x = normal(rng);
+  Buffer b(DType::kBF16, shape, gpu.allocator());
+  gpu.CopyFromHost(v.data(), b);
+  return b;
+}
+
+}  // namespace
+
+void BenchMoeFp4(CudaBackend& gpu, const TimeFn& time_us) {
+  kernels::cuda::CudaContext& ctx = gpu.context();
+  std::mt19937 rng(14);
+  const Weights gu = MakeWeights(gpu, 2 * kInter, kHidden, rng), down = MakeWeights(gpu, kHidden, kInter, rng),
+                down_tp8 = MakeWeights(gpu, kHidden, kInterTp8, rng);
+  const void* const* gu_table = ctx.PointerTable(gu.codes_t, gu.scales_t, "bench gate_up");
+  const void* const* down_table = ctx.PointerTable(down.codes_t, down.scales_t, "bench down");
+  const void* const* tp8_table = ctx.PointerTable(down_tp8.codes_t, down_tp8.scales_t, "bench down tp8");
+
+  for (std::int64_t n : {1, 64}) {
+    struct Prepared {
+      Routing routing;
+      kernels::cuda::ExpertRows rows;
+      Buffer x, act, act_tp8, gu_out, down_out;
+    };
+    std::vector<Prepared> prep;
+    double active = 0;
+    for (int r = 0; r < kRoutings; ++r) {
+      Prepared p;
+      p.routing = MakeRouting(gpu, n, rng);
+      active += static_cast<double>(p.routing.active) / kRoutings;
+      p.rows = kernels::cuda::PermuteByExpertOnDevice(ctx, p.routing.ids, kExperts);
+      p.x = RandomBf16(gpu, Shape{p.rows.pairs, kHidden}, rng);
+      p.act = RandomBf16(gpu, Shape{p.rows.pairs, kInter}, rng);
+      p.act_tp8 = RandomBf16(gpu, Shape{p.rows.pairs, kInterTp8}, rng);
+      p.gu_out = Buffer(DType::kF32, Shape{p.rows.pairs, 2 * kInter}, gpu.allocator());
+      p.down_out = Buffer(DType::kF32, Shape{p.rows.pairs, kHidden}, gpu.allocator());
+      prep.push_back(std::move(p));
+    }
+    struct Product {
+      const char* name;
+      const Buffer Prepared::*input;
+      const Buffer Prepared::*output;
+      const void* const* table;
+      std::int64_t m;
+      double bytes;
+    };
+    for (const Product& product : {Product{"gate_up", &Prepared::x, &Prepared::gu_out, gu_table, 2 * kInter, gu.bytes},
+                                   Product{"down", &Prepared::act, &Prepared::down_out, down_table, kHidden, down.bytes},
+                                   Product{"down_tp8", &Prepared::act_tp8, &Prepared::down_out, tp8_table, kHidden,
+                                           down_tp8.bytes}}) {
+      const double us = time_us([&](int i) {
+        Prepared& p = prep[i % kRoutings];
+        kernels::cuda::Fp4GemvRuns(ctx, p.*product.input, p.rows.runs.ptr<kernels::cuda::ExpertRun>(),
+                                   p.rows.run_count.ptr<std::int32_t>(), p.rows.max_runs, product.table,
+                                   product.table + kExperts, product.m, p.*product.output);
+      });
+      const double gbs = active * product.bytes / (us * 1e-6) / 1e9;
+      std::printf("RESULT moe_fp4_gemv_%s_n%lld %.1f %.0f GB/s\n", product.name, static_cast<long long>(n), us, gbs);
+      std::printf("INFO moe_fp4_gemv_%s_n%lld %.3f of 4.8 TB/s, %.1f active experts\n", product.name,
+                  static_cast<long long>(n), gbs / kHbmGBs, active);
+      std::fflush(stdout);
+    }
+  }
+
+  for (std::int64_t n : {1, 64, 4096}) {
+    std::vector<Routing> routings;
+    double active = 0;
+    for (int r = 0; r < kRoutings; ++r) {
+      routings.push_back(MakeRouting(gpu, n, rng));
+      active += static_cast<double>(routings.back().active) / kRoutings;
+    }
+    const Buffer x = RandomBf16(gpu, Shape{n, kHidden}, rng);
+    Buffer out(DType::kF32, Shape{n, kHidden}, gpu.allocator());
+    const double us = time_us([&](int i) {
+      const Routing& r = routings[i % kRoutings];
+      gpu.MoeExperts(x, r.ids, r.weights, gu.views, down.views, out);
+    });
+    const double gbs = active * (gu.bytes + down.bytes) / (us * 1e-6) / 1e9;
+    std::printf("RESULT moe_fp4_v4_n%lld %.1f %.0f GB/s\n", static_cast<long long>(n), us, gbs);
+    std::printf("INFO moe_fp4_v4_n%lld %.3f of 4.8 TB/s, %.1f active experts\n", static_cast<long long>(n),
+                gbs / kHbmGBs, active);
+    std::fflush(stdout);
+  }
+}
+
+}  // namespace fission::bench

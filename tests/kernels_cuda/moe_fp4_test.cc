@@ -1,0 +1,340 @@
+// DeepSeek-V4's FP4 weights on the CUDA backend (WeightFormat::Mxfp4A16, moe_fp4.cu: e2m1 codes
+// with e8m0 scales per 1x32 of a row, decoded into bf16 in registers, bf16 MMAs, fp32 sums) against
+// the CPU reference (cpu_quantized.cc, cpu_moe.cc: the weight decoded exactly, times unquantized
+// fp32 activations). Codes are random bytes (every e2m1 code, both signs) and scales random e8m0
+// codes around 2^-1/√k times a code's spread, so products are of order one like a checkpoint's.
+//
+// Bounds. The decoded weights are exact in bf16 (an e2m1 value times a power of two), so with
+// activations that are bf16 values the device differs from the CPU in the order of its fp32 sums
+// only (about √k · 2^-24 relative): Linear on bf16-valued inputs is held to 1e-4. fp32 inputs with
+// more bits are rounded to bf16 on the device (2^-9 relative per element, 2^-8 at most): Linear
+// against the CPU on the unrounded inputs to 1e-2. The experts round two activations to bf16 on the
+// device: the gathered token rows (the reference gets them rounded, so they do not count) and
+// silu·up between the products (the reference keeps it fp32): about 2e-3 relative on the output,
+// held to 1e-2 for the whole output and 3e-2 for any token row.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <memory>
+
+#include "kernels/cpu/cpu_ops.h"
+#include "kernels/cuda/cuda_backend.h"
+#include "kernels/cuda/cuda_context.h"
+#include "kernels/cuda/cuda_ops.h"
+#include "kernels_cuda/cuda_testlib.h"
+#include "tensor/quantize.h"
+
+namespace fission::kernels::cuda::testing {
+namespace {
+
+constexpr double kOrderOnly = 1e-4;  // Linear on bf16-valued activations: fp32 summation order
+constexpr double kBf16Rounded = 1e-2;  // activations rounded to bf16 on the device only
+constexpr double kRowBound = 3e-2;  // an experts output row
+
+const WeightFormat kFp4 = WeightFormat::Mxfp4A16();
+
+// The e8m0 code of a scale that makes a weight's products with N(0, 1) activations of order one:
+// 2^-(log2 √k + log2 2.9), 2.9 being the spread of a uniformly drawn e2m1 code.
+int CenterScale(std::int64_t k) {
+  return 127 - static_cast<int>(std::lround(std::log2(2.9 * std::sqrt(static_cast<double>(k)))));
+}
+
+// An FP4 weight [m, k] of random codes and scales (codes around `center` ± 2), the same bytes on the
+// host and the device.
+class Fp4Weight {
+ public:
+  Fp4Weight(std::int64_t m, std::int64_t k, std::mt19937& rng, int center = -1)
+      : codes_host_(DType::kF4E2M1, Shape{m, k}), scales_host_(DType::kE8M0, Shape{m, (k + 31) / 32}) {
+    if (center < 0) center = CenterScale(k);
+    std::uniform_int_distribution<int> spread(-2, 2);
+    auto* codes = codes_host_.ptr<std::uint8_t>();
+    for (std::size_t i = 0; i < codes_host_.tensor().bytes(); i += 4) {
+      const std::uint32_t r = rng();  // four bytes of codes a draw
+      for (std::size_t b = 0; b < 4 && i + b < codes_host_.tensor().bytes(); ++b)
+        codes[i + b] = static_cast<std::uint8_t>(r >> (8 * b));
+    }
+    for (std::int64_t i = 0; i < scales_host_.tensor().numel(); ++i)
+      scales_host_.ptr<std::uint8_t>()[i] = static_cast<std::uint8_t>(center + spread(rng));
+    Upload();
+  }
+  // Every scale of row r set to `code`.
+  void SetRowScale(std::int64_t r, std::uint8_t code) {
+    const std::int64_t groups = scales_host_.tensor().shape[1];
+    for (std::int64_t g = 0; g < groups; ++g) scales_host_.ptr<std::uint8_t>()[r * groups + g] = code;
+    Upload();
+  }
+  WeightView host() const { return {codes_host_.tensor(), scales_host_.tensor(), kFp4}; }
+  WeightView device() const { return {codes_.tensor(), scales_.tensor(), kFp4}; }
+
+ private:
+  void Upload() {
+    codes_ = Buffer(DType::kF4E2M1, codes_host_.tensor().shape, Gpu().allocator());
+    scales_ = Buffer(DType::kE8M0, scales_host_.tensor().shape, Gpu().allocator());
+    Gpu().CopyBytesFromHost(codes_host_.ptr<std::uint8_t>(), codes_);
+    Gpu().CopyBytesFromHost(scales_host_.ptr<std::uint8_t>(), scales_);
+  }
+  Buffer codes_host_, scales_host_, codes_, scales_;
+};
+
+std::vector<double> RowErrors(const std::vector<float>& got, const std::vector<float>& ref, std::int64_t cols) {
+  std::vector<double> errs;
+  for (std::size_t r = 0; r * cols < ref.size(); ++r) {
+    const std::vector<float> g(got.begin() + r * cols, got.begin() + (r + 1) * cols);
+    const std::vector<float> f(ref.begin() + r * cols, ref.begin() + (r + 1) * cols);
+    errs.push_back(RelErr(g, f));
+  }
+  return errs;
+}
+
+std::vector<float> CpuLinear(std::vector<float> x, std::int64_t n, const Fp4Weight& w, std::int64_t m,
+                             std::int64_t k) {
+  std::vector<float> ref(n * m);
+  Cpu().Linear(HostView(x, Shape{n, k}), w.host(), HostView(ref, Shape{n, m}));
+  return ref;
+}
+
+struct LinearCase {
+  std::int64_t n, m, k;
+  DType xtype;
+};
+
+// Linear: DeepSeek-V4-Flash's expert shapes (gate_up 4096 x 4096, down 4096 x 2048), ragged row
+// tiles (m not a multiple of 16 or of a block's rows), k of one group (one warp per tile), of two
+// and three chunks (two warps per tile) and with a partial chunk (k % 128 != 0), token tiles of 8
+// with a partial last one, more than 256 tokens.
+TEST(CudaFp4, LinearMatchesCpuReference) {
+  FISSION_REQUIRE_GPU();
+  std::mt19937 rng(61);
+  for (const LinearCase& c :
+       {LinearCase{1, 4096, 4096, DType::kBF16}, LinearCase{8, 4096, 2048, DType::kF32},
+        LinearCase{5, 200, 96, DType::kF32}, LinearCase{3, 40, 32, DType::kBF16}, LinearCase{13, 300, 256, DType::kF32},
+        LinearCase{64, 48, 7168, DType::kBF16}, LinearCase{300, 96, 384, DType::kF32},
+        LinearCase{9, 1000, 640, DType::kBF16}}) {
+    const Fp4Weight w(c.m, c.k, rng);
+    const std::vector<float> x = Random(c.n * c.k, rng), xr = RoundBf16(x);
+    const std::string what = StrCat(c.n, "x", c.m, "x", c.k, " ", DTypeName(c.xtype));
+    {
+      const Buffer dx = ToDevice(c.xtype, Shape{c.n, c.k}, xr);
+      const Buffer out = Poisoned(DType::kF32, Shape{c.n, c.m});
+      Gpu().Linear(dx, w.device(), out);
+      const double err = RelErr(ToHost(out), CpuLinear(xr, c.n, w, c.m, c.k));
+      EXPECT_LT(err, kOrderOnly) << what;
+      std::printf("FP4 Linear %s, bf16-valued x: relative error %.3g (bound %.0e)\n", what.c_str(), err, kOrderOnly);
+    }
+    if (c.xtype == DType::kF32) {
+      const Buffer dx = ToDevice(DType::kF32, Shape{c.n, c.k}, x);
+      const Buffer out = Poisoned(DType::kBF16, Shape{c.n, c.m});
+      Gpu().Linear(dx, w.device(), out);
+      const double err = RelErr(ToHost(out), CpuLinear(x, c.n, w, c.m, c.k));
+      EXPECT_LT(err, kBf16Rounded) << what;
+      std::printf("FP4 Linear %s, fp32 x rounded on the device, bf16 out: relative error %.3g (bound %.0e)\n",
+                  what.c_str(), err, kBf16Rounded);
+    }
+  }
+}
+
+// Scale codes at the edges of the decode: 128 (2^1, the largest a single multiply applies), 129
+// and beyond (a second multiply, decided by a warp vote), small ones, 0 (2^-127: weights below
+// fp32's normal range, compared absolutely) and 0xFF (NaN: the row is NaN on both sides).
+TEST(CudaFp4, ScaleCodesAtTheEdgesDecodeExactly) {
+  FISSION_REQUIRE_GPU();
+  std::mt19937 rng(62);
+  const std::int64_t m = 40, k = 256, n = 3;
+  Fp4Weight w(m, k, rng);
+  const std::uint8_t edges[] = {128, 129, 140, 200, 100, 60, 127, 126};
+  for (std::int64_t r = 0; r < 8; ++r) w.SetRowScale(r, edges[r]);
+  w.SetRowScale(20, 0);
+  w.SetRowScale(33, 0xFF);
+  std::vector<float> x = RoundBf16(Random(n * k, rng));
+  const std::vector<float> ref = CpuLinear(x, n, w, m, k);
+  const Buffer dx = ToDevice(DType::kBF16, Shape{n, k}, x);
+  const Buffer out = Poisoned(DType::kF32, Shape{n, m});
+  Gpu().Linear(dx, w.device(), out);
+  const std::vector<float> got = ToHost(out);
+  for (std::int64_t t = 0; t < n; ++t)
+    for (std::int64_t r = 0; r < m; ++r) {
+      const float g = got[t * m + r], f = ref[t * m + r];
+      if (r == 33) {
+        EXPECT_TRUE(std::isnan(g) && std::isnan(f)) << "NaN scale: token " << t << " got " << g << " ref " << f;
+      } else if (r == 20) {
+        EXPECT_LE(std::fabs(g - f), 1e-35f) << "scale 2^-127: token " << t;
+      } else {
+        // Summation order moves a sum of k products by about √k · 2^-24 of its terms' size (the
+        // row's scale); one code decoded wrongly moves it by at least half the scale.
+        const int code = r < 8 ? edges[r] : CenterScale(k) + 2;
+        EXPECT_LE(std::fabs(g - f), 1e-4 * k * std::ldexp(1.0, code - 127))
+            << "row " << r << " (scale code " << code << ") token " << t << " got " << g << " ref " << f;
+      }
+    }
+}
+
+// Rows of codes that do not start on a 16-byte boundary (k % 32 != 0) are refused with an Error.
+TEST(CudaFp4, KNotAMultipleOf32IsRefused) {
+  FISSION_REQUIRE_GPU();
+  std::mt19937 rng(63);
+  const Fp4Weight w(16, 48, rng);
+  const Buffer x = ToDevice(DType::kF32, Shape{1, 48}, Random(48, rng));
+  const Buffer out = Poisoned(DType::kF32, Shape{1, 16});
+  EXPECT_THROW(Gpu().Linear(x, w.device(), out), Error);
+}
+
+struct Case {
+  int n, experts, top_k;
+  std::int64_t hidden, inter;
+  bool repeats;  // tokens that pick one expert twice
+  DType xtype;
+  float limit;  // DeepSeek-V4's SwiGLU clamp; 0: none
+};
+
+struct Experts {
+  std::vector<std::unique_ptr<Fp4Weight>> gu, down;
+  Experts(const Case& c, std::mt19937& rng) {
+    for (int e = 0; e < c.experts; ++e) {
+      gu.push_back(std::make_unique<Fp4Weight>(2 * c.inter, c.hidden, rng));
+      down.push_back(std::make_unique<Fp4Weight>(c.hidden, c.inter, rng));
+    }
+  }
+  std::vector<WeightView> Views(bool device, bool gate_up) const {
+    std::vector<WeightView> v;
+    for (const auto& w : gate_up ? gu : down) v.push_back(device ? w->device() : w->host());
+    return v;
+  }
+};
+
+// top_k experts a token over all but the last (which never gets a token); with `repeats`, every
+// third token takes its first expert twice.
+std::vector<std::int32_t> DrawIds(const Case& c, std::mt19937& rng) {
+  std::vector<std::int32_t> ids, pool;
+  for (int e = 0; e < c.experts - 1; ++e) pool.push_back(e);
+  for (int t = 0; t < c.n; ++t) {
+    std::shuffle(pool.begin(), pool.end(), rng);
+    std::vector<std::int32_t> chosen(pool.begin(), pool.begin() + c.top_k);
+    if (c.repeats && t % 3 == 0) chosen[1] = chosen[0];
+    std::sort(chosen.begin(), chosen.end());
+    ids.insert(ids.end(), chosen.begin(), chosen.end());
+  }
+  return ids;
+}
+
+// Token rows are bf16 values, so the device's gather into bf16 is exact and the reference sees
+// what the device multiplies.
+struct Inputs {
+  std::vector<float> x, weights;
+  std::vector<std::int32_t> ids;
+  Inputs(const Case& c, std::mt19937& rng) : x(RoundBf16(Random(c.n * c.hidden, rng))), weights(c.n * c.top_k) {
+    ids = DrawIds(c, rng);
+    std::uniform_real_distribution<float> u(0.05f, 1.0f);
+    for (float& w : weights) w = u(rng);
+  }
+};
+
+struct DeviceInputs {
+  Buffer x, ids, weights, out;
+  DeviceInputs(const Case& c, const Inputs& in)
+      : x(ToDevice(c.xtype, Shape{c.n, c.hidden}, in.x)),
+        ids(ToDevice(DType::kI32, Shape{c.n, c.top_k}, std::vector<float>(in.ids.begin(), in.ids.end()))),
+        weights(ToDevice(DType::kF32, Shape{c.n, c.top_k}, in.weights)),
+        out(Poisoned(DType::kF32, Shape{c.n, c.hidden})) {}
+  void Load(const Inputs& in) {
+    Gpu().CopyFromHost(in.x.data(), x);
+    const std::vector<float> idsf(in.ids.begin(), in.ids.end());
+    Gpu().CopyFromHost(idsf.data(), ids);
+    Gpu().CopyFromHost(in.weights.data(), weights);
+  }
+};
+
+std::vector<float> Reference(const Case& c, const Experts& ex, Inputs& in) {
+  Tensor hids;
+  hids.data = in.ids.data();
+  hids.dtype = DType::kI32;
+  hids.shape = Shape{c.n, c.top_k};
+  std::vector<float> ref(c.n * c.hidden);
+  cpu::MoeExperts(HostView(in.x, Shape{c.n, c.hidden}), hids, HostView(in.weights, Shape{c.n, c.top_k}),
+                  ex.Views(false, true), ex.Views(false, false), c.limit, HostView(ref, Shape{c.n, c.hidden}));
+  return ref;
+}
+
+// Without a clamp through the backend's MoeExperts (its dispatch on the format); with one through
+// the operation itself, as DeepSeek-V4's experts call it.
+void RunGpu(const Case& c, const Experts& ex, DeviceInputs& d) {
+  if (c.limit == 0.0f) {
+    Gpu().MoeExperts(d.x, d.ids, d.weights, ex.Views(true, true), ex.Views(true, false), d.out);
+    return;
+  }
+  const std::vector<WeightView> gu = ex.Views(true, true), dn = ex.Views(true, false);
+  const std::vector<Tensor> gu_codes = ValuesOf(gu), dn_codes = ValuesOf(dn);
+  MoeExpertsFp4(Gpu().context(), d.x, d.ids, d.weights, gu_codes, ScalesOf(gu), dn_codes, ScalesOf(dn), d.out,
+                c.limit);
+}
+
+void ExpectClose(const Case& c, const std::vector<float>& got, const std::vector<float>& ref) {
+  const std::vector<double> rows = RowErrors(got, ref, c.hidden);
+  const double worst = *std::max_element(rows.begin(), rows.end()), whole = RelErr(got, ref);
+  const std::string what = StrCat("n=", c.n, " experts=", c.experts, " top_k=", c.top_k, " ", c.hidden, "x", c.inter,
+                                  " ", DTypeName(c.xtype), " limit ", c.limit);
+  EXPECT_LT(whole, kBf16Rounded) << what << ", worst row " << worst;
+  EXPECT_LT(worst, kRowBound) << what;
+  std::printf("FP4 experts %s: relative error %.3g, worst row %.3g (bounds %.0e, %.0e)\n", what.c_str(), whole, worst,
+              kBf16Rounded, kRowBound);
+}
+
+TEST(CudaMoeFp4, ExpertsMatchCpuReference) {
+  FISSION_REQUIRE_GPU();
+  std::mt19937 rng(64);
+  const Case cases[] = {
+      // DeepSeek-V4-Flash's experts (hidden 4096, moe_intermediate 2048, top-6) at 1, 8, 64 and 300
+      // tokens, with and without the clamp (V4's swiglu_limit is 10 on activations of order one
+      // here; 0.75 clamps a good share of them).
+      Case{1, 9, 6, 4096, 2048, false, DType::kBF16, 0.0f},
+      Case{8, 17, 6, 4096, 2048, true, DType::kF32, 0.75f},
+      Case{64, 17, 6, 4096, 2048, true, DType::kBF16, 0.0f},
+      Case{300, 9, 6, 4096, 2048, false, DType::kF32, 0.75f},
+      // A small shape: k of one and of three groups (96: a partial chunk, two warps a tile), odd
+      // expert counts, repeated experts, 300 tokens (past kDeviceRoutedTokens: the FP4 experts plan
+      // on the device at every size).
+      Case{1, 7, 2, 256, 128, false, DType::kF32, 0.75f},
+      Case{8, 13, 4, 96, 32, true, DType::kBF16, 0.0f},
+      Case{64, 33, 8, 256, 128, true, DType::kF32, 0.0f},
+      Case{300, 13, 4, 256, 96, true, DType::kBF16, 0.75f},
+  };
+  for (const Case& c : cases) {
+    Experts ex(c, rng);
+    Inputs in(c, rng);
+    const std::vector<float> ref = Reference(c, ex, in);
+    DeviceInputs d(c, in);
+    RunGpu(c, ex, d);
+    ExpectClose(c, ToHost(d.out), ref);
+  }
+}
+
+// A decode call captured once replays new activations and routing bit for bit as an eager call
+// computes them: the plan, the gather and the run list are rebuilt on the device every time, and
+// no constant is uploaded during the capture.
+TEST(CudaMoeFp4, CapturedDecodeReplaysNewRouting) {
+  FISSION_REQUIRE_GPU();
+  std::mt19937 rng(65);
+  CudaContext& ctx = Gpu().context();
+  for (float limit : {0.0f, 0.75f}) {
+    const Case c{8, 31, 6, 512, 256, true, DType::kBF16, limit};
+    Experts ex(c, rng);
+    Inputs first(c, rng), second(c, rng);
+    DeviceInputs d(c, first);
+    RunGpu(c, ex, d);  // eager: builds the experts' pointer tables
+
+    CapturedGraph graph(ctx, [&] { RunGpu(c, ex, d); });
+    EXPECT_FALSE(graph.uploaded_constants()) << "the decode path uploaded constants";
+
+    d.Load(second);
+    graph.Launch();
+    const std::vector<float> replayed = ToHost(d.out);
+    ExpectClose(c, replayed, Reference(c, ex, second));
+    RunGpu(c, ex, d);
+    EXPECT_TRUE(SameBits(ToHost(d.out), replayed)) << "limit " << limit << ": replay and eager call differ";
+  }
+}
+
+}  // namespace
+}  // namespace fission::kernels::cuda::testing
