@@ -157,14 +157,14 @@ int RunGenerate(const std::vector<std::string>& args) {
 
   std::unique_ptr<model::CausalLM> model = model::LoadCausalLM(model_path, load);
   config.eos_token_ids = io::ReadEosTokenIds(model_path);
-  if (warmup) {  // an engine of its own, so the timed engine's statistics start at zero
+  engine::Engine engine(model.get(), config, detokenizer.get());
+  if (warmup) {  // the report counts only the timed run's steps (RunOffline)
     engine::OfflinePrompt first = prompts.front();
     first.params.max_new_tokens = 1;
     first.params.n = 1;
-    engine::Engine warm(model.get(), config, detokenizer.get());
-    engine::RunOffline(warm, {first});
+    engine::RunOffline(engine, {first});
+    engine.RequestFlushCache();  // the timed prompts must not hit the warm-up's cached pages
   }
-  engine::Engine engine(model.get(), config, detokenizer.get());
   const engine::OfflineReport report = engine::RunOffline(engine, prompts);
 
   if (!prompt_ids.empty()) {

@@ -7,10 +7,34 @@
 #include "base/error.h"
 
 namespace fission::engine {
+namespace {
+
+// `now`'s counters less `then`'s (the gauges are `now`'s).
+EngineStats CountersSince(EngineStats now, const EngineStats& then) {
+  now.steps -= then.steps;
+  now.computed_prompt_tokens -= then.computed_prompt_tokens;
+  now.prefix_hit_tokens -= then.prefix_hit_tokens;
+  now.generated_tokens -= then.generated_tokens;
+  now.decode_only_tokens -= then.decode_only_tokens;
+  now.preemptions -= then.preemptions;
+  now.evicted_pages -= then.evicted_pages;
+  now.prefill_seconds -= then.prefill_seconds;
+  now.decode_seconds -= then.decode_seconds;
+  now.mask_seconds -= then.mask_seconds;
+  now.masks -= then.masks;
+  now.spec_verify_runs -= then.spec_verify_runs;
+  now.spec_draft_tokens -= then.spec_draft_tokens;
+  now.spec_accepted_tokens -= then.spec_accepted_tokens;
+  now.spec_draft_steps -= then.spec_draft_steps;
+  return now;
+}
+
+}  // namespace
 
 OfflineReport RunOffline(Engine& engine, const std::vector<OfflinePrompt>& prompts) {
   OfflineReport report;
   report.outputs.resize(prompts.size());
+  const EngineStats before = engine.stats();
   const auto start = std::chrono::steady_clock::now();
   std::vector<std::int64_t> ids;
   for (std::size_t i = 0; i < prompts.size(); ++i) {
@@ -42,7 +66,7 @@ OfflineReport RunOffline(Engine& engine, const std::vector<OfflinePrompt>& promp
   }
   engine.RunUntilIdle();
   report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  report.stats = engine.stats();
+  report.stats = CountersSince(engine.stats(), before);
   return report;
 }
 

@@ -35,7 +35,8 @@ struct OfflineReport {
 };
 
 // Submits every prompt and steps the engine until all are done. An invalid prompt is an Error
-// naming its index (nothing runs).
+// naming its index (nothing runs). The report's counters (steps, tokens, seconds) are this run's
+// alone, so an engine that ran before (a warm-up) reports only what this run did.
 OfflineReport RunOffline(Engine& engine, const std::vector<OfflinePrompt>& prompts);
 
 // The throughput summary: prefill and decode tokens, seconds and tokens/s.

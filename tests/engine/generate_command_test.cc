@@ -95,8 +95,8 @@ TEST_F(GenerateCommandTest, InputFileRunsEveryLine) {
   EXPECT_EQ(line, golden.size());
 }
 
-// --warmup runs the first prompt once beforehand on an engine of its own: the same output ids, and
-// the summary counts the timed run's prompts only.
+// --warmup runs the first prompt once beforehand: the same output ids, and the summary counts the
+// timed run's prompt and steps only.
 TEST_F(GenerateCommandTest, WarmupLeavesOutputsAndCountsUnchanged) {
   std::vector<std::int64_t> lens;
   const auto golden = Golden(&lens);
@@ -113,7 +113,11 @@ TEST_F(GenerateCommandTest, WarmupLeavesOutputsAndCountsUnchanged) {
   std::size_t n;
   while ((n = std::fread(buffer, 1, sizeof(buffer), pipe)) > 0) err.append(buffer, n);
   pclose(pipe);
-  EXPECT_NE(err.find("requests: 1, prompt tokens: " + std::to_string(lens[0]) + " "), std::string::npos) << err;
+  const std::string prompt = std::to_string(lens[0]);
+  EXPECT_NE(err.find("prompt tokens: " + prompt + " (computed " + prompt + ", from the prefix cache 0)"),
+            std::string::npos)
+      << err;
+  EXPECT_NE(err.find("prefill: " + prompt + " tokens"), std::string::npos) << err;
 }
 
 TEST_F(GenerateCommandTest, UserErrorsExitWithCode2) {

@@ -8,7 +8,9 @@
 # byte roofline of a decode step (tools/gpu/v4_roofline.py). Table in $OUT/v4_bench.txt.
 #
 #   usage: bash tools/gpu/v4_bench.sh BINDIR
-#   Environment: OUT, LAYERS (4), EXPERTS (256), PREFILL (4096), CONTEXT (1024), OUTPUT (64), TORCH (1: run the reference)
+#   Environment: OUT, LAYERS (4), EXPERTS (256), PREFILL (4096), CONTEXT (1024), OUTPUT (64), TORCH (1: run the reference),
+#   KV ("auto fp8_e4m3": the cache dtypes to run), PROFILE (1: also FISSION_CUDA_OP_TIMING=1 tables, after the rates)
+# Every Fission run passes --warmup (its first prompt once, untimed), as the reference warms up.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-$PWD/gpu-out}
@@ -37,32 +39,45 @@ for _ in range(batch):
                       "sampling_params": {"max_new_tokens": out, "ignore_eos": True}}))
 PY
 }
-generate() {  # generate LOG PROMPTS
+generate() {  # generate LOG PROMPTS KV
   timeout 300 "$BIN/fission" generate --model-path $MODEL --load-format dummy --json-model-override-args "$OVERRIDE" \
-    --device cuda --dtype bfloat16 --max-running-requests 16 --chunked-prefill-size 16384 --input "$2" > /dev/null 2> "$1"
+    --device cuda --dtype bfloat16 --kv-cache-dtype "$3" --max-running-requests 16 --chunked-prefill-size 16384 \
+    --warmup --input "$2" > /dev/null 2> "$1"
 }
 
 prompts 1 "$PREFILL" 1 > "$OUT/v4_prefill.jsonl"
-generate "$OUT/v4_prefill.log" "$OUT/v4_prefill.jsonl"
-prefill_s=$(awk '/^prefill:/ {print $5}' "$OUT/v4_prefill.log")
-echo "fission prefill of $PREFILL tokens: ${prefill_s:-failed} s ($(awk '/^prefill:/ {print $7}' "$OUT/v4_prefill.log") tok/s)" | tee -a "$SUMMARY"
-grep -E "loaded|CUDA graphs|model memory" "$OUT/v4_prefill.log" | head -3 | sed "s/^/  /" >> "$SUMMARY"
-printf '%5s %10s %9s %10s %9s\n' batch "tok/s" "TPOT ms" "roof ms" fraction | tee -a "$SUMMARY"
-for batch in 1 16; do
-  prompts "$batch" "$CONTEXT" "$OUTPUT" > "$OUT/v4_b$batch.jsonl"
-  log=$OUT/v4_b$batch.log
-  generate "$log" "$OUT/v4_b$batch.jsonl"
-  rate=$(awk '/^decode:/ {print $7}' "$log")
-  tpot=$(awk -v b="$batch" '/^decode:/ { if ($2 > 0) printf "%.3f", $5 * 1000 * b / $2 }' "$log")
-  roof=$(python3 tools/gpu/v4_roofline.py $MODEL --override "$OVERRIDE" --context $(( CONTEXT + OUTPUT / 2 )) \
-           --batch "$batch" | python3 -c 'import json, sys; print("%.3f" % json.load(sys.stdin)["step_ms"])')
-  frac=$(python3 -c "print('%.2f' % ($roof / $tpot))" 2>/dev/null || echo "?")
-  printf '%5s %10s %9s %10s %9s\n' "$batch" "${rate:-failed}" "${tpot:-?}" "$roof" "$frac" | tee -a "$SUMMARY"
+for batch in 1 16; do prompts "$batch" "$CONTEXT" "$OUTPUT" > "$OUT/v4_b$batch.jsonl"; done
+for kv in ${KV:-auto fp8_e4m3}; do
+  log=$OUT/v4_prefill_$kv.log
+  generate "$log" "$OUT/v4_prefill.jsonl" "$kv"
+  echo "fission prefill of $PREFILL tokens, kv $kv: $(awk '/^prefill:/ {print $5}' "$log") s" \
+    "($(awk '/^prefill:/ {print $7}' "$log") tok/s)" | tee -a "$SUMMARY"
+  grep -E "error|CUDA graphs|model memory" "$log" | head -3 | sed "s/^/  /" >> "$SUMMARY"
+  printf '%9s %5s %10s %9s %10s %9s\n' kv batch "tok/s" "TPOT ms" "roof ms" fraction | tee -a "$SUMMARY"
+  for batch in 1 16; do
+    log=$OUT/v4_${kv}_b$batch.log
+    generate "$log" "$OUT/v4_b$batch.jsonl" "$kv"
+    rate=$(awk '/^decode:/ {print $7}' "$log")
+    tpot=$(awk -v b="$batch" '/^decode:/ { if ($2 > 0) printf "%.3f", $5 * 1000 * b / $2 }' "$log")
+    roof=$(python3 tools/gpu/v4_roofline.py $MODEL --override "$OVERRIDE" --context $(( CONTEXT + OUTPUT / 2 )) \
+             --batch "$batch" --kv-cache-dtype $([[ $kv == auto ]] && echo bf16 || echo "$kv") |
+           python3 -c 'import json, sys; print("%.3f" % json.load(sys.stdin)["step_ms"])')
+    frac=$(python3 -c "print('%.2f' % ($roof / $tpot))" 2>/dev/null || echo "?")
+    printf '%9s %5s %10s %9s %10s %9s\n' "$kv" "$batch" "${rate:-failed}" "${tpot:-?}" "$roof" "$frac" | tee -a "$SUMMARY"
+  done
 done
 if [[ ${TORCH:-1} == 1 ]]; then
   for batch in 1 16; do
     timeout 300 python3 tools/gpu/v4_torch_ref.py "$LAYERS" "$EXPERTS" "$PREFILL" "$batch" "$CONTEXT" \
       > "$OUT/v4_torch_b$batch.log" 2>&1
     grep RESULT "$OUT/v4_torch_b$batch.log" | tee -a "$SUMMARY" || tail -3 "$OUT/v4_torch_b$batch.log" | tee -a "$SUMMARY"
+  done
+fi
+if [[ ${PROFILE:-0} == 1 ]]; then  # where the time goes (timing serializes the device: shares, not rates)
+  for p in prefill b16; do
+    log=$OUT/v4_profile_$p.log
+    FISSION_CUDA_OP_TIMING=1 generate "$log" "$OUT/v4_$p.jsonl" auto
+    echo "== op timing, $p (bf16 KV):" >> "$SUMMARY"
+    sed -n '/CUDA op timing/,$p' "$log" | head -24 >> "$SUMMARY"
   done
 fi
