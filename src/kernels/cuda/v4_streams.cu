@@ -16,23 +16,30 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int kMaxMult = 4;  // hc_mult the mixing keeps in registers (V4: 4)
 constexpr int kMaxMixes = (2 + kMaxMult) * kMaxMult;
+constexpr int kSums = kMaxMixes + 1;  // a column chunk's sum of squares, then its mixes' dot products
+// Columns of the flattened streams one block of the mixing's first pass sums: fixed, so a token's
+// sums are the same whatever the batch, and enough blocks for a decode step to fill the device
+// (16 a token at V4-Flash's 4 x 4096 streams).
+constexpr std::int64_t kMixChunk = 1024;
 constexpr int kMaxRouteTopK = 32;
 
 __device__ __forceinline__ float Sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 
 // The block's totals of v[0, count): each warp reduces by shuffles, then every thread adds the
 // warps' rows. The barriers also order the block's earlier reads before later writes.
-__device__ void BlockSums(float (&v)[kMaxMixes], int count, float (*partial)[kMaxMixes]) {
+__device__ void BlockSums(float (&v)[kSums], int count, float (*partial)[kSums]) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
 #pragma unroll
-  for (int i = 0; i < kMaxMixes; ++i)
+  for (int i = 0; i < kSums; ++i)
     if (i < count)
       for (int o = 16; o > 0; o >>= 1) v[i] += __shfl_xor_sync(0xffffffffu, v[i], o);
   if (lane == 0)
-    for (int i = 0; i < count; ++i) partial[warp][i] = v[i];
+#pragma unroll
+    for (int i = 0; i < kSums; ++i)
+      if (i < count) partial[warp][i] = v[i];
   __syncthreads();
 #pragma unroll
-  for (int i = 0; i < kMaxMixes; ++i)
+  for (int i = 0; i < kSums; ++i)
     if (i < count) {
       float total = 0.0f;
       for (int w = 0; w < kThreads / 32; ++w) total += partial[w][i];
@@ -70,37 +77,59 @@ __device__ void Sinkhorn(float* c, int m, int iters, float eps) {
   }
 }
 
-// One block per token. The flattened streams' RMS, mixes = fn · (flat / RMS), then the sublayer's
-// pre weights (and, with `post`, its post weights and Sinkhorn-mixed comb; the head has neither),
-// then collapsed = Σ_j pre_j · stream_j.
-__global__ void __launch_bounds__(kThreads) HyperMixKernel(const float* streams, const float* fn, const float* base,
-                                                           const float* scale, int mult, std::int64_t hidden,
-                                                           int mixes, int iters, float eps, float norm_eps,
-                                                           float* collapsed, float* post, float* comb) {
-  __shared__ float partial[kThreads / 32][kMaxMixes];
+// The mixing's first pass, block (token t, chunk s) over columns [s·kMixChunk, +kMixChunk) of the
+// token's flattened streams x: sums[0] = Σ x², sums[1 + i] = Σ fn[i, c] · x[c]. Since
+// fn · (x / rms) = (fn · x) / rms, the RMS can wait for the second pass, and a decode step's few
+// tokens spread over many blocks instead of one block each reading all of fn.
+__global__ void __launch_bounds__(kThreads) HyperSumsKernel(const float* streams, const float* fn, std::int64_t width,
+                                                            int mixes, float* sums) {
+  __shared__ float partial[kThreads / 32][kSums];
+  const std::int64_t t = blockIdx.x, begin = blockIdx.y * kMixChunk, end = min(width, begin + kMixChunk);
+  const float* x = streams + t * width;
+  float acc[kSums];
+#pragma unroll
+  for (int i = 0; i < kSums; ++i) acc[i] = 0.0f;
+  for (std::int64_t c = begin + threadIdx.x; c < end; c += kThreads) {
+    const float v = x[c];
+    acc[0] += v * v;
+#pragma unroll
+    for (int i = 0; i < kMaxMixes; ++i)
+      if (i < mixes) acc[1 + i] += fn[i * width + c] * v;
+  }
+  BlockSums(acc, 1 + mixes, partial);
+  if (threadIdx.x == 0) {
+    float* out = sums + (t * gridDim.y + blockIdx.y) * kSums;
+#pragma unroll
+    for (int i = 0; i < kSums; ++i)
+      if (i <= mixes) out[i] = acc[i];
+  }
+}
+
+// The second pass, one block per token: the chunks' sums in chunk order, r = 1 / rms, mixes =
+// r · (fn · x), then the sublayer's pre weights (and, with `post`, its post weights and the
+// Sinkhorn-mixed comb; the head has neither) in the CPU's order, then collapsed = Σ_j pre_j ·
+// stream_j.
+__global__ void __launch_bounds__(kThreads) HyperWeightsKernel(const float* streams, const float* sums, int chunks,
+                                                               const float* base, const float* scale, int mult,
+                                                               std::int64_t hidden, int mixes, int iters, float eps,
+                                                               float norm_eps, float* collapsed, float* post,
+                                                               float* comb) {
   __shared__ float pre[kMaxMult];
   const std::int64_t t = blockIdx.x, width = mult * hidden;
   const float* x = streams + t * width;
-  float acc[kMaxMixes];
-  acc[0] = 0.0f;
-  for (std::int64_t c = threadIdx.x; c < width; c += kThreads) acc[0] += x[c] * x[c];
-  BlockSums(acc, 1, partial);
-  const float r = 1.0f / sqrtf(acc[0] / static_cast<float>(width) + norm_eps);
-#pragma unroll
-  for (int i = 0; i < kMaxMixes; ++i) acc[i] = 0.0f;
-  for (std::int64_t c = threadIdx.x; c < width; c += kThreads) {
-    const float v = x[c] * r;
-#pragma unroll
-    for (int i = 0; i < kMaxMixes; ++i)
-      if (i < mixes) acc[i] += fn[i * width + c] * v;
-  }
-  BlockSums(acc, mixes, partial);
   if (threadIdx.x == 0) {
-    for (int j = 0; j < mult; ++j) pre[j] = Sigmoid(acc[j] * scale[0] + base[j]) + eps;
+    float total[kSums];
+    for (int i = 0; i <= mixes; ++i) total[i] = 0.0f;
+    for (int s = 0; s < chunks; ++s)
+      for (int i = 0; i <= mixes; ++i) total[i] += sums[(t * chunks + s) * kSums + i];
+    const float r = 1.0f / sqrtf(total[0] / static_cast<float>(width) + norm_eps);
+    const float* mix = total + 1;
+    for (int i = 0; i < mixes; ++i) total[1 + i] *= r;
+    for (int j = 0; j < mult; ++j) pre[j] = Sigmoid(mix[j] * scale[0] + base[j]) + eps;
     if (post != nullptr) {
-      for (int j = 0; j < mult; ++j) post[t * mult + j] = 2.0f * Sigmoid(acc[mult + j] * scale[1] + base[mult + j]);
+      for (int j = 0; j < mult; ++j) post[t * mult + j] = 2.0f * Sigmoid(mix[mult + j] * scale[1] + base[mult + j]);
       float c[kMaxMult * kMaxMult];
-      for (int i = 0; i < mult * mult; ++i) c[i] = acc[2 * mult + i] * scale[2] + base[2 * mult + i];
+      for (int i = 0; i < mult * mult; ++i) c[i] = mix[2 * mult + i] * scale[2] + base[2 * mult + i];
       Sinkhorn(c, mult, iters, eps);
       for (int i = 0; i < mult * mult; ++i) comb[t * mult * mult + i] = c[i];
     }
@@ -202,6 +231,23 @@ void CheckStreams(const Tensor& streams, const HyperShape& sh) {
 
 unsigned GridFor(std::int64_t total) { return std::min(Blocks(total, kThreads), 8192u); }
 
+// Both passes of the mixing for n tokens of `mult` streams (post and comb null for the head).
+void HyperMix(CudaContext& ctx, const Tensor& streams, const Tensor& fn, const Tensor& base, const Tensor& scale,
+              const HyperShape& sh, int mixes, const Tensor& collapsed, float* post, float* comb) {
+  const std::int64_t n = streams.shape[0], width = sh.mult * sh.hidden;
+  const int chunks = static_cast<int>((width + kMixChunk - 1) / kMixChunk);
+  FISSION_CHECK(chunks <= 65535, "mHC streams of ", width, " values");
+  Buffer sums(DType::kF32, Shape{n * chunks, kSums}, ctx.allocator());
+  HyperSumsKernel<<<dim3(static_cast<unsigned>(n), static_cast<unsigned>(chunks)), kThreads, 0, ctx.stream()>>>(
+      streams.ptr<float>(), fn.ptr<float>(), width, mixes, sums.tensor().ptr<float>());
+  FISSION_LAUNCHED();
+  HyperWeightsKernel<<<static_cast<unsigned>(n), kThreads, 0, ctx.stream()>>>(
+      streams.ptr<float>(), sums.tensor().ptr<float>(), chunks, base.ptr<float>(), scale.ptr<float>(),
+      static_cast<int>(sh.mult), sh.hidden, mixes, sh.sinkhorn_iters, sh.eps, sh.norm_eps, collapsed.ptr<float>(),
+      post, comb);
+  FISSION_LAUNCHED();
+}
+
 }  // namespace
 
 void V4ExpandStreams(CudaContext& ctx, const Tensor& x, const Tensor& out) {
@@ -227,11 +273,7 @@ void V4HyperPre(CudaContext& ctx, const Tensor& streams, const Tensor& fn, const
                 "HyperPre outputs collapsed", collapsed.shape.ToString(), " post", post.shape.ToString(), " comb",
                 comb.shape.ToString());
   if (n == 0) return;
-  HyperMixKernel<<<static_cast<unsigned>(n), kThreads, 0, ctx.stream()>>>(
-      streams.ptr<float>(), fn.ptr<float>(), base.ptr<float>(), scale.ptr<float>(), static_cast<int>(m), sh.hidden,
-      static_cast<int>(mixes), sh.sinkhorn_iters, sh.eps, sh.norm_eps, collapsed.ptr<float>(), post.ptr<float>(),
-      comb.ptr<float>());
-  FISSION_LAUNCHED();
+  HyperMix(ctx, streams, fn, base, scale, sh, static_cast<int>(mixes), collapsed, post.ptr<float>(), comb.ptr<float>());
 }
 
 void V4HyperPost(CudaContext& ctx, const Tensor& block_out, const Tensor& streams, const Tensor& post,
@@ -259,10 +301,7 @@ void V4HyperHead(CudaContext& ctx, const Tensor& streams, const Tensor& fn, cons
                 "mHC head fn", fn.shape.ToString(), " for ", m, " streams, out", out.shape.ToString());
   for (const Tensor* t : {&fn, &base, &scale, &out}) CheckF32(*t, "mHC head tensors");
   if (n == 0) return;
-  HyperMixKernel<<<static_cast<unsigned>(n), kThreads, 0, ctx.stream()>>>(
-      streams.ptr<float>(), fn.ptr<float>(), base.ptr<float>(), scale.ptr<float>(), static_cast<int>(m), sh.hidden,
-      static_cast<int>(m), 0, sh.eps, sh.norm_eps, out.ptr<float>(), nullptr, nullptr);
-  FISSION_LAUNCHED();
+  HyperMix(ctx, streams, fn, base, scale, sh, static_cast<int>(m), out, nullptr, nullptr);
 }
 
 void V4Rope(CudaContext& ctx, const Tensor& x, std::int64_t offset, std::int64_t dim,
