@@ -8,6 +8,8 @@
 #include <fstream>
 #include <vector>
 
+#include <unistd.h>
+
 #include "base/json.h"
 #include "io/checkpoint.h"
 #include "io/safetensors.h"
@@ -57,7 +59,10 @@ Tensor HostTensor(const void* data, DType dtype, Shape shape) {
 // `fp8_linears`: the attention and shared-expert linears in e4m3 too (DeepSeek's layout).
 V4QuantizedDirs Write(bool fp8_linears, const std::string& name) {
   const std::string source = FixtureModelDir("tiny-deepseek-v4");
-  V4QuantizedDirs dirs{::testing::TempDir() + "/" + name, ::testing::TempDir() + "/" + name + "-twin"};
+  // One folder per process: ctest runs the tests that share these checkpoints as separate
+  // processes at once, and a file rewritten while another process maps it faults that process.
+  const std::string base = ::testing::TempDir() + "/" + name + "-" + std::to_string(getpid());
+  V4QuantizedDirs dirs{base, base + "-twin"};
   std::filesystem::create_directories(dirs.quantized);
   std::filesystem::create_directories(dirs.twin);
   const io::Checkpoint ckpt(source);
