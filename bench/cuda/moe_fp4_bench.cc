@@ -14,6 +14,7 @@
 #include <random>
 #include <vector>
 
+#include "bench/cuda/moe_bench_inputs.h"
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_context.h"
 #include "kernels/cuda/cuda_ops.h"
@@ -55,43 +56,6 @@ Weights MakeWeights(CudaBackend& gpu, std::int64_t m, std::int64_t k, std::mt199
   return w;
 }
 
-struct Routing {
-  Buffer ids, weights;
-  std::int64_t active = 0;
-};
-// One routing of n tokens: distinct experts per token, uniform over all of them.
-Routing MakeRouting(CudaBackend& gpu, std::int64_t n, std::mt19937& rng) {
-  std::vector<float> ids, weights;
-  std::vector<bool> used(kExperts, false);
-  std::vector<std::int32_t> pool(kExperts);
-  for (std::int64_t e = 0; e < kExperts; ++e) pool[e] = static_cast<std::int32_t>(e);
-  std::uniform_real_distribution<float> u(0.05f, 0.5f);
-  for (std::int64_t t = 0; t < n; ++t) {
-    std::shuffle(pool.begin(), pool.end(), rng);
-    std::vector<std::int32_t> chosen(pool.begin(), pool.begin() + kTopK);
-    std::sort(chosen.begin(), chosen.end());
-    for (std::int32_t e : chosen) {
-      ids.push_back(static_cast<float>(e));
-      weights.push_back(u(rng));
-      used[e] = true;
-    }
-  }
-  Routing r{Buffer(DType::kI32, Shape{n, kTopK}, gpu.allocator()), Buffer(DType::kF32, Shape{n, kTopK}, gpu.allocator())};
-  gpu.CopyFromHost(ids.data(), r.ids);
-  gpu.CopyFromHost(weights.data(), r.weights);
-  r.active = std::count(used.begin(), used.end(), true);
-  return r;
-}
-
-Buffer RandomBf16(CudaBackend& gpu, Shape shape, std::mt19937& rng) {
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::vector<float> v(shape.numel());
-  for (float& x : v) x = normal(rng);
-  Buffer b(DType::kBF16, shape, gpu.allocator());
-  gpu.CopyFromHost(v.data(), b);
-  return b;
-}
-
 }  // namespace
 
 void BenchMoeFp4(CudaBackend& gpu, const TimeFn& time_us) {
@@ -105,7 +69,7 @@ void BenchMoeFp4(CudaBackend& gpu, const TimeFn& time_us) {
 
   for (std::int64_t n : {1, 64}) {
     struct Prepared {
-      Routing routing;
+      ExpertRouting routing;
       kernels::cuda::ExpertRows rows;
       Buffer x, act, act_tp8, gu_out, down_out;
     };
@@ -113,7 +77,7 @@ void BenchMoeFp4(CudaBackend& gpu, const TimeFn& time_us) {
     double active = 0;
     for (int r = 0; r < kRoutings; ++r) {
       Prepared p;
-      p.routing = MakeRouting(gpu, n, rng);
+      p.routing = MakeExpertRouting(gpu, n, kExperts, kTopK, rng);
       active += static_cast<double>(p.routing.active) / kRoutings;
       p.rows = kernels::cuda::PermuteByExpertOnDevice(ctx, p.routing.ids, kExperts);
       p.x = RandomBf16(gpu, Shape{p.rows.pairs, kHidden}, rng);
@@ -150,16 +114,16 @@ void BenchMoeFp4(CudaBackend& gpu, const TimeFn& time_us) {
   }
 
   for (std::int64_t n : {1, 64, 4096}) {
-    std::vector<Routing> routings;
+    std::vector<ExpertRouting> routings;
     double active = 0;
     for (int r = 0; r < kRoutings; ++r) {
-      routings.push_back(MakeRouting(gpu, n, rng));
+      routings.push_back(MakeExpertRouting(gpu, n, kExperts, kTopK, rng));
       active += static_cast<double>(routings.back().active) / kRoutings;
     }
     const Buffer x = RandomBf16(gpu, Shape{n, kHidden}, rng);
     Buffer out(DType::kF32, Shape{n, kHidden}, gpu.allocator());
     const double us = time_us([&](int i) {
-      const Routing& r = routings[i % kRoutings];
+      const ExpertRouting& r = routings[i % kRoutings];
       gpu.MoeExperts(x, r.ids, r.weights, gu.views, down.views, out);
     });
     const double gbs = active * (gu.bytes + down.bytes) / (us * 1e-6) / 1e9;

@@ -30,6 +30,7 @@
 #include "kernels/cuda/cuda_context.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels_cuda/cuda_testlib.h"
+#include "kernels_cuda/moe_testlib.h"
 #include "tensor/quantize.h"
 
 namespace fission::kernels::cuda::testing {
@@ -227,30 +228,13 @@ std::vector<std::int32_t> DrawIds(const Case& c, std::mt19937& rng) {
   return ids;
 }
 
-struct Inputs {
-  std::vector<float> x, weights;
-  std::vector<std::int32_t> ids;
-  Inputs(const Case& c, std::mt19937& rng) : x(Random(c.n * c.hidden, rng)), weights(c.n * c.top_k) {
-    if (c.xtype == DType::kBF16) x = RoundBf16(x);
-    ids = DrawIds(c, rng);
-    std::uniform_real_distribution<float> u(0.05f, 1.0f);
-    for (float& w : weights) w = u(rng);
-  }
+struct Inputs : RoutedInputs {
+  Inputs(const Case& c, std::mt19937& rng)
+      : RoutedInputs(c.n, c.hidden, c.top_k, c.xtype == DType::kBF16, rng, [&] { return DrawIds(c, rng); }) {}
 };
 
-struct DeviceInputs {
-  Buffer x, ids, weights, out;
-  DeviceInputs(const Case& c, const Inputs& in)
-      : x(ToDevice(c.xtype, Shape{c.n, c.hidden}, in.x)),
-        ids(ToDevice(DType::kI32, Shape{c.n, c.top_k}, std::vector<float>(in.ids.begin(), in.ids.end()))),
-        weights(ToDevice(DType::kF32, Shape{c.n, c.top_k}, in.weights)),
-        out(Poisoned(DType::kF32, Shape{c.n, c.hidden})) {}
-  void Load(const Inputs& in) {
-    Gpu().CopyFromHost(in.x.data(), x);
-    const std::vector<float> idsf(in.ids.begin(), in.ids.end());
-    Gpu().CopyFromHost(idsf.data(), ids);
-    Gpu().CopyFromHost(in.weights.data(), weights);
-  }
+struct DeviceInputs : RoutedDeviceInputs {
+  DeviceInputs(const Case& c, const Inputs& in) : RoutedDeviceInputs(c.xtype, c.n, c.hidden, c.top_k, in) {}
 };
 
 std::vector<float> Reference(const Case& c, const Experts& ex, Inputs& in) {

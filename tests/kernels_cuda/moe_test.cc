@@ -1,6 +1,7 @@
 // MoE routing and routed experts: CUDA against the CPU reference.
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels_cuda/cuda_testlib.h"
+#include "kernels_cuda/moe_testlib.h"
 
 namespace fission::kernels::cuda::testing {
 namespace {
@@ -47,23 +48,7 @@ TEST(CudaMoe, ExpertsMatchCpu) {
                                                     {300, 64, 6, 384, 96}}) {
       auto x = Random(n * hidden, rng);
       if (wtype == DType::kBF16) x = RoundBf16(x);
-      std::vector<std::vector<float>> gu(experts), down(experts);
-      std::vector<Buffer> dgu, ddown;
-      std::vector<Tensor> hgu, hdown, tgu, tdown;
-      for (int e = 0; e < experts; ++e) {
-        gu[e] = Random(2 * inter * hidden, rng, 0.05f);
-        down[e] = Random(hidden * inter, rng, 0.05f);
-        if (wtype == DType::kBF16) {
-          gu[e] = RoundBf16(gu[e]);
-          down[e] = RoundBf16(down[e]);
-        }
-        hgu.push_back(HostView(gu[e], Shape{2 * inter, hidden}));
-        hdown.push_back(HostView(down[e], Shape{hidden, inter}));
-        dgu.push_back(ToDevice(wtype, Shape{2 * inter, hidden}, gu[e]));
-        ddown.push_back(ToDevice(wtype, Shape{hidden, inter}, down[e]));
-        tgu.push_back(dgu.back());
-        tdown.push_back(ddown.back());
-      }
+      PlainExperts ex(experts, hidden, inter, wtype, 0.05f, 0.05f, rng);
       // Distinct experts per token, some experts left without tokens.
       std::vector<std::int32_t> ids(n * top_k);
       std::vector<float> idsf(n * top_k), weights(n * top_k);
@@ -83,11 +68,11 @@ TEST(CudaMoe, ExpertsMatchCpu) {
       hids.dtype = DType::kI32;
       hids.shape = Shape{n, top_k};
       std::vector<float> ref(n * hidden);
-      Cpu().MoeExperts(HostView(x, Shape{n, hidden}), hids, HostView(weights, Shape{n, top_k}), PlainWeights(hgu),
-                       PlainWeights(hdown), HostView(ref, Shape{n, hidden}));
+      Cpu().MoeExperts(HostView(x, Shape{n, hidden}), hids, HostView(weights, Shape{n, top_k}), ex.HostGateUp(),
+                       ex.HostDown(), HostView(ref, Shape{n, hidden}));
       Buffer dx = ToDevice(wtype, Shape{n, hidden}, x), did = ToDevice(DType::kI32, Shape{n, top_k}, idsf),
              dwt = ToDevice(DType::kF32, Shape{n, top_k}, weights), out = Poisoned(DType::kF32, Shape{n, hidden});
-      Gpu().MoeExperts(dx, did, dwt, PlainWeights(tgu), PlainWeights(tdown), out);
+      Gpu().MoeExperts(dx, did, dwt, ex.DeviceGateUp(), ex.DeviceDown(), out);
       EXPECT_LT(RelErr(ToHost(out), ref), wtype == DType::kF32 ? kF32Gemm : kBf16)
           << DTypeName(wtype) << " n=" << n << " experts=" << experts;
     }

@@ -6,6 +6,7 @@
 
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels_cuda/cuda_testlib.h"
+#include "kernels_cuda/moe_testlib.h"
 
 namespace fission::kernels::cuda::testing {
 namespace {
@@ -199,19 +200,7 @@ TEST(CudaV4Streams, ClampedSwiGluAndExpertsMatchCpu) {
     for (std::int64_t n : {1, 40, 300}) {
       const std::int64_t experts = 8, top_k = 2, hidden = 256, inter = 128;
       auto x = RoundBf16(Random(n * hidden, rng, 3.0f));
-      std::vector<std::vector<float>> gu(experts), down(experts);
-      std::vector<Buffer> dgu, ddown;
-      std::vector<Tensor> hgu, hdown, tgu, tdown;
-      for (std::int64_t e = 0; e < experts; ++e) {
-        gu[e] = RoundBf16(Random(2 * inter * hidden, rng, 0.2f));
-        down[e] = RoundBf16(Random(hidden * inter, rng, 0.05f));
-        hgu.push_back(HostView(gu[e], Shape{2 * inter, hidden}));
-        hdown.push_back(HostView(down[e], Shape{hidden, inter}));
-        dgu.push_back(ToDevice(wtype, Shape{2 * inter, hidden}, gu[e]));
-        ddown.push_back(ToDevice(wtype, Shape{hidden, inter}, down[e]));
-        tgu.push_back(dgu.back());
-        tdown.push_back(ddown.back());
-      }
+      PlainExperts ex(experts, hidden, inter, wtype, 0.2f, 0.05f, rng);
       std::vector<std::int32_t> ids(n * top_k);
       std::vector<float> idsf(n * top_k), weights = Random(n * top_k, rng, 1.0f);
       for (std::int64_t t = 0; t < n; ++t) {
@@ -221,11 +210,11 @@ TEST(CudaV4Streams, ClampedSwiGluAndExpertsMatchCpu) {
       for (std::size_t i = 0; i < ids.size(); ++i) idsf[i] = static_cast<float>(ids[i]);
       std::vector<float> ref(n * hidden);
       Cpu().v4().MoeExperts(HostView(x, Shape{n, hidden}), HostIds(ids, Shape{n, top_k}),
-                            HostView(weights, Shape{n, top_k}), PlainWeights(hgu), PlainWeights(hdown), limit,
+                            HostView(weights, Shape{n, top_k}), ex.HostGateUp(), ex.HostDown(), limit,
                             HostView(ref, Shape{n, hidden}));
       Buffer dx = ToDevice(DType::kF32, Shape{n, hidden}, x), di = ToDevice(DType::kI32, Shape{n, top_k}, idsf),
              dw = ToDevice(DType::kF32, Shape{n, top_k}, weights), out = Poisoned(DType::kF32, Shape{n, hidden});
-      Gpu().v4().MoeExperts(dx, di, dw, PlainWeights(tgu), PlainWeights(tdown), limit, out);
+      Gpu().v4().MoeExperts(dx, di, dw, ex.DeviceGateUp(), ex.DeviceDown(), limit, out);
       EXPECT_LT(RelErr(ToHost(out), ref), wtype == DType::kF32 ? kF32Gemm : kBf16)
           << DTypeName(wtype) << " experts, n " << n;
     }

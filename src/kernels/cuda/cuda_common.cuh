@@ -62,6 +62,9 @@ __device__ __forceinline__ void StoreF(void* p, std::int64_t i, Elem e, float v)
 // Whether a pointer allows 16-byte vector loads (and cuBLASLt's fastest kernels).
 inline bool Aligned16(const void* p) { return (reinterpret_cast<std::uintptr_t>(p) & 15u) == 0; }
 
+// The largest grid.y (and grid.z) a launch takes.
+inline constexpr std::int64_t kMaxGridY = 65535;
+
 inline unsigned Blocks(std::int64_t n, int threads) {
   const std::int64_t b = (n + threads - 1) / threads;
   return static_cast<unsigned>(b < 1 ? 1 : (b > (1 << 30) ? (1 << 30) : b));

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <vector>
 
@@ -137,6 +138,10 @@ ExpertRows PermuteByExpertOnDevice(CudaContext& ctx, const Tensor& topk_ids, int
 // with c rows needs ⌈c/8⌉ ≤ (c + 7)/8 runs, at most min(experts, pairs) experts have rows, so the
 // runs number at most ⌊(pairs + 7·min(experts, pairs)) / 8⌋.
 std::int64_t MaxExpertRuns(std::int64_t pairs, std::int64_t experts);
+// run(t0, t1) over consecutive slices of [0, n) tokens of top_k pairs each, halved until a slice's
+// runs fit one grid's kMaxGridY rows (only a prefill of tens of thousands of tokens is sliced).
+void ForEachRunSlice(std::int64_t n, std::int64_t top_k, std::int64_t experts,
+                     const std::function<void(std::int64_t, std::int64_t)>& run);
 // out[t] = Σ_k weights[t, k] · y[row_of_pair[t, k]] (fp32 y [pairs, hidden]), k in a fixed order.
 void CombineExperts(CudaContext& ctx, const ExpertRows& rows, const Tensor& y, const Tensor& topk_weights,
                     const Tensor& out);

@@ -444,9 +444,9 @@ void Fp8GemvGrouped(CudaContext& ctx, const Fp8GemvInput& in, std::span<const Fp
   }
   if (runs.empty()) return;
   DeviceMeta table = ctx.Upload(std::span<const Fp8GemvItem>(runs));
-  constexpr std::size_t kMaxGridY = 65535;
-  for (std::size_t first = 0; first < runs.size(); first += kMaxGridY) {
-    const unsigned count = static_cast<unsigned>(std::min(kMaxGridY, runs.size() - first));
+  const auto grid_rows = static_cast<std::size_t>(kMaxGridY);
+  for (std::size_t first = 0; first < runs.size(); first += grid_rows) {
+    const unsigned count = static_cast<unsigned>(std::min(grid_rows, runs.size() - first));
     const dim3 grid(static_cast<unsigned>(Ceil(m, kMmaRows)), count);
     Fp8GemvGroupedKernel<<<grid, kMmaWarps * 32, 0, ctx.stream()>>>(
         in.codes.ptr<std::uint8_t>(), in.scales.ptr<float>(), table.ptr<Fp8GemvItem>() + first, m, k, out.data,
@@ -460,7 +460,6 @@ void Fp8GemvRuns(CudaContext& ctx, const Fp8GemvInput& in, const ExpertRun* runs
                  const Tensor& out) {
   FISSION_CHECK(Fp8GemvTakes(k) && in.codes.tensor().shape[-1] == k && out.shape[-1] == m,
                 "Fp8GemvRuns shapes: k ", k, ", m ", m, ", out ", out.shape.ToString());
-  constexpr std::int64_t kMaxGridY = 65535;
   FISSION_CHECK(max_runs <= kMaxGridY, "Fp8GemvRuns: ", max_runs, " runs do not fit one grid");
   if (max_runs == 0) return;
   const dim3 grid(static_cast<unsigned>(Ceil(m, kMmaRows)), static_cast<unsigned>(max_runs));

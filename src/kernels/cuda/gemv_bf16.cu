@@ -122,7 +122,6 @@ void Bf16GemvRuns(CudaContext& ctx, const Tensor& x, const ExpertRun* runs, cons
                     out.shape[-1] == m && out.numel() / m == x.numel() / k,
                 "Bf16GemvRuns shapes: x ", x.shape.ToString(), " ", DTypeName(x.dtype), ", m ", m, ", out ",
                 out.shape.ToString());
-  constexpr std::int64_t kMaxGridY = 65535;
   FISSION_CHECK(max_runs <= kMaxGridY, "Bf16GemvRuns: ", max_runs, " runs do not fit one grid");
   if (max_runs == 0) return;
   const dim3 grid(static_cast<unsigned>((m + kRows - 1) / kRows), static_cast<unsigned>(max_runs));

@@ -236,6 +236,13 @@ std::int64_t MaxExpertRuns(std::int64_t pairs, std::int64_t experts) {
   return (pairs + (kGemvRunRows - 1) * std::min(experts, pairs)) / kGemvRunRows;
 }
 
+void ForEachRunSlice(std::int64_t n, std::int64_t top_k, std::int64_t experts,
+                     const std::function<void(std::int64_t, std::int64_t)>& run) {
+  std::int64_t slice = n;
+  while (slice > 1 && MaxExpertRuns(slice * top_k, experts) > kMaxGridY) slice = (slice + 1) / 2;
+  for (std::int64_t t0 = 0; t0 < n; t0 += slice) run(t0, std::min(n, t0 + slice));
+}
+
 ExpertRows PermuteByExpertOnDevice(CudaContext& ctx, const Tensor& topk_ids, int experts) {
   const std::int64_t n = topk_ids.shape[0], top_k = topk_ids.shape[1];
   FISSION_CHECK(topk_ids.dtype == DType::kI32, "expert ids must be int32");

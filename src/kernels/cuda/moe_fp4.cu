@@ -47,7 +47,6 @@ namespace fission::kernels::cuda {
 namespace {
 
 constexpr int kGroup = 32, kChunkGroups = 4, kWarps = 4, kRows = 16, kTokens = 8;
-constexpr std::int64_t kMaxGridY = 65535;
 static_assert(kGemvRunRows == kTokens);
 
 __host__ __device__ constexpr std::int64_t Ceil(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
@@ -319,14 +318,10 @@ void MoeExpertsFp4(CudaContext& ctx, const Tensor& x, const Tensor& topk_ids, co
   const Fp4Table down_table = ExpertTable(ctx, down, down_scale, "MoeExpertsFp4 (down)");
   // Every size plans on the device (same kernels, no host wait); a call whose runs would not fit
   // one grid goes in slices of tokens (a prefill of tens of thousands of tokens).
-  const std::int64_t top_k = topk_ids.shape[1];
-  std::int64_t slice = n;
-  while (slice > 1 && MaxExpertRuns(slice * top_k, experts) > kMaxGridY) slice = (slice + 1) / 2;
-  for (std::int64_t t0 = 0; t0 < n; t0 += slice) {
-    const std::int64_t t1 = std::min(n, t0 + slice);
+  ForEachRunSlice(n, topk_ids.shape[1], experts, [&](std::int64_t t0, std::int64_t t1) {
     RoutedExperts(ctx, x.Rows(t0, t1), topk_ids.Rows(t0, t1), topk_weights.Rows(t0, t1), gu_table, down_table,
                   inter, experts, out.View(Shape{n, hidden}).Rows(t0, t1), limit);
-  }
+  });
 }
 
 }  // namespace fission::kernels::cuda

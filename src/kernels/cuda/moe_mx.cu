@@ -287,7 +287,6 @@ __global__ void __launch_bounds__(kWarps * 32) MxGemvKernel(const typename E::Pi
                blockIdx.x * static_cast<std::int64_t>(kRows), out, t0, oe);
 }
 
-constexpr std::int64_t kMaxGridY = 65535;
 
 // f(E2m1{}) or f(E4m3{}) for the codes' type: the one place a DType picks the kernels.
 template <class F>
@@ -446,14 +445,10 @@ void MoeExpertsMx(CudaContext& ctx, const Tensor& x, const Tensor& topk_ids, con
   const MxTable down_table = ExpertTable(ctx, down, down_scale, "MoeExpertsMx (down)");
   // Every size plans on the device (same kernels, no host wait); a call whose runs would not fit
   // one grid goes in slices of tokens (a prefill of tens of thousands of tokens).
-  const std::int64_t top_k = topk_ids.shape[1];
-  std::int64_t slice = n;
-  while (slice > 1 && MaxExpertRuns(slice * top_k, experts) > kMaxGridY) slice = (slice + 1) / 2;
-  for (std::int64_t t0 = 0; t0 < n; t0 += slice) {
-    const std::int64_t t1 = std::min(n, t0 + slice);
+  ForEachRunSlice(n, topk_ids.shape[1], experts, [&](std::int64_t t0, std::int64_t t1) {
     RoutedExperts(ctx, codes, x.Rows(t0, t1), topk_ids.Rows(t0, t1), topk_weights.Rows(t0, t1), gu_table,
                   down_table, inter, experts, out.View(Shape{n, hidden}).Rows(t0, t1), limit);
-  }
+  });
 }
 
 }  // namespace fission::kernels::cuda

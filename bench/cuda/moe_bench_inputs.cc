@@ -1,0 +1,42 @@
+#include "bench/cuda/moe_bench_inputs.h"
+
+#include <algorithm>
+#include <vector>
+
+namespace fission::bench {
+
+ExpertRouting MakeExpertRouting(kernels::cuda::CudaBackend& gpu, std::int64_t n, std::int64_t experts,
+                                std::int64_t top_k, std::mt19937& rng) {
+  std::vector<float> ids, weights;
+  std::vector<bool> used(static_cast<std::size_t>(experts), false);
+  std::vector<std::int32_t> pool(static_cast<std::size_t>(experts));
+  for (std::int64_t e = 0; e < experts; ++e) pool[e] = static_cast<std::int32_t>(e);
+  std::uniform_real_distribution<float> u(0.05f, 0.5f);
+  for (std::int64_t t = 0; t < n; ++t) {
+    std::shuffle(pool.begin(), pool.end(), rng);
+    std::vector<std::int32_t> chosen(pool.begin(), pool.begin() + top_k);
+    std::sort(chosen.begin(), chosen.end());
+    for (std::int32_t e : chosen) {
+      ids.push_back(static_cast<float>(e));
+      weights.push_back(u(rng));
+      used[e] = true;
+    }
+  }
+  ExpertRouting r{Buffer(DType::kI32, Shape{n, top_k}, gpu.allocator()),
+                  Buffer(DType::kF32, Shape{n, top_k}, gpu.allocator())};
+  gpu.CopyFromHost(ids.data(), r.ids);
+  gpu.CopyFromHost(weights.data(), r.weights);
+  r.active = std::count(used.begin(), used.end(), true);
+  return r;
+}
+
+Buffer RandomBf16(kernels::cuda::CudaBackend& gpu, Shape shape, std::mt19937& rng) {
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> v(shape.numel());
+  for (float& x : v) x = normal(rng);
+  Buffer b(DType::kBF16, shape, gpu.allocator());
+  gpu.CopyFromHost(v.data(), b);
+  return b;
+}
+
+}  // namespace fission::bench

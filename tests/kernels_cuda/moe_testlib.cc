@@ -1,0 +1,50 @@
+#include "kernels_cuda/moe_testlib.h"
+
+namespace fission::kernels::cuda::testing {
+
+RoutedInputs::RoutedInputs(std::int64_t n, std::int64_t hidden, std::int64_t top_k, bool bf16, std::mt19937& rng,
+                           const std::function<std::vector<std::int32_t>()>& draw_ids)
+    : x(Random(n * hidden, rng)), weights(n * top_k) {
+  if (bf16) x = RoundBf16(x);
+  ids = draw_ids();
+  std::uniform_real_distribution<float> u(0.05f, 1.0f);
+  for (float& w : weights) w = u(rng);
+}
+
+PlainExperts::PlainExperts(std::int64_t experts, std::int64_t hidden, std::int64_t inter, DType wtype,
+                           float gate_up_scale, float down_scale, std::mt19937& rng)
+    : gate_up(experts), down(experts) {
+  for (std::int64_t e = 0; e < experts; ++e) {
+    gate_up[e] = Random(2 * inter * hidden, rng, gate_up_scale);
+    down[e] = Random(hidden * inter, rng, down_scale);
+    if (wtype == DType::kBF16) {
+      gate_up[e] = RoundBf16(gate_up[e]);
+      down[e] = RoundBf16(down[e]);
+    }
+  }
+  // Views once every vector is in place (the host views point into them).
+  for (std::int64_t e = 0; e < experts; ++e) {
+    host_gate_up.push_back(HostView(gate_up[e], Shape{2 * inter, hidden}));
+    host_down.push_back(HostView(down[e], Shape{hidden, inter}));
+    gate_up_buffers.push_back(ToDevice(wtype, Shape{2 * inter, hidden}, gate_up[e]));
+    down_buffers.push_back(ToDevice(wtype, Shape{hidden, inter}, down[e]));
+    device_gate_up.push_back(gate_up_buffers.back());
+    device_down.push_back(down_buffers.back());
+  }
+}
+
+RoutedDeviceInputs::RoutedDeviceInputs(DType xtype, std::int64_t n, std::int64_t hidden, std::int64_t top_k,
+                                       const RoutedInputs& in)
+    : x(ToDevice(xtype, Shape{n, hidden}, in.x)),
+      ids(ToDevice(DType::kI32, Shape{n, top_k}, std::vector<float>(in.ids.begin(), in.ids.end()))),
+      weights(ToDevice(DType::kF32, Shape{n, top_k}, in.weights)),
+      out(Poisoned(DType::kF32, Shape{n, hidden})) {}
+
+void RoutedDeviceInputs::Load(const RoutedInputs& in) {
+  Gpu().CopyFromHost(in.x.data(), x);
+  const std::vector<float> idsf(in.ids.begin(), in.ids.end());
+  Gpu().CopyFromHost(idsf.data(), ids);
+  Gpu().CopyFromHost(in.weights.data(), weights);
+}
+
+}  // namespace fission::kernels::cuda::testing
