@@ -44,7 +44,7 @@ class CudaBackend final : public Backend {
   void MoeExperts(const Tensor& x, const Tensor& topk_ids, const Tensor& topk_weights,
                   std::span<const WeightView> gate_up, std::span<const WeightView> down, const Tensor& out) override;
   MlaOps& mla() override;
-  // dsa_indexer.cu, dsa_topk.cu, dsa_sparse_mla.cu (docs/cuda.md, "DeepSeek Sparse Attention").
+  // dsa_indexer.cu, dsa_topk.cu, dsa_sparse_mla.cu (docs/cuda_dsa.md).
   DsaOps& dsa() override;
   // v4_streams.cu, v4_attention.cu, v4_storage.cu (docs/cuda.md, "DeepSeek-V4"): fp32 activations.
   V4Ops& v4() override;
