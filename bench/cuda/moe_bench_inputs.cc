@@ -1,6 +1,7 @@
 #include "bench/cuda/moe_bench_inputs.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <vector>
 
 namespace fission::bench {
@@ -37,6 +38,32 @@ Buffer RandomBf16(kernels::cuda::CudaBackend& gpu, Shape shape, std::mt19937& rn
   Buffer b(DType::kBF16, shape, gpu.allocator());
   gpu.CopyFromHost(v.data(), b);
   return b;
+}
+
+void BenchWholeExperts(kernels::cuda::CudaBackend& gpu, const TimeFn& time_us,
+                       const std::string& name, std::int64_t experts, std::int64_t top_k, std::int64_t hidden,
+                       std::span<const WeightView> gate_up, std::span<const WeightView> down, double expert_bytes,
+                       int routings, std::mt19937& rng) {
+  constexpr double kHbmGBs = 4800.0;
+  for (std::int64_t n : {1, 64, 4096}) {
+    std::vector<ExpertRouting> drawn;
+    double active = 0;
+    for (int r = 0; r < routings; ++r) {
+      drawn.push_back(MakeExpertRouting(gpu, n, experts, top_k, rng));
+      active += static_cast<double>(drawn.back().active) / routings;
+    }
+    const Buffer x = RandomBf16(gpu, Shape{n, hidden}, rng);
+    Buffer out(DType::kF32, Shape{n, hidden}, gpu.allocator());
+    const double us = time_us([&](int i) {
+      const ExpertRouting& r = drawn[i % routings];
+      gpu.MoeExperts(x, r.ids, r.weights, gate_up, down, out);
+    });
+    const double gbs = active * expert_bytes / (us * 1e-6) / 1e9;
+    std::printf("RESULT %s_n%lld %.1f %.0f GB/s\n", name.c_str(), static_cast<long long>(n), us, gbs);
+    std::printf("INFO %s_n%lld %.3f of 4.8 TB/s, %.1f active experts\n", name.c_str(), static_cast<long long>(n),
+                gbs / kHbmGBs, active);
+    std::fflush(stdout);
+  }
 }
 
 }  // namespace fission::bench

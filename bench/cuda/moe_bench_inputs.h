@@ -3,8 +3,12 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <random>
+#include <span>
+#include <string>
 
+#include "bench/cuda/moe_mx_bench.h"  // TimeFn
 #include "kernels/cuda/cuda_backend.h"
 
 namespace fission::bench {
@@ -18,5 +22,14 @@ ExpertRouting MakeExpertRouting(kernels::cuda::CudaBackend& gpu, std::int64_t n,
                                 std::int64_t top_k, std::mt19937& rng);
 // Standard-normal values in a bf16 device tensor.
 Buffer RandomBf16(kernels::cuda::CudaBackend& gpu, Shape shape, std::mt19937& rng);
+
+// The whole experts operation (Backend::MoeExperts) at 1, 64 and 4,096 tokens, each timed over
+// `routings` routings by `time_us` (called with the repetition's index); prints
+// `RESULT <name>_n<N> <us> <GB/s>` and `INFO <name>_n<N> <fraction of 4.8 TB/s>`, the bytes being
+// those of the active experts (`expert_bytes` each).
+void BenchWholeExperts(kernels::cuda::CudaBackend& gpu, const TimeFn& time_us,
+                       const std::string& name, std::int64_t experts, std::int64_t top_k, std::int64_t hidden,
+                       std::span<const WeightView> gate_up, std::span<const WeightView> down, double expert_bytes,
+                       int routings, std::mt19937& rng);
 
 }  // namespace fission::bench

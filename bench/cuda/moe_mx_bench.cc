@@ -116,25 +116,8 @@ void BenchMoeMx(CudaBackend& gpu, DType codes, const TimeFn& time_us) {
     }
   }
 
-  for (std::int64_t n : {1, 64, 4096}) {
-    std::vector<ExpertRouting> routings;
-    double active = 0;
-    for (int r = 0; r < kRoutings; ++r) {
-      routings.push_back(MakeExpertRouting(gpu, n, kExperts, kTopK, rng));
-      active += static_cast<double>(routings.back().active) / kRoutings;
-    }
-    const Buffer x = RandomBf16(gpu, Shape{n, kHidden}, rng);
-    Buffer out(DType::kF32, Shape{n, kHidden}, gpu.allocator());
-    const double us = time_us([&](int i) {
-      const ExpertRouting& r = routings[i % kRoutings];
-      gpu.MoeExperts(x, r.ids, r.weights, gu.views, down.views, out);
-    });
-    const double gbs = active * (gu.bytes + down.bytes) / (us * 1e-6) / 1e9;
-    std::printf("RESULT moe_%s_v3_n%lld %.1f %.0f GB/s\n", fmt, static_cast<long long>(n), us, gbs);
-    std::printf("INFO moe_%s_v3_n%lld %.3f of 4.8 TB/s, %.1f active experts\n", fmt, static_cast<long long>(n),
-                gbs / kHbmGBs, active);
-    std::fflush(stdout);
-  }
+  BenchWholeExperts(gpu, time_us, std::string("moe_") + fmt + "_v3", kExperts, kTopK, kHidden, gu.views, down.views,
+                    gu.bytes + down.bytes, kRoutings, rng);
 }
 
 }  // namespace fission::bench

@@ -198,33 +198,16 @@ struct Experts {
       down.push_back(std::make_unique<Fp4Weight>(c.hidden, c.inter, rng));
     }
   }
-  std::vector<WeightView> Views(bool device, bool gate_up) const {
-    std::vector<WeightView> v;
-    for (const auto& w : gate_up ? gu : down) v.push_back(device ? w->device() : w->host());
-    return v;
-  }
+  std::vector<WeightView> Views(bool device, bool gate_up) const { return ViewsOf(gate_up ? gu : down, device); }
 };
 
-// top_k experts a token over all but the last (which never gets a token); with `repeats`, every
-// third token takes its first expert twice.
-std::vector<std::int32_t> DrawIds(const Case& c, std::mt19937& rng) {
-  std::vector<std::int32_t> ids, pool;
-  for (int e = 0; e < c.experts - 1; ++e) pool.push_back(e);
-  for (int t = 0; t < c.n; ++t) {
-    std::shuffle(pool.begin(), pool.end(), rng);
-    std::vector<std::int32_t> chosen(pool.begin(), pool.begin() + c.top_k);
-    if (c.repeats && t % 3 == 0) chosen[1] = chosen[0];
-    std::sort(chosen.begin(), chosen.end());
-    ids.insert(ids.end(), chosen.begin(), chosen.end());
-  }
-  return ids;
-}
 
 // Token rows are bf16 values, so the device's gather into bf16 is exact and the reference sees
 // what the device multiplies.
 struct Inputs : RoutedInputs {
   Inputs(const Case& c, std::mt19937& rng)
-      : RoutedInputs(c.n, c.hidden, c.top_k, true, rng, [&] { return DrawIds(c, rng); }) {}
+      : RoutedInputs(c.n, c.hidden, c.top_k, true, rng,
+                     [&] { return DrawExpertIds(c.n, c.experts, c.top_k, c.repeats, rng); }) {}
 };
 
 struct DeviceInputs : RoutedDeviceInputs {

@@ -1,6 +1,22 @@
 #include "kernels_cuda/moe_testlib.h"
 
+#include <algorithm>
+
 namespace fission::kernels::cuda::testing {
+
+std::vector<std::int32_t> DrawExpertIds(std::int64_t n, std::int64_t experts, std::int64_t top_k, bool repeats,
+                                        std::mt19937& rng) {
+  std::vector<std::int32_t> ids, pool;
+  for (std::int64_t e = 0; e < experts - 1; ++e) pool.push_back(static_cast<std::int32_t>(e));
+  for (std::int64_t t = 0; t < n; ++t) {
+    std::shuffle(pool.begin(), pool.end(), rng);
+    std::vector<std::int32_t> chosen(pool.begin(), pool.begin() + top_k);
+    if (repeats && t % 3 == 0) chosen[1] = chosen[0];
+    std::sort(chosen.begin(), chosen.end());
+    ids.insert(ids.end(), chosen.begin(), chosen.end());
+  }
+  return ids;
+}
 
 RoutedInputs::RoutedInputs(std::int64_t n, std::int64_t hidden, std::int64_t top_k, bool bf16, std::mt19937& rng,
                            const std::function<std::vector<std::int32_t>()>& draw_ids)

@@ -4,12 +4,27 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <random>
 #include <vector>
 
 #include "kernels_cuda/cuda_testlib.h"
 
 namespace fission::kernels::cuda::testing {
+
+// top_k distinct experts a token over all but the last (which never gets a token), ascending;
+// with `repeats`, every third token takes its first expert twice.
+std::vector<std::int32_t> DrawExpertIds(std::int64_t n, std::int64_t experts, std::int64_t top_k, bool repeats,
+                                        std::mt19937& rng);
+
+// The host (reference) or device views of a set of experts' weights (W: a test's weight holder
+// with host() and device() views).
+template <typename W>
+std::vector<WeightView> ViewsOf(const std::vector<std::unique_ptr<W>>& weights, bool device) {
+  std::vector<WeightView> v;
+  for (const auto& w : weights) v.push_back(device ? w->device() : w->host());
+  return v;
+}
 
 struct RoutedInputs {
   std::vector<float> x, weights;
