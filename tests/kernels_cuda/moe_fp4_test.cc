@@ -20,7 +20,6 @@
 #include <limits>
 #include <memory>
 
-#include "kernels/cpu/cpu_ops.h"
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_context.h"
 #include "kernels/cuda/cuda_ops.h"
@@ -215,14 +214,7 @@ struct DeviceInputs : RoutedDeviceInputs {
 };
 
 std::vector<float> Reference(const Case& c, const Experts& ex, Inputs& in) {
-  Tensor hids;
-  hids.data = in.ids.data();
-  hids.dtype = DType::kI32;
-  hids.shape = Shape{c.n, c.top_k};
-  std::vector<float> ref(c.n * c.hidden);
-  cpu::MoeExperts(HostView(in.x, Shape{c.n, c.hidden}), hids, HostView(in.weights, Shape{c.n, c.top_k}),
-                  ex.Views(false, true), ex.Views(false, false), c.limit, HostView(ref, Shape{c.n, c.hidden}));
-  return ref;
+  return in.CpuExperts(ex.Views(false, true), ex.Views(false, false), c.limit);
 }
 
 // Without a clamp through the backend's MoeExperts (its dispatch on the format); with one through

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "kernels/cpu/cpu_ops.h"
+
 namespace fission::kernels::cuda::testing {
 
 std::vector<std::int32_t> DrawExpertIds(std::int64_t n, std::int64_t experts, std::int64_t top_k, bool repeats,
@@ -20,7 +22,7 @@ std::vector<std::int32_t> DrawExpertIds(std::int64_t n, std::int64_t experts, st
 
 RoutedInputs::RoutedInputs(std::int64_t n, std::int64_t hidden, std::int64_t top_k, bool bf16, std::mt19937& rng,
                            const std::function<std::vector<std::int32_t>()>& draw_ids)
-    : x(Random(n * hidden, rng)), weights(n * top_k) {
+    : x(Random(n * hidden, rng)), weights(n * top_k), n(n), hidden(hidden), top_k(top_k) {
   if (bf16) x = RoundBf16(x);
   ids = draw_ids();
   std::uniform_real_distribution<float> u(0.05f, 1.0f);
@@ -47,6 +49,18 @@ PlainExperts::PlainExperts(std::int64_t experts, std::int64_t hidden, std::int64
     device_gate_up.push_back(gate_up_buffers.back());
     device_down.push_back(down_buffers.back());
   }
+}
+
+std::vector<float> RoutedInputs::CpuExperts(std::span<const WeightView> gate_up, std::span<const WeightView> down,
+                                            float limit) {
+  Tensor host_ids;
+  host_ids.data = ids.data();
+  host_ids.dtype = DType::kI32;
+  host_ids.shape = Shape{n, top_k};
+  std::vector<float> ref(n * hidden);
+  cpu::MoeExperts(HostView(x, Shape{n, hidden}), host_ids, HostView(weights, Shape{n, top_k}), gate_up, down, limit,
+                  HostView(ref, Shape{n, hidden}));
+  return ref;
 }
 
 RoutedDeviceInputs::RoutedDeviceInputs(DType xtype, std::int64_t n, std::int64_t hidden, std::int64_t top_k,

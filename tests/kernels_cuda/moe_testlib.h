@@ -6,6 +6,7 @@
 #include <functional>
 #include <memory>
 #include <random>
+#include <span>
 #include <vector>
 
 #include "kernels_cuda/cuda_testlib.h"
@@ -32,6 +33,10 @@ struct RoutedInputs {
   // x random (rounded to bf16 when `bf16`), then the ids `draw_ids` makes, then weights in [0.05, 1).
   RoutedInputs(std::int64_t n, std::int64_t hidden, std::int64_t top_k, bool bf16, std::mt19937& rng,
                const std::function<std::vector<std::int32_t>()>& draw_ids);
+  // The CPU reference's experts over these rows (kernels/cpu: MoeExperts with the clamp `limit`).
+  std::vector<float> CpuExperts(std::span<const WeightView> gate_up, std::span<const WeightView> down, float limit);
+
+  std::int64_t n, hidden, top_k;
 };
 
 // Plain routed experts: gate_up [2·inter, hidden] and down [hidden, inter] of random values (scaled
