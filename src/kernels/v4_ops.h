@@ -3,13 +3,17 @@
 // a per-head sink, the grouped output projection, V4's rope (interleaved, with its inverse on the
 // output), and its MoE pieces (sqrt-softplus and hash routing, SwiGLU clamped at a limit).
 //
-// Step metadata comes as host spans (the sequences of kernels::SeqAttention with their state slots,
-// the windows a step closes); a device backend reads them from the step-input block.
+// Step metadata comes as host spans of records that are whole by themselves (the windows a step
+// closes, the query rows, the ring slot of every token), resolved from the step's sequences by the
+// model's step plan (model/layers/v4_step_plan.h) and written into the step-input block, so a
+// device backend reads them from the block's device copy and a decode step can be captured.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <span>
 
+#include "base/error.h"
 #include "kernels/mla_ops.h"
 #include "tensor/tensor.h"
 #include "tensor/weight.h"
@@ -25,13 +29,37 @@ struct HyperShape {
   float norm_eps = 1e-6f;  // the unweighted RMSNorm of the flattened streams
 };
 
-// One window a step closes: compressed entry `window` of sequence `seq` (an index into the step's
-// sequences), pooling positions [window·ratio, (window+1)·ratio) (and, overlapping, the window
-// before it).
+// One window a step closes: compressed entry `window` of a sequence, pooling positions
+// [window·ratio, (window+1)·ratio) (and, overlapping, the window before it). A position from
+// first_new on is the step's row token_start + position - first_new (the step's tokens in token
+// order); an earlier one is in the sequence's compressor state slot. window -1 is a place the
+// step's plan keeps for a window that does not close (its pooled row is zeros, stored nowhere), so
+// the list's length follows from the step's shape alone.
 struct ClosedWindow {
-  std::int32_t seq = 0;
-  std::int32_t window = 0;
+  std::int32_t window = -1;
+  std::int32_t first_new = 0;
+  std::int32_t token_start = 0;
+  std::int32_t state_slot = -1;
 };
+
+inline ClosedWindow ClosedWindowOf(const SeqAttention& s, std::int64_t window) {
+  return {static_cast<std::int32_t>(window), s.kv_len - s.new_tokens, s.token_start, s.state_slot};
+}
+
+// The slot of every token of the step (`token_seqs`, StepView::token_seqs) in a per-request ring of
+// `keep` positions: state slot · keep + position % keep for the sequence's last `keep` positions,
+// -1 for a position that leaves the ring before the step ends or a sequence without a state slot.
+// The window ring's slots (keep = sliding_window) and the compressor state's (keep =
+// CompressorShape::state_positions()).
+inline void RingSlots(std::span<const SeqAttention> token_seqs, std::int64_t keep, std::span<std::int64_t> slots) {
+  std::fill(slots.begin(), slots.end(), -1);
+  for (const SeqAttention& s : token_seqs) {
+    const std::int64_t first = s.kv_len - s.new_tokens;
+    if (s.state_slot < 0) continue;
+    for (std::int32_t t = 0; t < s.new_tokens; ++t)
+      if (first + t >= s.kv_len - keep) slots[s.token_start + t] = s.state_slot * keep + (first + t) % keep;
+  }
+}
 
 struct CompressorShape {
   std::int64_t ratio = 4;     // positions per entry
@@ -76,6 +104,42 @@ struct V4AttentionShape {
   std::int64_t rope_dim = 0;
 };
 
+// One query row of V4's attention with where its keys are: its row and position, the first
+// position of its sequence's new tokens and their first row among the step's keys, its ring's first
+// slot (state slot · window; -1: no slot) and its sequence's row of the step's block tables.
+struct V4QueryRow {
+  std::int32_t row = 0, position = 0, first_new = 0, token_start = 0, ring_base = -1, table = 0;
+};
+
+// The query rows of a step and its block tables [sequences, table_width] (StepView::block_tables).
+struct V4Queries {
+  std::span<const V4QueryRow> rows;
+  std::span<const std::int32_t> tables;
+  std::int64_t table_width = 0;
+  // Every sequence has the same number of rows, its last row at its last position (a decode or a
+  // verify step): the attention's work then depends on the shape alone, not on the positions.
+  bool uniform = false;
+  std::span<const std::int32_t> table(const V4QueryRow& r) const {
+    return tables.subspan(static_cast<std::size_t>(r.table * table_width), static_cast<std::size_t>(table_width));
+  }
+};
+
+// The rows of `seqs` (this rank's queries, each sequence's table a row of `tables`), in order.
+inline void QueryRowsOf(std::span<const SeqAttention> seqs, std::span<const std::int32_t> tables,
+                        std::int64_t table_width, std::int64_t window, std::span<V4QueryRow> rows) {
+  std::size_t k = 0;
+  for (const SeqAttention& s : seqs) {
+    const std::ptrdiff_t offset = s.block_table.data() - tables.data();
+    FISSION_CHECK(table_width > 0 && offset >= 0 && offset % table_width == 0 &&
+                      offset + static_cast<std::ptrdiff_t>(s.block_table.size()) <= static_cast<std::ptrdiff_t>(tables.size()),
+                  "a sequence's block table is not a row of the step's tables");
+    const auto table = static_cast<std::int32_t>(offset / table_width);
+    for (std::int32_t t = 0; t < s.query_len; ++t)
+      rows[k++] = {s.query_start + t, s.query_positions[static_cast<std::size_t>(t)], s.kv_len - s.new_tokens,
+                   s.token_start, s.state_slot >= 0 ? static_cast<std::int32_t>(s.state_slot * window) : -1, table};
+  }
+}
+
 class V4Ops {
  public:
   virtual ~V4Ops() = default;
@@ -106,30 +170,29 @@ class V4Ops {
                     const Tensor& inv_freq, bool inverse) = 0;
 
   // The pooled rows [len(windows), head_dim] of the windows the step closes, in order:
-  // softmax over the window's slots, per channel, of gate + ape[slot], weighting kv. kv and gate
-  // [tokens, width] are the projections of every token of the step in token order, `seqs` the
-  // step's sequences over them (StepView::token_seqs); a position before the step's first is read from
-  // `state` [state slots · state_positions, 2·width] (kv, then gate, of position p in entry
-  // slot · state_positions + p % state_positions). An overlapping entry 0 has only its second half.
+  // softmax over the window's slots, per channel, of gate + ape[slot], weighting kv (zeros for a
+  // window -1). kv and gate [tokens, width] are the projections of every token of the step in
+  // token order; a position before a window's first_new is read from `state` [state slots ·
+  // state_positions, 2·width] (kv, then gate, of position p in entry slot · state_positions + p %
+  // state_positions). An overlapping entry 0 has only its second half.
   virtual void Compress(const Tensor& kv, const Tensor& gate, const Tensor& ape, const Tensor& state,
-                        std::span<const SeqAttention> seqs, std::span<const ClosedWindow> windows,
-                        const CompressorShape& shape, const Tensor& pooled) = 0;
-  // Stores the projections of each sequence's last state_positions new positions into its state
-  // slot, for the windows later steps close.
+                        std::span<const ClosedWindow> windows, const CompressorShape& shape, const Tensor& pooled) = 0;
+  // Stores the projections of every token of the step with a slot (`slots` [tokens]: RingSlots at
+  // keep = state_positions; -1 skips) into the state, for the windows later steps close.
   virtual void UpdateCompressorState(const Tensor& kv, const Tensor& gate, const Tensor& state,
-                                     std::span<const SeqAttention> seqs, const CompressorShape& shape) = 0;
+                                     std::span<const std::int64_t> slots, const CompressorShape& shape) = 0;
 
-  // Attention of q [n, heads, head_dim] (rope applied; this rank's rows, `seqs` its queries) over,
-  // per query at position p: the window keys (p - window, p] (rows of `kv` [tokens, head_dim], the
-  // keys of every token of the step in token order, for the step's positions; the
-  // sequence's ring `window_kv` [state slots · window, ...] at slot · window + pos % window for
-  // earlier ones), and the visible compressed entries of `entries` (paged): all of them, or with
-  // `selection` [n, k] (I32, -1 ends a row) the entries it lists. Ring and entries are stored in
-  // shape.kv_format.
+  // Attention of q [n, heads, head_dim] (rope applied; this rank's rows, `queries` the rows that
+  // are queries) over, per query at position p: the window keys (p - window, p] (rows of `kv`
+  // [tokens, head_dim], the keys of every token of the step in token order, for the step's
+  // positions; the sequence's ring `window_kv` [state slots · window, ...] at ring_base + pos %
+  // window for earlier ones), and the visible compressed entries of `entries` (paged): all of
+  // them, or with `selection` [n, k] (I32, -1 ends a row) the entries it lists. Ring and entries
+  // are stored in shape.kv_format. Rows that are not queries are left as they are.
   // Keys are the values. p_s = softmax over the keys and the head's sink (sinks [heads]) of
   // softmax_scale · q·k_s; out [n, heads, head_dim] = Σ p_s k_s.
   virtual void Attention(const Tensor& q, const Tensor& kv, const Tensor& window_kv, const Tensor& entries,
-                         const Tensor& selection, const Tensor& sinks, std::span<const SeqAttention> seqs,
+                         const Tensor& selection, const Tensor& sinks, const V4Queries& queries,
                          const V4AttentionShape& shape, const Tensor& out) = 0;
 
   // kFp8 storage's rounding of rows [n, head_dim] in place: the nope values to their e4m3 code
@@ -145,10 +208,12 @@ class V4Ops {
   virtual void GroupedLinear(const Tensor& x, const Tensor& w, std::int64_t groups, const Tensor& out) = 0;
 
   // MoE routing with sqrt(softplus(logits)) scores. ids [n, top_k]: the top_k of scores + bias
-  // (score-routed layers), or `fixed_ids` [n·top_k] (hash-routed layers; bias unused) — either way
-  // in ascending expert order. weights [n, top_k] = score / Σ scores (+1e-20) · scaling.
-  virtual void RouteSqrtSoftplus(const Tensor& router_logits, const Tensor& bias,
-                                 std::span<const std::int32_t> fixed_ids, std::int64_t top_k, float scaling,
+  // (score-routed layers), or the hash table's row of each row's token (hash-routed layers:
+  // `hash_table` [vocab, top_k] I32 of expert ids, checked at load, `token_ids` [n]; bias
+  // unused) — either way in ascending expert order. weights [n, top_k] = score / Σ scores (+1e-20)
+  // · scaling.
+  virtual void RouteSqrtSoftplus(const Tensor& router_logits, const Tensor& bias, const Tensor& hash_table,
+                                 std::span<const std::int32_t> token_ids, std::int64_t top_k, float scaling,
                                  const Tensor& ids, const Tensor& weights) = 0;
   // SwiGLU clamped at `limit`: gate_up [n, 2I] -> out [n, I] = silu(min(gate, limit)) ·
   // clamp(up, -limit, limit) (no clamp when limit is 0).

@@ -52,9 +52,9 @@ DecodeGraphs::DecodeGraphs(kernels::Backend& backend, std::vector<int> sizes, co
   // A sequence never holds more pages than its longest context needs, nor than the memory has.
   max_pages_ = std::min(memory_plan_.num_pages, (shape_.max_positions + page_size - 1) / page_size);
   const std::int64_t g = sizes_.back(), rows = g * shape_.tokens_per_sequence;
-  StepInputs sizing(backend_, memory.spec(), shape_.vocab_ranks);
+  StepInputs sizing(backend_, memory.spec(), shape_.vocab_ranks, 0, shape_.family);
   inputs_ = std::make_unique<StepInputs>(backend_, memory.spec(), shape_.vocab_ranks,
-                                         sizing.BytesFor(rows, rows, LogitsRows(g), g, max_pages_));
+                                         sizing.BytesFor(rows, rows, LogitsRows(g), g, max_pages_), shape_.family);
   Allocator* alloc = backend_.allocator();
   logits_ = Buffer(DType::kF32, Shape{LogitsRows(g), shape_.vocab_size}, alloc);
   if (shape_.hidden_size > 0) {

@@ -60,6 +60,7 @@ class DecodeGraphs {
     // Logits of each sequence's last row only (rows i·T + T − 1), not of every row.
     bool last_row_logits = false;
     const char* what = "decode";  // the steps' name in logs
+    const FamilyInputs* family = nullptr;  // the family's own step inputs (step_inputs.h), if any
   };
   // A graph's fixed tensors at its size (rows = size · T; logits rows = size with
   // last_row_logits): where the step writes its logits (and hidden rows) and the input rows it

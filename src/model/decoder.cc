@@ -16,12 +16,6 @@ DecoderModel::DecoderModel(io::ModelConfig config, kernels::Backend& backend, co
   vocab_part_ = EvenPart(config_.vocab_size, options.rank.attn_tp_size(), options.rank.attn_tp_rank(), "vocab_size");
 }
 
-void DecoderModel::RunEagerly(const char* why) {
-  if (!graph_sizes_.empty() && backend_.CapturesGraphs() && options_.rank.world_rank() == 0)
-    Log(LogLevel::kInfo, config_.model_type, ": CUDA graphs are off, every step runs eagerly (", why, ")");
-  graph_sizes_.clear();
-}
-
 void DecoderModel::SetVocabulary(Buffer embed_tokens, Buffer final_norm, float final_norm_eps, Weight lm_head) {
   embed_tokens_ = std::move(embed_tokens);
   final_norm_ = std::move(final_norm);
@@ -45,7 +39,8 @@ void DecoderModel::AllocateMemory(const MemoryPlan& plan) {
   ReleaseGraphs();  // they hold the old storage's addresses
   memory_.reset();
   memory_ = std::make_unique<ModelMemory>(Memory(), plan, backend_.allocator());
-  inputs_ = std::make_unique<StepInputs>(backend_, memory_->spec(), options_.rank.attn_tp_size());
+  inputs_ = std::make_unique<StepInputs>(backend_, memory_->spec(), options_.rank.attn_tp_size(), 0,
+                                         family_inputs_.get());
   if (draft_ != nullptr) draft_class_ = memory_->spec().index_of(draft_->Memory().front().name);
   if (options_.indexer_query_split) inputs_->SplitIndexerQueries(options_.rank.attn_tp_size(), options_.rank.attn_tp_rank());
 }
@@ -130,6 +125,7 @@ DecodeGraphs* DecoderModel::GraphSet(std::unique_ptr<DecodeGraphs>* slot, int to
     shape.vocab_size = config_.vocab_size;
     shape.vocab_ranks = options_.rank.attn_tp_size();
     shape.max_positions = config_.max_position_embeddings;
+    shape.family = family_inputs_.get();
     // With a draft layer every target step keeps its normed hidden rows, and a draft step reads
     // the rows the caller gathers into its input.
     if (draft_ != nullptr) shape.hidden_size = config_.hidden_size;

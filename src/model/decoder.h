@@ -94,9 +94,9 @@ class DecoderModel : public CausalLM {
   void Embed(const StepContext& step, const Tensor& h) const;
   const ShardOptions& options() const { return options_; }
   kernels::Backend& backend() const { return backend_; }
-  // Every step of a family that cannot be captured yet runs eagerly; logged once, with `why`, on a
-  // backend that captures graphs.
-  void RunEagerly(const char* why);
+  // What the family derives from every step into the step-input block (model/step_inputs.h);
+  // set in the family's constructor.
+  void SetFamilyInputs(std::unique_ptr<FamilyInputs> family) { family_inputs_ = std::move(family); }
   // This rank's rows of the vocabulary (embedding and lm_head are split over the attention-TP
   // group).
   Range vocab_part() const { return vocab_part_; }
@@ -147,6 +147,7 @@ class DecoderModel : public CausalLM {
   float final_norm_eps_ = 1e-6f;
   Weight lm_head_;
   std::unique_ptr<ModelMemory> memory_;
+  std::unique_ptr<FamilyInputs> family_inputs_;  // before the blocks that point to it
   std::unique_ptr<StepInputs> inputs_;  // eager steps' block
   std::vector<int> graph_sizes_;        // empty: every step runs eagerly
   // Target steps' graphs by tokens per sequence (1: decode, S + 1: verify runs), and the draft

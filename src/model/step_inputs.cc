@@ -11,8 +11,9 @@ std::size_t AlignUp(std::size_t n) { return (n + 255) / 256 * 256; }
 
 }  // namespace
 
-StepInputs::StepInputs(kernels::Backend& backend, MemorySpec spec, int vocab_ranks, std::size_t fixed_bytes)
-    : backend_(backend), spec_(std::move(spec)), vocab_ranks_(vocab_ranks), fixed_(fixed_bytes > 0) {
+StepInputs::StepInputs(kernels::Backend& backend, MemorySpec spec, int vocab_ranks, std::size_t fixed_bytes,
+                       const FamilyInputs* family)
+    : backend_(backend), spec_(std::move(spec)), vocab_ranks_(vocab_ranks), fixed_(fixed_bytes > 0), family_(family) {
   for (std::size_t c = 0; c < spec_.classes.size(); ++c)
     if (spec_.classes[c].kind == CacheKind::kPaged && spec_.classes[c].tokens_per_entry > 1)
       multi_token_classes_.push_back(static_cast<int>(c));
@@ -46,7 +47,8 @@ StepInputs::Layout StepInputs::MakeLayout(std::int64_t rows, std::int64_t tokens
   l.indexer_rows = AlignUp(l.vocab_order + static_cast<std::size_t>(vocab_ranks_) * m * 4);
   l.indexer_positions = AlignUp(l.indexer_rows + ir * 4);
   l.indexer_order = AlignUp(l.indexer_positions + ir * 4);
-  l.tables = AlignUp(l.indexer_order + (ir > 0 ? r : 0) * 4);
+  l.family = AlignUp(l.indexer_order + (ir > 0 ? r : 0) * 4);
+  l.tables = AlignUp(l.family + (family_ != nullptr ? family_->Bytes(rows, tokens, sequences) : 0));
   l.bytes = l.tables + s * static_cast<std::size_t>(table_width) * 4;
   return l;
 }
@@ -187,6 +189,12 @@ const StepView& StepInputs::Write(const ForwardBatch& batch, const PcpPlan& plan
   view_.step_tokens = plan.step_tokens;
   view_.table_width = width;
   view_.page_size = page_size;
+  view_.family = {};
+  if (family_ != nullptr) {
+    const std::span<std::byte> region = host_.subspan(l.family, l.tables - l.family);
+    family_->Write(view_, region);
+    view_.family = region;
+  }
   return view_;
 }
 

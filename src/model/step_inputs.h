@@ -6,8 +6,9 @@
 // The block holds, for this rank: its token ids and positions, the KV slot of every token of the
 // step (all ranks write the full KV), the entry slots of paged classes that cover several tokens,
 // the logits rows, the state slot of every sequence, the token layout's index arrays (rows after a
-// CP all-gather, this rank's rows, the logit rows, the vocabulary gather order) and, last, the
-// block tables at one width (so a replay copies only their used columns).
+// CP all-gather, this rank's rows, the logit rows, the vocabulary gather order), what the family
+// derives from the step (FamilyInputs) and, last, the block tables at one width (so a replay
+// copies only their used columns).
 #pragma once
 
 #include <cstdint>
@@ -50,6 +51,8 @@ struct StepView {
   // Per cache class of the model's memory: the entry slot of every token of the step in a paged
   // class (kv_slots itself when an entry is one token); empty for per-request classes.
   std::vector<std::span<const std::int64_t>> entry_slots;
+  // What the model's family wrote for this step (FamilyInputs), empty for most families.
+  std::span<const std::byte> family;
   int cp_size = 1, cp_rank = 0;
   std::int32_t rows = 0, num_tokens = 0, table_width = 0;
   // PcpPlan's: this rank's rows that are tokens, every DP group's feed-forward rows (empty with
@@ -64,12 +67,25 @@ struct StepView {
   bool splits_indexer() const { return !indexer_order.empty(); }
 };
 
+// Metadata a family derives from every step beyond the arrays above (DeepSeek-V4's step plan,
+// model/layers/v4_step_plan.h): written into the block with the step, so its operations read it
+// from the block's device copy and a captured step's replay carries it like the rest.
+class FamilyInputs {
+ public:
+  virtual ~FamilyInputs() = default;
+  // The bytes a step of these counts needs: at least what Write writes for any such step.
+  virtual std::size_t Bytes(std::int64_t rows, std::int64_t tokens, std::int64_t sequences) const = 0;
+  // Writes the step of `view` (every array above written) into `region` (Bytes long).
+  virtual void Write(const StepView& view, std::span<std::byte> region) const = 0;
+};
+
 class StepInputs {
  public:
-  // A block on `backend` for a model of `spec` and `vocab_ranks` attention-TP ranks. A fixed
-  // block (`fixed_bytes` > 0, graphs hold its addresses) never moves; otherwise it grows as steps
-  // need.
-  StepInputs(kernels::Backend& backend, MemorySpec spec, int vocab_ranks, std::size_t fixed_bytes = 0);
+  // A block on `backend` for a model of `spec` and `vocab_ranks` attention-TP ranks, with the
+  // family's own inputs (`family`, may be null; it must outlive this). A fixed block
+  // (`fixed_bytes` > 0, graphs hold its addresses) never moves; otherwise it grows as steps need.
+  StepInputs(kernels::Backend& backend, MemorySpec spec, int vocab_ranks, std::size_t fixed_bytes = 0,
+             const FamilyInputs* family = nullptr);
 
   // Writes `batch` as `plan` splits it and returns its view. `table_width` pages per sequence (0:
   // the step's longest table).
@@ -92,7 +108,7 @@ class StepInputs {
  private:
   struct Layout {
     std::size_t token_ids, all_token_ids, positions, kv_slots, entry_slots, logits, state_slots, gathered, own, logit_rows,
-        vocab_order, indexer_rows, indexer_positions, indexer_order, tables, bytes;
+        vocab_order, indexer_rows, indexer_positions, indexer_order, family, tables, bytes;
   };
   // `indexer_rows`: the compact rows of the indexer's query split (0 when it is off).
   Layout MakeLayout(std::int64_t rows, std::int64_t tokens, std::int64_t logits, std::int64_t sequences,
@@ -109,6 +125,7 @@ class StepInputs {
   std::vector<int> multi_token_classes_;  // paged classes whose entries cover several tokens
   int vocab_ranks_;
   bool fixed_;
+  const FamilyInputs* family_;
   std::unique_ptr<kernels::InputBlock> block_;
   std::span<std::byte> host_;
   Layout layout_{};

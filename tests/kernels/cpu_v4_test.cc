@@ -75,7 +75,7 @@ TEST(CpuV4Compressor, PoolsWindowsBySoftmaxOverSlots) {
     sh.head_dim = 3;
     sh.overlap = overlap;
     const std::int64_t n = 8, w = sh.width(), d = sh.head_dim, r = sh.ratio;
-    std::vector<float> kv(n * w), gate(n * w), ape(r * w), state(2 * sh.state_positions() * 2 * w), pooled(d);
+    std::vector<float> kv(n * w), gate(n * w), ape(r * w), state(2 * sh.state_positions() * 2 * w), pooled(2 * d, 7.0f);
     for (float* v : {kv.data(), gate.data(), ape.data()})
       for (std::int64_t i = 0; i < (v == ape.data() ? r * w : n * w); ++i) v[i] = normal(rng);
     SeqAttention s;
@@ -84,12 +84,13 @@ TEST(CpuV4Compressor, PoolsWindowsBySoftmaxOverSlots) {
     s.kv_len = static_cast<std::int32_t>(n);
     s.new_tokens = static_cast<std::int32_t>(n);
     s.state_slot = 0;
-    const std::vector<SeqAttention> seqs = {s};
-    const std::vector<ClosedWindow> windows = {{0, 1}};  // positions 4..7 (and 0..3 overlapping)
+    // Positions 4..7 (and 0..3 overlapping), then a place kept for a window that does not close.
+    const std::vector<ClosedWindow> windows = {ClosedWindowOf(s, 1), ClosedWindow{}};
     ops.Compress(View(kv.data(), DType::kF32, Shape{n, w}), View(gate.data(), DType::kF32, Shape{n, w}),
                  View(ape.data(), DType::kF32, Shape{r, w}),
-                 View(state.data(), DType::kF32, Shape{2 * sh.state_positions(), 2 * w}), seqs, windows, sh,
-                 View(pooled.data(), DType::kF32, Shape{1, d}));
+                 View(state.data(), DType::kF32, Shape{2 * sh.state_positions(), 2 * w}), windows, sh,
+                 View(pooled.data(), DType::kF32, Shape{2, d}));
+    for (std::int64_t c = 0; c < d; ++c) EXPECT_EQ(pooled[d + c], 0.0f) << "a place's row is zeros";
     for (std::int64_t c = 0; c < d; ++c) {
       std::vector<std::pair<double, double>> slots;  // (logit, value)
       if (overlap)

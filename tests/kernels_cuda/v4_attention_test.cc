@@ -184,7 +184,8 @@ struct CompressProblem {
       slots = std::max(slots, c.state_slot + 1);
       // The windows this step closes: those ending in its new positions.
       for (std::int32_t w = 0; (w + 1) * ratio <= s.kv_len; ++w)
-        if ((w + 1) * ratio > c.before) windows.push_back({static_cast<std::int32_t>(seqs.size()), w});
+        if ((w + 1) * ratio > c.before) windows.push_back(ClosedWindowOf(s, w));
+      windows.push_back(ClosedWindow{});  // a place the step plan keeps where no window closes
       seqs.push_back(s);
       tokens += c.fresh;
     }
@@ -208,13 +209,13 @@ void CheckCompress(std::int64_t ratio, std::int64_t head_dim, bool overlap, cons
   ASSERT_GT(p.count(), 0) << what;
   std::vector<float> ref(p.count() * d, 0.0f);
   CpuV4().Compress(HostView(p.kv, Shape{p.tokens, w}), HostView(p.gate, Shape{p.tokens, w}),
-                   HostView(p.ape, Shape{ratio, w}), HostView(p.state, Shape{p.state_rows, 2 * w}), p.seqs, p.windows,
-                   p.sh, HostView(ref, Shape{p.count(), d}));
+                   HostView(p.ape, Shape{ratio, w}), HostView(p.state, Shape{p.state_rows, 2 * w}), p.windows, p.sh,
+                   HostView(ref, Shape{p.count(), d}));
   Buffer kv = ToDevice(DType::kF32, Shape{p.tokens, w}, p.kv), gate = ToDevice(DType::kF32, Shape{p.tokens, w}, p.gate);
   Buffer ape = ToDevice(DType::kF32, Shape{ratio, w}, p.ape);
   Buffer state = ToDevice(DType::kF32, Shape{p.state_rows, 2 * w}, p.state);
   Buffer pooled = Poisoned(DType::kF32, Shape{p.count(), d});
-  V4Compress(Ctx(), kv, gate, ape, state, p.seqs, p.windows, p.sh, pooled);
+  V4Compress(Ctx(), kv, gate, ape, state, p.windows, p.sh, pooled);
   EXPECT_LT(RelErr(ToHost(pooled), ref), kF32Attention) << what;
 }
 
@@ -242,13 +243,15 @@ TEST(CudaV4Compressor, UpdateCompressorStateMatchesCpuExactly) {
     CompressProblem p(ratio, 32, overlap, specs, rng);
     const std::int64_t w = p.sh.width();
     std::vector<float> ref = p.state;
+    std::vector<std::int64_t> slots(static_cast<std::size_t>(p.tokens));
+    RingSlots(p.seqs, p.sh.state_positions(), slots);
     CpuV4().UpdateCompressorState(HostView(p.kv, Shape{p.tokens, w}), HostView(p.gate, Shape{p.tokens, w}),
-                                  HostView(ref, Shape{p.state_rows, 2 * w}), p.seqs, p.sh);
+                                  HostView(ref, Shape{p.state_rows, 2 * w}), slots, p.sh);
     ASSERT_FALSE(SameBits(ref, p.state));
     Buffer kv = ToDevice(DType::kF32, Shape{p.tokens, w}, p.kv);
     Buffer gate = ToDevice(DType::kF32, Shape{p.tokens, w}, p.gate);
     Buffer state = ToDevice(DType::kF32, Shape{p.state_rows, 2 * w}, p.state);
-    V4UpdateCompressorState(Ctx(), kv, gate, state, p.seqs, p.sh);
+    V4UpdateCompressorState(Ctx(), kv, gate, state, slots, p.sh);
     EXPECT_TRUE(SameBits(ToHost(state), ref)) << "ratio " << ratio;
   }
 }
@@ -307,7 +310,10 @@ struct AttnProblem {
   V4AttentionShape sh;
   std::int64_t n = 0, tokens = 0, ring_rows = 0, entry_rows = 0, width = 0;
   std::vector<std::vector<std::int32_t>> tables, positions;
+  std::vector<std::int32_t> flat_tables;  // [sequences, table_width], as the step-input block holds them
+  std::int64_t table_width = 1;
   std::vector<SeqAttention> seqs;
+  std::vector<V4QueryRow> rows;
   std::vector<float> q, kv, sinks;
   std::vector<std::uint8_t> ring, entries;
   std::vector<std::int32_t> selection;
@@ -337,6 +343,10 @@ struct AttnProblem {
       for (std::int32_t t = 0; t < s.fresh; t += s.stride) pos.push_back(s.before + t);
       positions.push_back(pos);
     }
+    for (const auto& t : tables) table_width = std::max<std::int64_t>(table_width, static_cast<std::int64_t>(t.size()));
+    flat_tables.assign(static_cast<std::size_t>(seq_count * table_width), 0);
+    for (std::size_t i = 0; i < tables.size(); ++i)
+      std::copy(tables[i].begin(), tables[i].end(), flat_tables.begin() + static_cast<std::int64_t>(i) * table_width);
     for (std::size_t i = 0; i < c.seqs.size(); ++i) {
       const AttnSeq& a = c.seqs[i];
       SeqAttention s;
@@ -344,7 +354,7 @@ struct AttnProblem {
       s.query_len = static_cast<std::int32_t>(positions[i].size());
       s.kv_len = a.before + a.fresh;
       s.query_positions = positions[i];
-      s.block_table = tables[i];
+      s.block_table = std::span<const std::int32_t>(flat_tables).subspan(i * table_width, table_width);
       s.decode = a.fresh == 1;
       s.state_slot = a.slot ? static_cast<std::int32_t>(seq_count - 1 - static_cast<std::int64_t>(i)) : -1;
       s.token_start = static_cast<std::int32_t>(tokens);
@@ -353,6 +363,8 @@ struct AttnProblem {
       n += s.query_len;
       tokens += a.fresh;
     }
+    rows.resize(static_cast<std::size_t>(n));
+    QueryRowsOf(seqs, flat_tables, table_width, c.window, rows);
     n += 1;  // a padding row, outside every sequence
     width = st.format == V4KvFormat::kFp8 ? V4KvEntryBytes(d, c.rope) : d;
     ring_rows = (seq_count + 1) * c.window;
@@ -387,6 +399,11 @@ struct AttnProblem {
   }
 
   Shape qshape() const { return Shape{n, c.heads, c.head_dim}; }
+  // Every sequence a decode: the splits follow from the shape (as in a captured step).
+  V4Queries queries() const {
+    const bool decode = std::all_of(c.seqs.begin(), c.seqs.end(), [](const AttnSeq& a) { return a.fresh == 1; });
+    return {rows, flat_tables, table_width, decode};
+  }
   DType cache_dtype() const { return st.format == V4KvFormat::kFp8 ? DType::kU8 : st.dtype; }
 
   std::vector<float> RunCpu() {
@@ -396,7 +413,7 @@ struct AttnProblem {
     CpuV4().Attention(HostView(q, qshape()), HostView(kv, Shape{tokens, c.head_dim}),
                       Host(ring.data(), cache_dtype(), Shape{ring_rows, width}),
                       Host(entries.data(), cache_dtype(), Shape{entry_rows, width}), sel,
-                      HostView(sinks, Shape{c.heads}), seqs, sh, HostView(out, qshape()));
+                      HostView(sinks, Shape{c.heads}), queries(), sh, HostView(out, qshape()));
     return out;
   }
 
@@ -408,7 +425,7 @@ struct AttnProblem {
     Buffer seld;
     if (c.topk > 0) seld = BytesToDevice(DType::kI32, Shape{n, c.topk}, selection.data());
     Buffer out = Poisoned(DType::kF32, qshape());
-    V4Attention(Ctx(), qd, kvd, ringd, entriesd, seld.tensor(), sinksd, seqs, sh, out);
+    V4Attention(Ctx(), qd, kvd, ringd, entriesd, seld.tensor(), sinksd, queries(), sh, out);
     return ToHost(out);
   }
 
@@ -434,6 +451,7 @@ TEST(CudaV4Attention, SlidingWindowMatchesCpu) {
   std::mt19937 rng(421);
   CheckAttention({4, 32, 8, 8, 0, 16, 0, {{13, 6}, {40, 1}, {0, 11}, {20, 9, 2}, {0, 5, 1, false}}}, rng);
   CheckAttention({64, 512, 64, 128, 0, 64, 0, {{300, 5}, {1000, 1}, {0, 130}}}, rng);  // V4-Flash
+  CheckAttention({64, 512, 64, 128, 0, 64, 0, {{300, 1}, {5, 1}, {0, 1}}}, rng);       // a decode step
 }
 
 // Every visible entry (HCA): three heads (a partial warp), a long decode whose keys are split.
@@ -444,6 +462,7 @@ TEST(CudaV4Attention, AllEntriesMatchCpu) {
   CheckAttention({3, 32, 8, 8, 16, 16, 0, {{2000, 1}}}, rng);  // alone: split
   CheckAttention({64, 512, 64, 128, 128, 64, 0, {{20000, 1}, {1000, 20}, {0, 150}}}, rng);  // V4-Flash
   CheckAttention({64, 512, 64, 128, 128, 64, 0, {{20000, 1}, {9000, 1}}}, rng);
+  CheckAttention({64, 512, 64, 128, 128, 64, 0, {{100, 1}, {200, 1}, {3, 1}}}, rng);  // short decodes, many empty splits
 }
 
 // The indexer's selection (CSA), ended by -1: 20 heads (a full group of 16 and a partial one).

@@ -150,33 +150,34 @@ TEST(CudaV4Streams, SqrtSoftplusAndHashRoutingMatchCpu) {
       for (std::int64_t n : {1, 33, 600}) {
         auto logits = Random(n * experts, rng, 25.0f);  // both sides of softplus's threshold of 20
         auto bias = Random(experts, rng, 0.3f);
-        std::vector<std::int32_t> fixed;
-        if (hashed)
-          for (std::int64_t t = 0; t < n; ++t) {
-            std::vector<std::int32_t> pool(experts);
-            std::iota(pool.begin(), pool.end(), 0);
-            std::shuffle(pool.begin(), pool.end(), rng);
-            fixed.insert(fixed.end(), pool.begin(), pool.begin() + top_k);
-          }
+        // A hash table of 50 tokens' rows of distinct experts, and each row's token.
+        constexpr std::int64_t kVocab = 50;
+        std::vector<std::int32_t> table, tokens;
+        for (std::int64_t v = 0; hashed && v < kVocab; ++v) {
+          std::vector<std::int32_t> pool(experts);
+          std::iota(pool.begin(), pool.end(), 0);
+          std::shuffle(pool.begin(), pool.end(), rng);
+          table.insert(table.end(), pool.begin(), pool.begin() + top_k);
+        }
+        for (std::int64_t t = 0; hashed && t < n; ++t) tokens.push_back(static_cast<std::int32_t>(rng() % kVocab));
+        const Tensor host_table = hashed ? HostIds(table, Shape{kVocab, top_k}) : Tensor();
+        Buffer device_table;
+        if (hashed) {
+          device_table = Buffer(DType::kI32, Shape{kVocab, top_k}, Gpu().allocator());
+          Gpu().CopyBytesFromHost(table.data(), device_table);
+        }
         std::vector<std::int32_t> ref_ids(n * top_k);
         std::vector<float> ref_w(n * top_k);
-        Cpu().v4().RouteSqrtSoftplus(HostView(logits, Shape{n, experts}), HostView(bias, Shape{experts}), fixed, top_k,
-                                     1.5f, HostIds(ref_ids, Shape{n, top_k}), HostView(ref_w, Shape{n, top_k}));
+        Cpu().v4().RouteSqrtSoftplus(HostView(logits, Shape{n, experts}), HostView(bias, Shape{experts}), host_table,
+                                     tokens, top_k, 1.5f, HostIds(ref_ids, Shape{n, top_k}),
+                                     HostView(ref_w, Shape{n, top_k}));
         Buffer dl = ToDevice(DType::kF32, Shape{n, experts}, logits), db = ToDevice(DType::kF32, Shape{experts}, bias),
                ids = ToDevice(DType::kI32, Shape{n, top_k}, std::vector<float>(n * top_k, -1.0f)),
                w = Poisoned(DType::kF32, Shape{n, top_k});
-        Gpu().v4().RouteSqrtSoftplus(dl, db, fixed, top_k, 1.5f, ids, w);
+        Gpu().v4().RouteSqrtSoftplus(dl, db, device_table.tensor(), tokens, top_k, 1.5f, ids, w);
         EXPECT_EQ(IdsOf(ids), ref_ids) << experts << " experts, hashed " << hashed << ", n " << n;
         EXPECT_LT(RelErr(ToHost(w), ref_w), 1e-6) << experts << " experts, hashed " << hashed << ", n " << n;
       }
-}
-
-TEST(CudaV4Streams, AHashRoutedIdOutsideTheExpertsIsRefused) {
-  FISSION_REQUIRE_GPU();
-  Buffer logits = ToDevice(DType::kF32, Shape{1, 8}, std::vector<float>(8, 0.0f));
-  Buffer ids = ToDevice(DType::kI32, Shape{1, 2}, {0.0f, 0.0f}), w = Poisoned(DType::kF32, Shape{1, 2});
-  const std::vector<std::int32_t> fixed = {3, 8};
-  EXPECT_THROW(Gpu().v4().RouteSqrtSoftplus(logits, Tensor(), fixed, 2, 1.0f, ids, w), Error);
 }
 
 // The clamped SwiGLU alone and inside the routed experts, plain fp32 and bf16 experts.

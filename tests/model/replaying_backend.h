@@ -76,6 +76,7 @@ class ReplayingBackend final : public kernels::Backend {
   }
   kernels::MlaOps& mla() override { return cpu_->mla(); }
   kernels::DsaOps& dsa() override { return cpu_->dsa(); }
+  kernels::V4Ops& v4() override { return cpu_->v4(); }
   void GatherRows(const Tensor& x, std::span<const std::int32_t> i, const Tensor& out) override {
     cpu_->GatherRows(x, i, out);
   }

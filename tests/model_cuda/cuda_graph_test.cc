@@ -95,6 +95,17 @@ Stats DecodeBoth(CausalLM& graphs, CausalLM& eager, const std::vector<int>& leng
   return stats;
 }
 
+// The batch-1 decode graph `model` captures at its first decode step (after a 20-token prompt).
+kernels::cuda::CudaContext::CaptureCount CaptureBatchOne(CausalLM& model) {
+  auto& device = dynamic_cast<DeviceCausalLM&>(model);
+  const auto& ctx = dynamic_cast<kernels::cuda::CudaBackend&>(device.backend()).context();
+  StepRunner r(model, 16, 64, 3);
+  const int seq = r.AddSequence();
+  r.Prefill(seq, Tokens(20, 50, model.vocab_size()), false);
+  r.Step({{seq, {7}}});
+  return ctx.last_capture();
+}
+
 TEST(CudaGraphs, ReplaysEqualEagerSteps) {
   ASSERT_GT(DeviceCount(), 0) << "no CUDA device";
   auto graphs = LoadCausalLM(ConfigDir(), DummyV3(true));
@@ -120,6 +131,51 @@ TEST(CudaGraphs, SparseAttentionReplaysEqualEagerSteps) {
   const Stats s = DecodeBoth(*graphs, *eager, lengths, batches, 12, {1, 4, 8});
   std::printf("dsa cuda graphs vs eager: %d of %d rows bit-identical, worst relative L2 %.3g\n", s.exact_rows,
               s.rows, s.worst);
+}
+
+// DeepSeek-V4's decode (the tiny fixture in bf16, whose routed experts plan on the device: window
+// 8, CSA at ratio 4, HCA at 16, a hash-routed layer) as replays: its step plan (ring slots, closed
+// windows with places, query rows) is in the graph's input block, so across the ring and windows
+// closing mid-batch every row of a captured size is bit-identical to the eager step's.
+TEST(CudaGraphs, DeepSeekV4ReplaysEqualEagerSteps) {
+  ASSERT_GT(DeviceCount(), 0) << "no CUDA device";
+  LoadOptions o;
+  o.device = "cuda";
+  o.dtype = "bfloat16";
+  o.cuda_graphs.batch_sizes = {1, 4, 8};
+  LoadOptions eager_options = o;
+  eager_options.cuda_graphs.disabled = true;
+  const std::string dir = FixtureModelDir("tiny-deepseek-v4");
+  auto graphs = LoadCausalLM(dir, o);
+  auto eager = LoadCausalLM(dir, eager_options);
+  ASSERT_GT(CaptureBatchOne(*LoadCausalLM(dir, o)).kernels, 0) << "no batch-1 DeepSeek-V4 graph was captured";
+  const std::vector<int> lengths = {5, 16, 17, 40, 100, 30, 33, 9};
+  const std::vector<std::vector<int>> batches = {{0, 1, 2, 3, 4, 5, 6, 7}, {2}, {0, 3, 5, 6, 7}, {1, 4, 7}};
+  const Stats s = DecodeBoth(*graphs, *eager, lengths, batches, 20, {1, 4, 8});
+  std::printf("deepseek-v4 cuda graphs vs eager: %d of %d rows bit-identical, worst relative L2 %.3g\n", s.exact_rows,
+              s.rows, s.worst);
+}
+
+// The kernels a captured batch-1 V4 step launches per layer at V4-Flash's dimensions (dummy bf16
+// weights, 64 experts; layers 2 and 3 are CSA and HCA), printed for docs/cuda_v4.md.
+TEST(CudaGraphs, DeepSeekV4LaunchesPerLayer) {
+  ASSERT_GT(DeviceCount(), 0) << "no CUDA device";
+  kernels::cuda::CudaContext::CaptureCount counts[2];
+  for (int i = 0; i < 2; ++i) {
+    LoadOptions o;
+    o.device = "cuda";
+    o.dtype = "bfloat16";
+    o.load_format = "dummy";
+    o.json_model_override_args = StrCat(R"({"num_hidden_layers": )", 2 + 2 * i, R"(, "n_routed_experts": 64})");
+    o.cuda_graphs.batch_sizes = {1};
+    auto model = LoadCausalLM(ConfigDir("deepseek-v4-flash"), o);
+    counts[i] = CaptureBatchOne(*model);
+    ASSERT_GT(counts[i].kernels, 0) << "no batch-1 graph was captured at " << 2 + 2 * i << " layers";
+  }
+  std::printf("captured batch-1 deepseek-v4-flash decode step: %d kernels and %d other nodes at 2 layers, %d and %d "
+              "at 4 layers: %d kernels a compressed layer\n",
+              counts[0].kernels, counts[0].others, counts[1].kernels, counts[1].others,
+              (counts[1].kernels - counts[0].kernels) / 2);
 }
 
 // Speculative decoding's captured steps with the NextN layer (its dummy weights): verify runs of 4
@@ -276,13 +332,7 @@ TEST(CudaGraphs, LaunchesPerDecodeLayer) {
       LoadOptions o = DummyV3(true, 1, fp8, 2 + 2 * i);
       o.cuda_graphs.batch_sizes = {1};
       auto model = LoadCausalLM(ConfigDir(), o);
-      auto& device = dynamic_cast<DeviceCausalLM&>(*model);
-      const auto& ctx = dynamic_cast<kernels::cuda::CudaBackend&>(device.backend()).context();
-      StepRunner r(*model, 16, 64, 3);
-      const int seq = r.AddSequence();
-      r.Prefill(seq, Tokens(20, 50, model->vocab_size()), false);
-      r.Step({{seq, {7}}});  // the first decode step captures the batch-1 graph
-      counts[i] = ctx.last_capture();
+      counts[i] = CaptureBatchOne(*model);
       ASSERT_GT(counts[i].kernels, 0) << "no batch-1 graph was captured";
     }
     const int per_layer = (counts[1].kernels - counts[0].kernels) / 2;

@@ -4,11 +4,13 @@
 # config: sliding, sliding, CSA, HCA, ...) and EXPERTS routed experts, against transformers'
 # DeepseekV4ForCausalLM (torch eager, bf16, random weights, tools/gpu/v4_torch_ref.py) at the same
 # dimensions in the same invocation. Points: the prefill of one PREFILL-token prompt, and decode at
-# batch 1 and 16 after CONTEXT-token prompts (OUTPUT greedy tokens, EOS ignored), each with the
-# byte roofline of a decode step (tools/gpu/v4_roofline.py). Table in $OUT/v4_bench.txt.
+# each of BATCHES after CONTEXT-token prompts (OUTPUT greedy tokens, EOS ignored), each with the
+# byte roofline of a decode step (tools/gpu/v4_roofline.py) and, with EAGER=1, the same run with
+# --disable-cuda-graph as the reference (graphs against eager steps). Table in $OUT/v4_bench.txt.
 #
 #   usage: bash tools/gpu/v4_bench.sh BINDIR
-#   Environment: OUT, LAYERS (4), EXPERTS (256), PREFILL (4096), CONTEXT (1024), OUTPUT (64), TORCH (1: run the reference),
+#   Environment: OUT, LAYERS (4), EXPERTS (256), PREFILL (4096), CONTEXT (1024), OUTPUT (64), BATCHES ("1 16 64"),
+#   EAGER (1: also decode with --disable-cuda-graph), TORCH (1: run the transformers reference),
 #   KV ("auto fp8_e4m3": the cache dtypes to run), PROFILE (1: also FISSION_CUDA_OP_TIMING=1 tables, after the rates)
 # Every Fission run passes --warmup (its first prompt once, untimed), as the reference warms up.
 set -uo pipefail
@@ -39,35 +41,50 @@ for _ in range(batch):
                       "sampling_params": {"max_new_tokens": out, "ignore_eos": True}}))
 PY
 }
-generate() {  # generate LOG PROMPTS KV
+BATCHES=${BATCHES:-1 16 64}
+generate() {  # generate LOG PROMPTS KV [ARGS...]
+  local log=$1 input=$2 kv=$3
+  shift 3
   timeout 300 "$BIN/fission" generate --model-path $MODEL --load-format dummy --json-model-override-args "$OVERRIDE" \
-    --device cuda --dtype bfloat16 --kv-cache-dtype "$3" --max-running-requests 16 --chunked-prefill-size 16384 \
-    --warmup --input "$2" > /dev/null 2> "$1"
+    --device cuda --dtype bfloat16 --kv-cache-dtype "$kv" --max-running-requests 64 --chunked-prefill-size 16384 \
+    --warmup --input "$input" "$@" > /dev/null 2> "$log"
+}
+tpot_of() {  # tpot_of LOG BATCH: ms a decode step
+  awk -v b="$2" '/^decode:/ { if ($2 > 0) printf "%.3f", $5 * 1000 * b / $2 }' "$1"
 }
 
 prompts 1 "$PREFILL" 1 > "$OUT/v4_prefill.jsonl"
-for batch in 1 16; do prompts "$batch" "$CONTEXT" "$OUTPUT" > "$OUT/v4_b$batch.jsonl"; done
+for batch in $BATCHES; do prompts "$batch" "$CONTEXT" "$OUTPUT" > "$OUT/v4_b$batch.jsonl"; done
 for kv in ${KV:-auto fp8_e4m3}; do
   log=$OUT/v4_prefill_$kv.log
   generate "$log" "$OUT/v4_prefill.jsonl" "$kv"
   echo "fission prefill of $PREFILL tokens, kv $kv: $(awk '/^prefill:/ {print $5}' "$log") s" \
     "($(awk '/^prefill:/ {print $7}' "$log") tok/s)" | tee -a "$SUMMARY"
   grep -E "error|CUDA graphs|model memory" "$log" | head -3 | sed "s/^/  /" >> "$SUMMARY"
-  printf '%9s %5s %10s %9s %10s %9s\n' kv batch "tok/s" "TPOT ms" "roof ms" fraction | tee -a "$SUMMARY"
-  for batch in 1 16; do
+  printf '%9s %5s %10s %9s %10s %9s %10s %7s\n' kv batch "tok/s" "TPOT ms" "roof ms" fraction "eager ms" ratio |
+    tee -a "$SUMMARY"
+  for batch in $BATCHES; do
     log=$OUT/v4_${kv}_b$batch.log
     generate "$log" "$OUT/v4_b$batch.jsonl" "$kv"
+    grep -E "error|CUDA graphs" "$log" | head -2 | sed "s/^/  /" >> "$SUMMARY"
     rate=$(awk '/^decode:/ {print $7}' "$log")
-    tpot=$(awk -v b="$batch" '/^decode:/ { if ($2 > 0) printf "%.3f", $5 * 1000 * b / $2 }' "$log")
+    tpot=$(tpot_of "$log" "$batch")
+    eager="-"
+    if [[ ${EAGER:-1} == 1 ]]; then
+      generate "$OUT/v4_${kv}_b${batch}_eager.log" "$OUT/v4_b$batch.jsonl" "$kv" --disable-cuda-graph
+      eager=$(tpot_of "$OUT/v4_${kv}_b${batch}_eager.log" "$batch")
+    fi
     roof=$(python3 tools/gpu/v4_roofline.py $MODEL --override "$OVERRIDE" --context $(( CONTEXT + OUTPUT / 2 )) \
              --batch "$batch" --kv-cache-dtype $([[ $kv == auto ]] && echo bf16 || echo "$kv") |
            python3 -c 'import json, sys; print("%.3f" % json.load(sys.stdin)["step_ms"])')
     frac=$(python3 -c "print('%.2f' % ($roof / $tpot))" 2>/dev/null || echo "?")
-    printf '%9s %5s %10s %9s %10s %9s\n' "$kv" "$batch" "${rate:-failed}" "${tpot:-?}" "$roof" "$frac" | tee -a "$SUMMARY"
+    ratio=$(python3 -c "print('%.2f' % ($eager / $tpot))" 2>/dev/null || echo "-")
+    printf '%9s %5s %10s %9s %10s %9s %10s %7s\n' "$kv" "$batch" "${rate:-failed}" "${tpot:-?}" "$roof" "$frac" \
+      "${eager:-?}" "$ratio" | tee -a "$SUMMARY"
   done
 done
 if [[ ${TORCH:-1} == 1 ]]; then
-  for batch in 1 16; do
+  for batch in 1 16; do  # the reference's decode is slow: two points
     timeout 300 python3 tools/gpu/v4_torch_ref.py "$LAYERS" "$EXPERTS" "$PREFILL" "$batch" "$CONTEXT" \
       > "$OUT/v4_torch_b$batch.log" 2>&1
     grep RESULT "$OUT/v4_torch_b$batch.log" | tee -a "$SUMMARY" || tail -3 "$OUT/v4_torch_b$batch.log" | tee -a "$SUMMARY"

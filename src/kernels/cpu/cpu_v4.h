@@ -24,19 +24,19 @@ class CpuV4Ops final : public V4Ops {
   void Rope(const Tensor& x, std::int64_t offset, std::int64_t dim, std::span<const std::int32_t> positions,
             const Tensor& inv_freq, bool inverse) override;
   void Compress(const Tensor& kv, const Tensor& gate, const Tensor& ape, const Tensor& state,
-                std::span<const SeqAttention> seqs, std::span<const ClosedWindow> windows,
-                const CompressorShape& shape, const Tensor& pooled) override;
+                std::span<const ClosedWindow> windows, const CompressorShape& shape, const Tensor& pooled) override;
   void UpdateCompressorState(const Tensor& kv, const Tensor& gate, const Tensor& state,
-                             std::span<const SeqAttention> seqs, const CompressorShape& shape) override;
+                             std::span<const std::int64_t> slots, const CompressorShape& shape) override;
   void Attention(const Tensor& q, const Tensor& kv, const Tensor& window_kv, const Tensor& entries,
-                 const Tensor& selection, const Tensor& sinks, std::span<const SeqAttention> seqs,
+                 const Tensor& selection, const Tensor& sinks, const V4Queries& queries,
                  const V4AttentionShape& shape, const Tensor& out) override;
   void RoundToStorage(const Tensor& rows, std::int64_t rope_dim) override;
   void WriteEntries(const Tensor& rows, std::span<const std::int64_t> slots, const Tensor& cache, V4KvFormat format,
                     std::int64_t rope_dim) override;
   void GroupedLinear(const Tensor& x, const Tensor& w, std::int64_t groups, const Tensor& out) override;
-  void RouteSqrtSoftplus(const Tensor& router_logits, const Tensor& bias, std::span<const std::int32_t> fixed_ids,
-                         std::int64_t top_k, float scaling, const Tensor& ids, const Tensor& weights) override;
+  void RouteSqrtSoftplus(const Tensor& router_logits, const Tensor& bias, const Tensor& hash_table,
+                         std::span<const std::int32_t> token_ids, std::int64_t top_k, float scaling, const Tensor& ids,
+                         const Tensor& weights) override;
   void ClampedSwiGlu(const Tensor& gate_up, float limit, const Tensor& out) override;
   void MoeExperts(const Tensor& x, const Tensor& ids, const Tensor& weights, std::span<const WeightView> gate_up,
                   std::span<const WeightView> down, float limit, const Tensor& out) override;

@@ -169,13 +169,16 @@ void CpuV4Ops::GroupedLinear(const Tensor& x, const Tensor& w, std::int64_t grou
             Dot(x.ptr<float>() + t * groups * k + g * k, w.ptr<float>() + (g * r + i) * k, k);
 }
 
-void CpuV4Ops::RouteSqrtSoftplus(const Tensor& router_logits, const Tensor& bias,
-                                 std::span<const std::int32_t> fixed_ids, std::int64_t top_k, float scaling,
+void CpuV4Ops::RouteSqrtSoftplus(const Tensor& router_logits, const Tensor& bias, const Tensor& hash_table,
+                                 std::span<const std::int32_t> token_ids, std::int64_t top_k, float scaling,
                                  const Tensor& ids, const Tensor& weights) {
   const std::int64_t n = router_logits.shape[0], experts = router_logits.shape[1];
-  const bool hashed = !fixed_ids.empty();
-  FISSION_CHECK(hashed ? static_cast<std::int64_t>(fixed_ids.size()) == n * top_k : bias.numel() == experts,
-                "sqrt-softplus routing of ", n, " rows: ", fixed_ids.size(), " fixed ids, bias ", bias.shape.ToString());
+  const bool hashed = hash_table.data != nullptr;
+  FISSION_CHECK(hashed ? static_cast<std::int64_t>(token_ids.size()) == n && hash_table.rank() == 2 &&
+                             hash_table.shape[1] == top_k && hash_table.dtype == DType::kI32
+                       : bias.numel() == experts,
+                "sqrt-softplus routing of ", n, " rows: ", token_ids.size(), " token ids, hash table ",
+                hash_table.shape.ToString(), ", bias ", bias.shape.ToString());
   std::vector<float> scores(static_cast<std::size_t>(experts)), choice(scores.size());
   std::vector<std::int32_t> chosen(static_cast<std::size_t>(top_k));
   for (std::int64_t t = 0; t < n; ++t) {
@@ -186,7 +189,9 @@ void CpuV4Ops::RouteSqrtSoftplus(const Tensor& router_logits, const Tensor& bias
       if (!hashed) choice[e] = scores[e] + bias.ptr<float>()[e];
     }
     if (hashed) {
-      std::copy_n(fixed_ids.begin() + t * top_k, top_k, chosen.begin());
+      const std::int32_t token = token_ids[static_cast<std::size_t>(t)];
+      FISSION_CHECK(token >= 0 && token < hash_table.shape[0], "token id ", token, " outside the hash table");
+      std::copy_n(hash_table.ptr<std::int32_t>() + token * top_k, top_k, chosen.begin());
       for (std::int32_t e : chosen)
         if (e < 0 || e >= experts) Fail("hash-routed expert id ", e, " outside the ", experts, " experts");
     } else {

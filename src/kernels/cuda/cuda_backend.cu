@@ -87,21 +87,20 @@ class CudaV4Ops final : public V4Ops {
     V4Rope(ctx_, x, offset, dim, positions, inv_freq, inverse);
   }
   void Compress(const Tensor& kv, const Tensor& gate, const Tensor& ape, const Tensor& state,
-                std::span<const SeqAttention> seqs, std::span<const ClosedWindow> windows,
-                const CompressorShape& shape, const Tensor& pooled) override {
+                std::span<const ClosedWindow> windows, const CompressorShape& shape, const Tensor& pooled) override {
     OpTimer timer(ctx_, "V4Compress", static_cast<std::int64_t>(windows.size()));
-    V4Compress(ctx_, kv, gate, ape, state, seqs, windows, shape, pooled);
+    V4Compress(ctx_, kv, gate, ape, state, windows, shape, pooled);
   }
   void UpdateCompressorState(const Tensor& kv, const Tensor& gate, const Tensor& state,
-                             std::span<const SeqAttention> seqs, const CompressorShape& shape) override {
+                             std::span<const std::int64_t> slots, const CompressorShape& shape) override {
     OpTimer timer(ctx_, "V4UpdateCompressorState", Rows(kv));
-    V4UpdateCompressorState(ctx_, kv, gate, state, seqs, shape);
+    V4UpdateCompressorState(ctx_, kv, gate, state, slots, shape);
   }
   void Attention(const Tensor& q, const Tensor& kv, const Tensor& window_kv, const Tensor& entries,
-                 const Tensor& selection, const Tensor& sinks, std::span<const SeqAttention> seqs,
+                 const Tensor& selection, const Tensor& sinks, const V4Queries& queries,
                  const V4AttentionShape& shape, const Tensor& out) override {
     OpTimer timer(ctx_, "V4Attention", Rows(q));
-    V4Attention(ctx_, q, kv, window_kv, entries, selection, sinks, seqs, shape, out);
+    V4Attention(ctx_, q, kv, window_kv, entries, selection, sinks, queries, shape, out);
   }
   void RoundToStorage(const Tensor& rows, std::int64_t rope_dim) override {
     OpTimer timer(ctx_, "V4RoundToStorage", Rows(rows));
@@ -116,10 +115,11 @@ class CudaV4Ops final : public V4Ops {
     OpTimer timer(ctx_, "V4GroupedLinear", Rows(x), w.shape);
     V4GroupedLinear(ctx_, x, w, groups, out);
   }
-  void RouteSqrtSoftplus(const Tensor& router_logits, const Tensor& bias, std::span<const std::int32_t> fixed_ids,
-                         std::int64_t top_k, float scaling, const Tensor& ids, const Tensor& weights) override {
+  void RouteSqrtSoftplus(const Tensor& router_logits, const Tensor& bias, const Tensor& hash_table,
+                         std::span<const std::int32_t> token_ids, std::int64_t top_k, float scaling, const Tensor& ids,
+                         const Tensor& weights) override {
     OpTimer timer(ctx_, "V4Route", Rows(router_logits));
-    V4RouteSqrtSoftplus(ctx_, router_logits, bias, fixed_ids, top_k, scaling, ids, weights);
+    V4RouteSqrtSoftplus(ctx_, router_logits, bias, hash_table, token_ids, top_k, scaling, ids, weights);
   }
   void ClampedSwiGlu(const Tensor& gate_up, float limit, const Tensor& out) override {
     OpTimer timer(ctx_, "SiluMul", Rows(gate_up));

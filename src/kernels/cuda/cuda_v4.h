@@ -2,7 +2,8 @@
 // CudaBackend::v4(). Activations, streams, compressor state and the step's keys are fp32 tensors
 // and the arithmetic is fp32, one thread or warp per output element in a fixed order, so results
 // differ from the CPU reference by summation order only. Host spans are step metadata uploaded per
-// call (ctx.Upload: inside a graph's input block they resolve to its device copy).
+// call (ctx.Upload: inside a step-input block they resolve to its device copy, so a step whose
+// metadata all lies there is capturable).
 //   v4_streams.cu:   the mHC residual streams, V4's rope, the grouped output projection, routing.
 //   v4_attention.cu: the compressors and attention over a sliding window plus compressed entries.
 //   v4_storage.cu:   the window ring's and entries' storage formats (exact rows or packed FP8).
@@ -27,18 +28,17 @@ void V4HyperHead(CudaContext& ctx, const Tensor& streams, const Tensor& fn, cons
 void V4Rope(CudaContext& ctx, const Tensor& x, std::int64_t offset, std::int64_t dim,
             std::span<const std::int32_t> positions, const Tensor& inv_freq, bool inverse);
 void V4GroupedLinear(CudaContext& ctx, const Tensor& x, const Tensor& w, std::int64_t groups, const Tensor& out);
-void V4RouteSqrtSoftplus(CudaContext& ctx, const Tensor& router_logits, const Tensor& bias,
-                         std::span<const std::int32_t> fixed_ids, std::int64_t top_k, float scaling, const Tensor& ids,
+void V4RouteSqrtSoftplus(CudaContext& ctx, const Tensor& router_logits, const Tensor& bias, const Tensor& hash_table,
+                         std::span<const std::int32_t> token_ids, std::int64_t top_k, float scaling, const Tensor& ids,
                          const Tensor& weights);
 
 // v4_attention.cu
 void V4Compress(CudaContext& ctx, const Tensor& kv, const Tensor& gate, const Tensor& ape, const Tensor& state,
-                std::span<const SeqAttention> seqs, std::span<const ClosedWindow> windows,
-                const CompressorShape& shape, const Tensor& pooled);
+                std::span<const ClosedWindow> windows, const CompressorShape& shape, const Tensor& pooled);
 void V4UpdateCompressorState(CudaContext& ctx, const Tensor& kv, const Tensor& gate, const Tensor& state,
-                             std::span<const SeqAttention> seqs, const CompressorShape& shape);
+                             std::span<const std::int64_t> slots, const CompressorShape& shape);
 void V4Attention(CudaContext& ctx, const Tensor& q, const Tensor& kv, const Tensor& window_kv, const Tensor& entries,
-                 const Tensor& selection, const Tensor& sinks, std::span<const SeqAttention> seqs,
+                 const Tensor& selection, const Tensor& sinks, const V4Queries& queries,
                  const V4AttentionShape& shape, const Tensor& out);
 
 // v4_storage.cu

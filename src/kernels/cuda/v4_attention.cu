@@ -5,7 +5,7 @@
 // Compress: one block per closed window, a thread per channel, computing the CPU's softmax over
 // the window's slots (maximum, sum of exponentials, weighted sum). A slot's row comes from its
 // position: the step's row for a new position, the state slot's entry for an earlier one.
-// UpdateCompressorState: one block per (sequence, kept position), copying its kv and gate rows.
+// UpdateCompressorState: one block per step row, copying its kv and gate rows to its state entry.
 //
 // Attention (MQA: the one KV head is key and value; head_dim a multiple of 4 up to 512):
 //   grid     1-D, one block per (query row, split of the row's keys, group of 16 heads).
@@ -16,7 +16,7 @@
 //            heads.
 //   keys     a row's key list is its window positions (p - window, p], then its entries (every
 //            visible one, or the selection up to its first -1), resolved on the device from the
-//            uploaded row metadata (one QueryRow a row, the block tables concatenated). Tiles of
+//            step plan's row records (V4QueryRow) and the step's block tables. Tiles of
 //            16 keys are decoded to fp32 in shared memory (16 × head_dim floats, 32 KB at 512,
 //            padded with zeros to the instantiation's width) once for every head of the block.
 //   softmax  online, in base 2, once per tile: the 16 scores of a head go to shared memory, the
@@ -25,11 +25,16 @@
 //   splits   when rows × head groups cannot fill the device (decode), a row's key list is split
 //            (64 keys a split at least); each split writes its normalised output and base-2
 //            log-sum-exp, which mla::MergeKernel combines (a split that saw no key has weight 0).
+//            In a uniform step (decode, verify) the splits follow from the shape alone (the rows,
+//            and the longest key list the layer can have), so the step is capturable and a replay
+//            sums in the order an eager step does; otherwise from the step's longest key list.
 // Per tile: barrier 1 after the key list is resolved (every thread is then done with the previous
 // tile), barrier 2 after the decode; the loop bounds depend on the row only, so every thread of
 // the block takes both. 168 registers at head_dim 512 (three blocks a multiprocessor).
 #include <algorithm>
 #include <limits>
+#include <map>
+#include <mutex>
 #include <vector>
 
 #include "kernels/cuda/cuda_ops.h"
@@ -43,22 +48,14 @@ namespace {
 
 constexpr int kCompressThreads = 128, kCopyThreads = 128;
 
-// The first position of a sequence's new tokens; new position p is row token_start + p - first.
-std::int64_t FirstNewPosition(const SeqAttention& s) { return s.kv_len - s.new_tokens; }
-
 // ---- Compressors ----------------------------------------------------------------------------------
-
-// A closed window and where its sequence's projections are.
-struct CompressWindow {
-  std::int32_t window, first_new, token_start, state_slot;
-};
 
 struct CompressArgs {
   const float* kv;
   const float* gate;
   const float* ape;
   const float* state;
-  const CompressWindow* windows;
+  const ClosedWindow* windows;
   int ratio, head_dim, width, state_positions;
   bool overlap;
   float* pooled;
@@ -72,7 +69,7 @@ struct CompressSlot {
   int half, ape_row;
 };
 
-__device__ __forceinline__ CompressSlot SlotOf(const CompressArgs& a, const CompressWindow& w, int prev, int j) {
+__device__ __forceinline__ CompressSlot SlotOf(const CompressArgs& a, const ClosedWindow& w, int prev, int j) {
   const bool earlier = j < prev;  // window w - 1's first halves (overlap only)
   const int k = earlier ? j : j - prev;
   const int pos = (earlier ? w.window - 1 : w.window) * a.ratio + k;
@@ -91,10 +88,14 @@ __device__ __forceinline__ CompressSlot SlotOf(const CompressArgs& a, const Comp
 }
 
 __global__ void CompressKernel(const CompressArgs a) {
-  const CompressWindow w = a.windows[blockIdx.x];
+  const ClosedWindow w = a.windows[blockIdx.x];
+  float* out = a.pooled + static_cast<std::int64_t>(blockIdx.x) * a.head_dim;
+  if (w.window < 0) {  // a place kept for a window that does not close
+    for (int ch = threadIdx.x; ch < a.head_dim; ch += blockDim.x) out[ch] = 0.0f;
+    return;
+  }
   const int prev = a.overlap && w.window > 0 ? a.ratio : 0;  // an overlapping entry 0 has no first half
   const int slots = prev + a.ratio;
-  float* out = a.pooled + static_cast<std::int64_t>(blockIdx.x) * a.head_dim;
   for (int ch = threadIdx.x; ch < a.head_dim; ch += blockDim.x) {
     auto logit = [&](const CompressSlot& s) { return s.gate[s.half + ch] + a.ape[s.ape_row * a.width + s.half + ch]; };
     float top = -INFINITY;
@@ -110,16 +111,13 @@ __global__ void CompressKernel(const CompressArgs a) {
   }
 }
 
-// A step row whose kv and gate go to state entry `entry`.
-struct StateCopy {
-  std::int32_t row, entry;
-};
-
-__global__ void UpdateStateKernel(const float* kv, const float* gate, const StateCopy* copies, int width,
+// Block `row`: the step row's kv and gate into its state entry (none for -1).
+__global__ void UpdateStateKernel(const float* kv, const float* gate, const std::int64_t* slots, int width,
                                   float* state) {
-  const StateCopy c = copies[blockIdx.x];
-  const std::int64_t src = static_cast<std::int64_t>(c.row) * width;
-  float* dst = state + static_cast<std::int64_t>(c.entry) * 2 * width;
+  const std::int64_t entry = slots[blockIdx.x];
+  if (entry < 0) return;
+  const std::int64_t src = static_cast<std::int64_t>(blockIdx.x) * width;
+  float* dst = state + entry * 2 * width;
   for (int i = threadIdx.x; i < width; i += blockDim.x) {
     dst[i] = kv[src + i];
     dst[width + i] = gate[src + i];
@@ -141,12 +139,12 @@ void CheckState(const Tensor& state, const CompressorShape& sh, const char* op) 
                 sh.state_positions(), ", ", 2 * sh.width(), "]");
 }
 
-// The state row of position p of sequence s, checked to be kept there (as the CPU's Find).
-void CheckStatePosition(const SeqAttention& s, std::int64_t p, const Tensor& state, const CompressorShape& sh) {
-  const std::int64_t first = FirstNewPosition(s), keep = sh.state_positions();
-  FISSION_CHECK(s.state_slot >= 0 && p >= first - keep && (s.state_slot + 1) * keep <= state.shape[0],
-                "V4Compress: compressor state for position ", p, " (first new position ", first, ", state slot ",
-                s.state_slot, ", ", state.shape[0] / keep, " slots)");
+// The state row of position p of window w, checked to be kept there (as the CPU's Find).
+void CheckStatePosition(const ClosedWindow& w, std::int64_t p, const Tensor& state, const CompressorShape& sh) {
+  const std::int64_t keep = sh.state_positions();
+  FISSION_CHECK(w.state_slot >= 0 && p >= w.first_new - keep && (w.state_slot + 1) * keep <= state.shape[0],
+                "V4Compress: compressor state for position ", p, " (first new position ", w.first_new, ", state slot ",
+                w.state_slot, ", ", state.shape[0] / keep, " slots)");
 }
 
 // ---- Attention --------------------------------------------------------------------------------
@@ -155,15 +153,11 @@ constexpr int kLanesPerHead = 8, kHeadsPerWarp = 32 / kLanesPerHead, kHeadsPerBl
 constexpr int kThreads = 32 * kHeadsPerBlock / kHeadsPerWarp;  // 128, whatever the heads: all decode
 constexpr int kTile = 16;  // keys decoded into shared memory at a time: kTile·8·kChunks float4, kChunks a thread
 constexpr int kMinKeysPerSplit = 64;   // a split's key range at least (four tiles)
+// The splits of an HCA layer's uniform step: enough to fill the device at batch 1 (4 head groups ×
+// 16 of 64 heads), few enough that short contexts leave few splits empty.
+constexpr int kMaxHcaDecodeSplits = 16;
 constexpr int kMaxHeadDim = 512;
 constexpr float kLog2e = 1.4426950408889634f;
-
-// One query row and where its keys are: the step's rows from token_start on hold positions
-// first_new..., the ring slot's rows ring_base + pos % window the earlier ones (ring_base -1: no
-// slot), its block table starts at table_offset of the concatenated tables.
-struct QueryRow {
-  std::int32_t row, position, first_new, token_start, ring_base, table_offset;
-};
 
 struct AttentionArgs {
   const float* q;
@@ -172,8 +166,9 @@ struct AttentionArgs {
   const std::int32_t* selection;  // null: every visible entry
   int sel_width;
   const float* sinks;
-  const QueryRow* rows;
-  const std::int32_t* tables;
+  const V4QueryRow* rows;
+  const std::int32_t* tables;  // [sequences, table_width]
+  int table_width;
   int heads, head_dim, window, ratio, page_size, per_page;
   int head_groups, splits;
   float scale_log2;
@@ -187,7 +182,7 @@ struct AttentionArgs {
 enum KeyKind : std::int8_t { kNoKey = 0, kStepKey, kRingKey, kEntryKey };
 
 // Key i of a row's list: window position lo + i (i < nw), then entry list item i - nw.
-__device__ __forceinline__ void ResolveKey(const AttentionArgs& a, const QueryRow& r, const std::int32_t* sel, int lo,
+__device__ __forceinline__ void ResolveKey(const AttentionArgs& a, const V4QueryRow& r, const std::int32_t* sel, int lo,
                                            int nw, int visible, int i, std::int8_t* kind, std::int64_t* slot) {
   *kind = kNoKey;
   *slot = 0;
@@ -205,7 +200,7 @@ __device__ __forceinline__ void ResolveKey(const AttentionArgs& a, const QueryRo
   const int e = sel != nullptr ? sel[i - nw] : i - nw;
   if (e < 0 || e >= visible) return;  // never read outside the row's table
   const int first = e * a.ratio;      // EntrySlot: the entry lives in the page of its first position
-  const std::int32_t* table = a.tables + r.table_offset;
+  const std::int32_t* table = a.tables + static_cast<std::int64_t>(r.table) * a.table_width;
   *kind = kEntryKey;
   *slot = static_cast<std::int64_t>(table[first / a.page_size]) * a.per_page + (first % a.page_size) / a.ratio;
 }
@@ -257,7 +252,7 @@ __global__ void __launch_bounds__(kThreads, 3) V4AttentionKernel(const Attention
 
   const int group = blockIdx.x % a.head_groups, rest = blockIdx.x / a.head_groups;
   const int split = rest % a.splits;
-  const QueryRow r = a.rows[rest / a.splits];
+  const V4QueryRow r = a.rows[rest / a.splits];
   const int tid = threadIdx.x, lane8 = tid % kLanesPerHead;
   const int head = group * kHeadsPerBlock + tid / kLanesPerHead;
   const bool head_ok = head < a.heads;
@@ -393,59 +388,63 @@ AttentionKernelFn PickAttentionKernel(std::int64_t head_dim, int* chunks) {
   }
 }
 
-// The step's query rows with their tables, checked against the tensors, and the longest key list.
-struct AttentionPlan {
-  std::vector<QueryRow> rows;
-  std::vector<std::int32_t> tables;
-  std::int64_t max_keys = 0;
-};
-
-AttentionPlan PlanAttention(std::span<const SeqAttention> seqs, std::int64_t n, const Tensor& kv,
-                            const Tensor& window_kv, const Tensor& entries, bool selected, std::int64_t sel_width,
-                            const V4AttentionShape& sh) {
-  AttentionPlan plan;
-  const std::int64_t win = sh.window;
-  for (const SeqAttention& s : seqs) {
-    const std::int64_t first = FirstNewPosition(s);
-    FISSION_CHECK(s.query_start >= 0 && s.query_len >= 0 && s.query_start + s.query_len <= n &&
-                      static_cast<std::int64_t>(s.query_positions.size()) == s.query_len,
-                  "V4Attention: query rows [", s.query_start, ", +", s.query_len, ") with ", s.query_positions.size(),
-                  " positions for ", n, " rows");
-    FISSION_CHECK(first >= 0 && s.token_start >= 0 && s.token_start + s.new_tokens <= kv.shape[0], "V4Attention: ",
-                  s.new_tokens, " new tokens from row ", s.token_start, " of ", kv.shape[0], " (kv_len ", s.kv_len, ")");
-    const auto table_offset = static_cast<std::int32_t>(plan.tables.size());
-    if (sh.ratio > 0) {
-      FISSION_CHECK(static_cast<std::int64_t>(s.block_table.size()) * sh.page_size >= s.kv_len, "V4Attention: block table of ",
-                    s.block_table.size(), " pages cannot hold ", s.kv_len, " positions");
-      const std::int64_t per_page = std::max<std::int64_t>(1, sh.page_size / sh.ratio);
-      for (std::int32_t page : s.block_table)
-        FISSION_CHECK(page >= 0 && (page + 1) * per_page <= entries.shape[0], "V4Attention: page ", page,
-                      " outside the entries cache of ", entries.shape[0], " entries (", per_page, " a page)");
-      plan.tables.insert(plan.tables.end(), s.block_table.begin(), s.block_table.end());
-    }
-    for (std::int32_t t = 0; t < s.query_len; ++t) {
-      const std::int32_t p = s.query_positions[static_cast<std::size_t>(t)];
-      FISSION_CHECK(p >= 0 && p < s.kv_len, "V4Attention: query position ", p, " outside kv_len ", s.kv_len);
-      if (std::max<std::int64_t>(0, p - win + 1) < first) {  // the window reaches before the step: the ring
-        FISSION_CHECK(s.state_slot >= 0 && window_kv.data != nullptr, "V4Attention: a sliding window without a state slot");
-        FISSION_CHECK((s.state_slot + 1) * win <= window_kv.shape[0], "V4Attention: state slot ", s.state_slot,
-                      " outside the window ring of ", window_kv.shape[0], " rows");
-      }
-      const std::int64_t window_keys = std::min<std::int64_t>(win, p + 1);
-      const std::int64_t entry_keys = sh.ratio == 0 ? 0 : selected ? sel_width : (p + 1) / sh.ratio;
-      plan.max_keys = std::max(plan.max_keys, window_keys + entry_keys);
-      plan.rows.push_back({s.query_start + t, p, static_cast<std::int32_t>(first), s.token_start,
-                           s.state_slot >= 0 ? static_cast<std::int32_t>(s.state_slot * win) : -1, table_offset});
-    }
+// Resident blocks of `kernel` a multiprocessor holds, asked once per instantiation (one device
+// type per process): the query costs host time at every layer of every step.
+int BlocksPerSm(AttentionKernelFn kernel, std::size_t smem) {
+  static std::mutex mutex;
+  static std::map<AttentionKernelFn, int> known;
+  const std::lock_guard<std::mutex> lock(mutex);
+  auto it = known.find(kernel);
+  if (it == known.end()) {
+    int per_sm = 1;
+    FISSION_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, smem));
+    it = known.emplace(kernel, std::max(per_sm, 1)).first;
   }
-  return plan;
+  return it->second;
+}
+
+// The step's query rows checked against the tensors, and the longest key list a row has (in a
+// uniform step a bound from the layer's shape alone).
+std::int64_t CheckQueries(const V4Queries& queries, std::int64_t n, const Tensor& kv, const Tensor& window_kv,
+                          const Tensor& entries, bool selected, std::int64_t sel_width, const V4AttentionShape& sh) {
+  const std::int64_t win = sh.window, width = queries.table_width;
+  FISSION_CHECK(sh.ratio == 0 || (width > 0 && static_cast<std::int64_t>(queries.tables.size()) % width == 0),
+                "V4Attention: block tables of ", queries.tables.size(), " pages at width ", width);
+  const std::int64_t per_page = sh.ratio > 0 ? std::max<std::int64_t>(1, sh.page_size / sh.ratio) : 1;
+  if (sh.ratio > 0)
+    for (std::int32_t page : queries.tables)
+      FISSION_CHECK(page >= 0 && (page + 1) * per_page <= entries.shape[0], "V4Attention: page ", page,
+                    " outside the entries cache of ", entries.shape[0], " entries (", per_page, " a page)");
+  std::int64_t longest = 0;
+  for (const V4QueryRow& r : queries.rows) {
+    const std::int64_t p = r.position;
+    FISSION_CHECK(r.row >= 0 && r.row < n && p >= 0 && r.first_new >= 0 && r.first_new <= p && r.token_start >= 0 &&
+                      r.token_start + (p - r.first_new) < kv.shape[0],
+                  "V4Attention: query row ", r.row, " of ", n, " at position ", p, " (first new position ", r.first_new,
+                  ", first key row ", r.token_start, " of ", kv.shape[0], ")");
+    if (sh.ratio > 0)
+      FISSION_CHECK(r.table >= 0 && (r.table + 1) * width <= static_cast<std::int64_t>(queries.tables.size()) &&
+                        width * sh.page_size > p,
+                    "V4Attention: block table ", r.table, " of ", width, " pages cannot hold position ", p);
+    if (std::max<std::int64_t>(0, p - win + 1) < r.first_new) {  // the window reaches before the step: the ring
+      FISSION_CHECK(r.ring_base >= 0 && window_kv.data != nullptr, "V4Attention: a sliding window without a state slot");
+      FISSION_CHECK(r.ring_base + win <= window_kv.shape[0], "V4Attention: ring rows from ", r.ring_base,
+                    " outside the window ring of ", window_kv.shape[0], " rows");
+    }
+    const std::int64_t entry_keys = sh.ratio == 0 ? 0 : selected ? sel_width : (p + 1) / sh.ratio;
+    longest = std::max(longest, std::min<std::int64_t>(win, p + 1) + entry_keys);
+  }
+  if (!queries.uniform) return longest;
+  // The window and the selection's width (CSA), or (HCA, whose entries grow with the context)
+  // kMaxHcaDecodeSplits splits' worth.
+  if (sh.ratio > 0 && !selected) return kMaxHcaDecodeSplits * kMinKeysPerSplit;
+  return win + sel_width;
 }
 
 }  // namespace
 
 void V4Compress(CudaContext& ctx, const Tensor& kv, const Tensor& gate, const Tensor& ape, const Tensor& state,
-                std::span<const SeqAttention> seqs, std::span<const ClosedWindow> windows, const CompressorShape& sh,
-                const Tensor& pooled) {
+                std::span<const ClosedWindow> windows, const CompressorShape& sh, const Tensor& pooled) {
   const std::int64_t d = sh.head_dim, width = sh.width(), r = sh.ratio;
   CheckProjections(kv, gate, sh, "V4Compress");
   FISSION_CHECK(r > 0 && d > 0 && ape.shape == Shape({r, width}) && ape.dtype == DType::kF32, "V4Compress: ape ",
@@ -453,68 +452,54 @@ void V4Compress(CudaContext& ctx, const Tensor& kv, const Tensor& gate, const Te
   FISSION_CHECK(pooled.shape == Shape({static_cast<std::int64_t>(windows.size()), d}) && pooled.dtype == DType::kF32,
                 "V4Compress: pooled ", pooled.shape.ToString(), " must be fp32 [", windows.size(), ", ", d, "]");
   if (windows.empty()) return;
-  std::vector<CompressWindow> host;
-  host.reserve(windows.size());
   bool state_checked = false;  // the state is checked when a window reads it
   for (const ClosedWindow& w : windows) {
-    FISSION_CHECK(w.seq >= 0 && static_cast<std::size_t>(w.seq) < seqs.size() && w.window >= 0,
-                  "V4Compress: window ", w.window, " of sequence ", w.seq, " (", seqs.size(), " sequences)");
-    const SeqAttention& s = seqs[static_cast<std::size_t>(w.seq)];
-    const std::int64_t first = FirstNewPosition(s);
+    if (w.window < 0) continue;
     const std::int64_t begin = (sh.overlap && w.window > 0 ? w.window - 1 : w.window) * r, end = (w.window + 1) * r;
-    FISSION_CHECK(end <= s.kv_len && s.token_start >= 0 && s.token_start + s.new_tokens <= kv.shape[0],
-                  "V4Compress: window ", w.window, " ends at position ", end, " past kv_len ", s.kv_len,
-                  " or its rows are outside kv ", kv.shape.ToString());
-    if (begin < first) {  // the earliest slot is the one furthest back
+    FISSION_CHECK(w.first_new >= 0 && w.token_start >= 0 && end - 1 >= w.first_new &&
+                      w.token_start + (end - 1 - w.first_new) < kv.shape[0],
+                  "V4Compress: window ", w.window, " ending at position ", end, " with first new position ",
+                  w.first_new, " at row ", w.token_start, " is outside kv ", kv.shape.ToString());
+    if (begin < w.first_new) {  // the earliest slot is the one furthest back
       if (!state_checked) CheckState(state, sh, "V4Compress");
       state_checked = true;
-      CheckStatePosition(s, begin, state, sh);
+      CheckStatePosition(w, begin, state, sh);
     }
-    host.push_back({w.window, static_cast<std::int32_t>(first), s.token_start, s.state_slot});
   }
-  DeviceMeta dev = ctx.Upload(std::span<const CompressWindow>(host));
+  DeviceMeta dev = ctx.Upload(windows);
   const CompressArgs a{kv.ptr<float>(),
                        gate.ptr<float>(),
                        ape.ptr<float>(),
                        state.ptr<float>(),
-                       dev.ptr<CompressWindow>(),
+                       dev.ptr<ClosedWindow>(),
                        static_cast<int>(r),
                        static_cast<int>(d),
                        static_cast<int>(width),
                        static_cast<int>(sh.state_positions()),
                        sh.overlap,
                        pooled.ptr<float>()};
-  CompressKernel<<<static_cast<unsigned>(host.size()), kCompressThreads, 0, ctx.stream()>>>(a);
+  CompressKernel<<<static_cast<unsigned>(windows.size()), kCompressThreads, 0, ctx.stream()>>>(a);
   FISSION_LAUNCHED();
 }
 
 void V4UpdateCompressorState(CudaContext& ctx, const Tensor& kv, const Tensor& gate, const Tensor& state,
-                             std::span<const SeqAttention> seqs, const CompressorShape& sh) {
+                             std::span<const std::int64_t> slots, const CompressorShape& sh) {
   CheckProjections(kv, gate, sh, "V4UpdateCompressorState");
   CheckState(state, sh, "V4UpdateCompressorState");
-  const std::int64_t keep = sh.state_positions();
-  std::vector<StateCopy> copies;
-  for (const SeqAttention& s : seqs) {
-    if (s.state_slot < 0) continue;
-    FISSION_CHECK((s.state_slot + 1) * keep <= state.shape[0], "V4UpdateCompressorState: state slot ", s.state_slot,
-                  " outside the state of ", state.shape[0] / keep, " slots");
-    FISSION_CHECK(s.token_start >= 0 && s.token_start + s.new_tokens <= kv.shape[0] && s.new_tokens <= s.kv_len,
-                  "V4UpdateCompressorState: ", s.new_tokens, " new tokens from row ", s.token_start, " of ",
-                  kv.shape[0]);
-    const std::int64_t first = FirstNewPosition(s);
-    for (std::int64_t p = std::max(first, s.kv_len - keep); p < s.kv_len; ++p)
-      copies.push_back({static_cast<std::int32_t>(s.token_start + (p - first)),
-                        static_cast<std::int32_t>(s.state_slot * keep + p % keep)});
-  }
-  if (copies.empty()) return;
-  DeviceMeta dev = ctx.Upload(std::span<const StateCopy>(copies));
-  UpdateStateKernel<<<static_cast<unsigned>(copies.size()), kCopyThreads, 0, ctx.stream()>>>(
-      kv.ptr<float>(), gate.ptr<float>(), dev.ptr<StateCopy>(), static_cast<int>(sh.width()), state.ptr<float>());
+  FISSION_CHECK(static_cast<std::int64_t>(slots.size()) <= kv.shape[0], "V4UpdateCompressorState: ", slots.size(),
+                " slots for ", kv.shape[0], " rows");
+  for (std::int64_t entry : slots)
+    FISSION_CHECK(entry < state.shape[0], "V4UpdateCompressorState: state entry ", entry, " outside the state of ",
+                  state.shape[0], " entries");
+  if (slots.empty()) return;
+  DeviceMeta dev = ctx.Upload(slots);
+  UpdateStateKernel<<<static_cast<unsigned>(slots.size()), kCopyThreads, 0, ctx.stream()>>>(
+      kv.ptr<float>(), gate.ptr<float>(), dev.ptr<std::int64_t>(), static_cast<int>(sh.width()), state.ptr<float>());
   FISSION_LAUNCHED();
 }
 
 void V4Attention(CudaContext& ctx, const Tensor& q, const Tensor& kv, const Tensor& window_kv, const Tensor& entries,
-                 const Tensor& selection, const Tensor& sinks, std::span<const SeqAttention> seqs,
+                 const Tensor& selection, const Tensor& sinks, const V4Queries& queries,
                  const V4AttentionShape& sh, const Tensor& out) {
   const std::int64_t heads = sh.heads, d = sh.head_dim;
   FISSION_CHECK(heads > 0 && d > 0 && d % 4 == 0 && d <= kMaxHeadDim, "V4Attention: head_dim ", d,
@@ -539,32 +524,33 @@ void V4Attention(CudaContext& ctx, const Tensor& q, const Tensor& kv, const Tens
                   "V4Attention: selection ", selection.shape.ToString(), " ", DTypeName(selection.dtype),
                   " must be I32 [", n, ", k]");
   const std::int64_t sel_width = selected ? selection.shape[1] : 0;
-  AttentionPlan plan = PlanAttention(seqs, n, kv, window_kv, entries, selected, sel_width, sh);
-  if (plan.rows.empty()) return;
-  if (plan.tables.empty()) plan.tables.push_back(0);
+  const std::int64_t max_keys = CheckQueries(queries, n, kv, window_kv, entries, selected, sel_width, sh);
+  if (queries.rows.empty()) return;
 
   int chunks = 1;
   const AttentionKernelFn kernel = PickAttentionKernel(d, &chunks);
   const std::int64_t groups = (heads + kHeadsPerBlock - 1) / kHeadsPerBlock;
   const std::size_t smem = sizeof(float) * kTile * 32 * chunks;
-  int per_sm = 1;
-  FISSION_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, smem));
-  const auto rows = static_cast<std::int64_t>(plan.rows.size());
-  const std::int64_t max_splits = std::clamp<std::int64_t>((plan.max_keys + kMinKeysPerSplit - 1) / kMinKeysPerSplit,
+  const int per_sm = BlocksPerSm(kernel, smem);
+  const auto rows = static_cast<std::int64_t>(queries.rows.size());
+  const std::int64_t max_splits = std::clamp<std::int64_t>((max_keys + kMinKeysPerSplit - 1) / kMinKeysPerSplit,
                                                            1, mla::kMaxSplits);
-  const int splits = PickSplits(rows * groups, max_splits, static_cast<std::int64_t>(ctx.sm_count()) * std::max(per_sm, 1));
+  const int splits = PickSplits(rows * groups, max_splits, static_cast<std::int64_t>(ctx.sm_count()) * per_sm);
   const std::int64_t blocks = rows * groups * splits;
   FISSION_CHECK(blocks < (std::int64_t{1} << 31), "V4Attention: too many blocks (", blocks, ")");
 
-  DeviceMeta rows_dev = ctx.Upload(std::span<const QueryRow>(plan.rows));
-  DeviceMeta tables_dev = ctx.Upload(std::span<const std::int32_t>(plan.tables));
+  DeviceMeta rows_dev = ctx.Upload(queries.rows);
+  const std::int32_t no_table = 0;  // a sliding layer reads no table
+  DeviceMeta tables_dev = queries.tables.empty() ? ctx.UploadConstant(std::span<const std::int32_t>(&no_table, 1))
+                                                 : ctx.Upload(queries.tables);
   a.q = q.ptr<float>();
   a.kv = kv.ptr<float>();
   a.selection = selected ? selection.ptr<std::int32_t>() : nullptr;
   a.sel_width = static_cast<int>(sel_width);
   a.sinks = sinks.ptr<float>();
-  a.rows = rows_dev.ptr<QueryRow>();
+  a.rows = rows_dev.ptr<V4QueryRow>();
   a.tables = tables_dev.ptr<std::int32_t>();
+  a.table_width = static_cast<int>(queries.table_width);
   a.heads = static_cast<int>(heads);
   a.head_dim = static_cast<int>(d);
   a.window = static_cast<int>(sh.window);
@@ -585,9 +571,12 @@ void V4Attention(CudaContext& ctx, const Tensor& q, const Tensor& kv, const Tens
     a.part_lse = part_lse.ptr<float>();
     std::vector<std::int64_t> merged;  // the (row, head) rows of out the merge writes
     merged.reserve(static_cast<std::size_t>(rows * heads));
-    for (const QueryRow& r : plan.rows)
+    for (const V4QueryRow& r : queries.rows)
       for (std::int64_t h = 0; h < heads; ++h) merged.push_back(r.row * heads + h);
-    merge_rows = ctx.Upload(std::span<const std::int64_t>(merged));
+    // A uniform step's rows are 0 .. rows - 1 in order, whatever the step: the list is a constant
+    // a replay copies again.
+    merge_rows = queries.uniform ? ctx.UploadConstant(std::span<const std::int64_t>(merged))
+                                 : ctx.Upload(std::span<const std::int64_t>(merged));
   }
   kernel<<<static_cast<unsigned>(blocks), kThreads, smem, ctx.stream()>>>(a);
   FISSION_LAUNCHED();

@@ -186,8 +186,10 @@ __global__ void V4RopeKernel(void* x, Elem xe, std::int64_t n, std::int64_t head
 // One warp per token: sqrt(softplus) scores (torch's threshold of 20), the top_k of score + bias
 // or the token's fixed ids, ascending, weighted by score / Σ scores · scaling. Shared memory:
 // scores, biased choices and a taken flag per expert.
-__global__ void RouteSqrtSoftplusKernel(const float* logits, const float* bias, const std::int32_t* fixed,
-                                        int experts, int top_k, float scaling, std::int32_t* ids, float* weights) {
+__global__ void RouteSqrtSoftplusKernel(const float* logits, const float* bias, const std::int32_t* hash_table,
+                                        const std::int32_t* token_ids, int experts, int top_k, float scaling,
+                                        std::int32_t* ids, float* weights) {
+  const bool hashed = hash_table != nullptr;
   extern __shared__ float smem[];
   float* scores = smem;
   float* choice = smem + experts;
@@ -200,12 +202,12 @@ __global__ void RouteSqrtSoftplusKernel(const float* logits, const float* bias, 
     const float s = sqrtf(x > 20.0f ? x : log1pf(expf(x)));
     scores[e] = s;
     // A NaN score (a padding row) ranks below every number, so the ids stay in range.
-    if (fixed == nullptr) choice[e] = isnan(s) ? -INFINITY : s + bias[e];
+    if (!hashed) choice[e] = isnan(s) ? -INFINITY : s + bias[e];
     taken[e] = 0;
   }
-  if (fixed != nullptr && lane < top_k) chosen[lane] = fixed[t * top_k + lane];
+  if (hashed && lane < top_k) chosen[lane] = hash_table[static_cast<std::int64_t>(token_ids[t]) * top_k + lane];
   __syncwarp();
-  if (fixed == nullptr) WarpTopK(choice, taken, experts, top_k, chosen);
+  if (!hashed) WarpTopK(choice, taken, experts, top_k, chosen);
   if (lane == 0) {
     SortAscending(chosen, top_k);
     float sum = 0.0f;
@@ -356,14 +358,19 @@ void V4GroupedLinear(CudaContext& ctx, const Tensor& x, const Tensor& w, std::in
                 groups, " groups");
 }
 
-void V4RouteSqrtSoftplus(CudaContext& ctx, const Tensor& router_logits, const Tensor& bias,
-                         std::span<const std::int32_t> fixed_ids, std::int64_t top_k, float scaling, const Tensor& ids,
+void V4RouteSqrtSoftplus(CudaContext& ctx, const Tensor& router_logits, const Tensor& bias, const Tensor& hash_table,
+                         std::span<const std::int32_t> token_ids, std::int64_t top_k, float scaling, const Tensor& ids,
                          const Tensor& weights) {
   FISSION_CHECK(router_logits.rank() == 2, "router logits ", router_logits.shape.ToString());
   const std::int64_t n = router_logits.shape[0], experts = router_logits.shape[1];
-  const bool hashed = !fixed_ids.empty();
-  FISSION_CHECK(hashed ? static_cast<std::int64_t>(fixed_ids.size()) == n * top_k : bias.numel() == experts,
-                "sqrt-softplus routing of ", n, " rows: ", fixed_ids.size(), " fixed ids, bias ", bias.shape.ToString());
+  const bool hashed = hash_table.data != nullptr;
+  // The table's ids were checked against the experts at load; the step's token ids against the
+  // vocabulary before the step.
+  FISSION_CHECK(hashed ? static_cast<std::int64_t>(token_ids.size()) == n && hash_table.rank() == 2 &&
+                             hash_table.shape[1] == top_k && hash_table.dtype == DType::kI32
+                       : bias.numel() == experts,
+                "sqrt-softplus routing of ", n, " rows: ", token_ids.size(), " token ids, hash table ",
+                hash_table.shape.ToString(), ", bias ", bias.shape.ToString());
   FISSION_CHECK(top_k >= 1 && top_k <= kMaxRouteTopK && top_k <= experts, "top_k ", top_k, " of ", experts,
                 " experts (the CUDA router picks at most ", kMaxRouteTopK, ")");
   FISSION_CHECK(ids.dtype == DType::kI32 && weights.dtype == DType::kF32 && ids.numel() == n * top_k &&
@@ -371,13 +378,14 @@ void V4RouteSqrtSoftplus(CudaContext& ctx, const Tensor& router_logits, const Te
                 "routing outputs ids", ids.shape.ToString(), " weights", weights.shape.ToString());
   CheckF32(router_logits, "router logits");
   if (!hashed) CheckF32(bias, "router bias");
-  for (std::int32_t e : fixed_ids)
-    if (e < 0 || e >= experts) Fail("hash-routed expert id ", e, " outside the ", experts, " experts");
+  for (std::int32_t token : token_ids)
+    FISSION_CHECK(token >= 0 && token < hash_table.shape[0], "token id ", token, " outside the hash table");
   if (n == 0) return;
-  const DeviceMeta fixed = hashed ? ctx.Upload(fixed_ids) : DeviceMeta();
+  const DeviceMeta tokens = hashed ? ctx.Upload(token_ids) : DeviceMeta();
   const std::size_t smem = static_cast<std::size_t>(experts) * 3 * sizeof(float);
   RouteSqrtSoftplusKernel<<<static_cast<unsigned>(n), 32, smem, ctx.stream()>>>(
-      router_logits.ptr<float>(), hashed ? nullptr : bias.ptr<float>(), hashed ? fixed.ptr<std::int32_t>() : nullptr,
+      router_logits.ptr<float>(), hashed ? nullptr : bias.ptr<float>(),
+      hashed ? hash_table.ptr<std::int32_t>() : nullptr, hashed ? tokens.ptr<std::int32_t>() : nullptr,
       static_cast<int>(experts), static_cast<int>(top_k), scaling, ids.ptr<std::int32_t>(), weights.ptr<float>());
   FISSION_LAUNCHED();
 }

@@ -43,6 +43,7 @@ DeepseekV4Model::DeepseekV4Model(io::ModelConfig config, WeightLoader& loader, c
   Buffer embed = loader.Load("embed.weight", Shape{c.vocab_size, c.hidden_size}, vocab_part());
   const RopeTables main_rope = ComputeRope(v4.main_rope, c.qk_rope_head_dim);
   const RopeTables compress_rope = ComputeRope(v4.compress_rope, c.qk_rope_head_dim);
+  std::vector<std::int64_t> ratios, rings;
   for (std::int64_t i = 0; i < c.num_hidden_layers; ++i) {
     const std::string p = StrCat("layers.", i, ".");
     Layer& layer = layers_.emplace_back();
@@ -55,14 +56,17 @@ DeepseekV4Model::DeepseekV4Model(io::ModelConfig config, WeightLoader& loader, c
     layer.moe = std::make_unique<V4Moe>(c, i, loader, options.rank);
     if (layer.attention->kind() == io::V4Attention::kCsa) layer.csa = csa_layers_++;
     if (layer.attention->kind() == io::V4Attention::kHca) layer.hca = hca_layers_++;
-    if (layer.attention->ratio() > 0) ratios_.push_back(layer.attention->ratio());
+    if (layer.attention->ratio() > 0) ratios.push_back(layer.attention->ratio());
+    for (std::int64_t ring : layer.attention->state_rings()) rings.push_back(ring);
   }
+  auto planner = std::make_unique<V4StepPlanner>(v4.sliding_window, ratios, rings, options.rank.cp_size());
+  planner_ = planner.get();
+  SetFamilyInputs(std::move(planner));
   head_ = std::make_unique<HyperHead>(c, loader);
   Buffer norm = loader.LoadNorm("norm.weight", c.hidden_size);
   Buffer lm_head = loader.Load(c.tie_word_embeddings ? "embed.weight" : "head.weight",
                                Shape{c.vocab_size, c.hidden_size}, vocab_part());
   SetVocabulary(std::move(embed), std::move(norm), static_cast<float>(c.rms_norm_eps), Weight::Plain(std::move(lm_head)));
-  RunEagerly("the step plan's ring slots, closed windows and hash-routed ids are built on the host each step");
 }
 
 MemorySpec V4MemorySpec(const io::ModelConfig& c, kernels::V4KvFormat format, DType kv_dtype) {
@@ -127,7 +131,7 @@ Buffer DeepseekV4Model::Hidden(const StepContext& step) {
   Allocator* alloc = b.allocator();
   const io::ModelConfig& c = config();
   const std::int64_t n = step.layout->rows(), hidden = c.hidden_size, m = c.v4->hc_mult;
-  const V4StepPlan plan(*step.in, c.v4->sliding_window, ratios_);
+  const V4StepPlan plan = planner_->Read(*step.in);
   Buffer x(DType::kF32, Shape{n, hidden}, alloc), y(DType::kF32, Shape{n, hidden}, alloc),
       collapsed(DType::kF32, Shape{n, hidden}, alloc);
   Buffer streams(DType::kF32, Shape{n, m, hidden}, alloc), next(DType::kF32, Shape{n, m, hidden}, alloc);

@@ -17,6 +17,7 @@
 #include "model/layers/hyper_connection.h"
 #include "model/layers/v4_attention.h"
 #include "model/layers/v4_moe.h"
+#include "model/layers/v4_step_plan.h"
 
 namespace fission::model {
 
@@ -48,7 +49,7 @@ class DeepseekV4Model final : public DecoderModel {
   std::vector<Layer> layers_;
   std::unique_ptr<HyperHead> head_;
   int csa_layers_ = 0, hca_layers_ = 0;
-  std::vector<std::int64_t> ratios_;
+  const V4StepPlanner* planner_ = nullptr;  // the step plan in the input block (owned by DecoderModel)
 };
 
 }  // namespace fission::model

@@ -44,6 +44,13 @@ V4Attention::V4Attention(const io::ModelConfig& c, std::int64_t layer, WeightLoa
     indexer_ = std::make_unique<V4Indexer>(c, prefix + "indexer.", ratio_, loader, compress_rope, V4IndexKeyFormat(format));
 }
 
+std::vector<std::int64_t> V4Attention::state_rings() const {
+  std::vector<std::int64_t> rings;
+  if (compressor_) rings.push_back(compressor_->state_positions());
+  if (indexer_) rings.push_back(indexer_->state_positions());
+  return rings;
+}
+
 void V4Attention::Forward(const StepContext& step, const Tensor& x, const V4StepPlan& plan,
                           const V4LayerMemory& memory, const Tensor& out) const {
   kernels::Backend& b = *step.backend;
@@ -69,13 +76,12 @@ void V4Attention::Forward(const StepContext& step, const Tensor& x, const V4Step
 
   Buffer selection;
   if (compressor_) {
-    const V4Windows& windows = plan.closed.at(ratio_);
-    const Buffer entries = compressor_->Pool(step, x, windows, memory.state);
-    if (!entries.empty()) b.v4().WriteEntries(entries, windows.slots, memory.entries, format_, rope);
+    const Buffer entries = compressor_->Pool(step, x, plan, memory.state);
+    if (!entries.empty()) b.v4().WriteEntries(entries, plan.closed.at(ratio_).slots, memory.entries, format_, rope);
   }
   if (indexer_) {
     selection = Buffer(DType::kI32, Shape{n, config_.indexer->topk}, alloc);
-    indexer_->Select(step, x, q_latent, plan.closed.at(ratio_), memory.index_state, memory.index_keys, selection);
+    indexer_->Select(step, x, q_latent, plan, memory.index_state, memory.index_keys, selection);
   }
   kernels::V4AttentionShape shape;
   shape.heads = heads_;
@@ -92,9 +98,9 @@ void V4Attention::Forward(const StepContext& step, const Tensor& x, const V4Step
   const Tensor kv_all = step.layout->KvRowsOfAllTokens(kv_rows, &kv_gathered);
   Buffer attn(DType::kF32, Shape{n, heads_, d}, alloc);
   b.Zero(attn);  // padding rows stay zero
-  b.v4().Attention(q, kv_all, memory.window, memory.entries, selection.tensor(), sinks_, in.seqs, shape, attn);
+  b.v4().Attention(q, kv_all, memory.window, memory.entries, selection.tensor(), sinks_, plan.queries, shape, attn);
   // After attention: the ring still held the old keys.
-  b.v4().WriteEntries(kv_all, plan.window_slots, memory.window, format_, rope);
+  b.v4().WriteEntries(kv_all, plan.ring(v4.sliding_window), memory.window, format_, rope);
   b.v4().Rope(attn, d - rope, rope, in.positions, inv_freq_, /*inverse=*/true);
 
   Buffer grouped(DType::kF32, Shape{n, groups_ * v4.o_lora_rank}, alloc);

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <memory>
+#include <vector>
 
 #include "model/layers/v4_compressor.h"
 
@@ -42,6 +43,8 @@ class V4Attention {
 
   io::V4Attention kind() const { return kind_; }
   std::int64_t ratio() const { return ratio_; }
+  // The lengths of the per-request rings its compressors keep (V4StepPlan::ring_slots).
+  std::vector<std::int64_t> state_rings() const;
 
  private:
   const io::ModelConfig& config_;

@@ -18,9 +18,10 @@ V4Compressor::V4Compressor(const io::ModelConfig& c, const std::string& prefix, 
   inv_freq_ = UploadInvFreq(rope, loader.backend());
 }
 
-Buffer V4Compressor::Pool(const StepContext& step, const Tensor& x, const V4Windows& windows,
+Buffer V4Compressor::Pool(const StepContext& step, const Tensor& x, const V4StepPlan& plan,
                           const Tensor& state) const {
   kernels::Backend& b = *step.backend;
+  const V4Windows& windows = plan.closed.at(shape_.ratio);
   const std::int64_t n = x.shape[0], width = shape_.width(), m = static_cast<std::int64_t>(windows.windows.size());
   Buffer kv_own(DType::kF32, Shape{n, width}, b.allocator()), gate_own(DType::kF32, Shape{n, width}, b.allocator());
   b.Linear(x, wkv_, kv_own);
@@ -29,16 +30,15 @@ Buffer V4Compressor::Pool(const StepContext& step, const Tensor& x, const V4Wind
   Buffer kv_all, gate_all;
   const Tensor kv = step.layout->KvRowsOfAllTokens(kv_own, &kv_all);
   const Tensor gate = step.layout->KvRowsOfAllTokens(gate_own, &gate_all);
-  const std::span<const kernels::SeqAttention> seqs = step.in->token_seqs;
   Buffer pooled;
   if (m > 0) {
     pooled = Buffer(DType::kF32, Shape{m, shape_.head_dim}, b.allocator());
-    b.v4().Compress(kv, gate, ape_, state, seqs, windows.windows, shape_, pooled);
+    b.v4().Compress(kv, gate, ape_, state, windows.windows, shape_, pooled);
     b.RmsNorm(pooled, norm_, norm_eps_, pooled);
     b.v4().Rope(pooled.tensor().View(Shape{m, 1, shape_.head_dim}), shape_.head_dim - rope_dim_, rope_dim_,
                 windows.positions, inv_freq_, /*inverse=*/false);
   }
-  b.v4().UpdateCompressorState(kv, gate, state, seqs, shape_);
+  b.v4().UpdateCompressorState(kv, gate, state, plan.ring(shape_.state_positions()), shape_);
   return pooled;
 }
 
@@ -55,14 +55,14 @@ V4Indexer::V4Indexer(const io::ModelConfig& c, const std::string& prefix, std::i
   inv_freq_ = UploadInvFreq(rope, loader.backend());
 }
 
-void V4Indexer::Select(const StepContext& step, const Tensor& x, const Tensor& q_latent, const V4Windows& windows,
+void V4Indexer::Select(const StepContext& step, const Tensor& x, const Tensor& q_latent, const V4StepPlan& plan,
                        const Tensor& state, const Tensor& keys, const Tensor& selection) const {
   kernels::Backend& b = *step.backend;
   const std::int64_t n = x.shape[0];
   kernels::IndexerShape shape = shape_;
   shape.page_size = step.in->page_size;
-  const Buffer new_keys = compressor_.Pool(step, x, windows, state);
-  if (!new_keys.empty()) b.dsa().WriteIndexKeys(new_keys, windows.slots, keys, shape);
+  const Buffer new_keys = compressor_.Pool(step, x, plan, state);
+  if (!new_keys.empty()) b.dsa().WriteIndexKeys(new_keys, plan.closed.at(compressor_.ratio()).slots, keys, shape);
   Buffer q(DType::kF32, Shape{n, shape_.n_heads, shape_.head_dim}, b.allocator());
   b.Linear(q_latent, wq_b_, q.tensor().View(Shape{n, shape_.n_heads * shape_.head_dim}));
   b.v4().Rope(q, shape_.head_dim - rope_dim_, rope_dim_, step.in->positions, inv_freq_, /*inverse=*/false);

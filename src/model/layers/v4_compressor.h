@@ -26,9 +26,12 @@ class V4Compressor {
   // Loads `prefix`{wkv.weight, wgate.weight, ape, norm.weight} (prefix "layers.N.attn.compressor.").
   V4Compressor(const io::ModelConfig& config, const std::string& prefix, std::int64_t head_dim, std::int64_t ratio,
                bool overlap, WeightLoader& loader, const RopeTables& rope);
-  // The entries [len(windows), head_dim] of the windows the step closes (`windows`, this ratio's;
-  // empty when none), for the caller to store; keeps the step's last positions in `state`.
-  Buffer Pool(const StepContext& step, const Tensor& x, const V4Windows& windows, const Tensor& state) const;
+  // The entries [places, head_dim] of the windows the step closes (the plan's places of this
+  // ratio, V4StepPlan::closed; zero rows where none closes; empty when the step has no places),
+  // for the caller to store; keeps the step's last positions in `state`.
+  Buffer Pool(const StepContext& step, const Tensor& x, const V4StepPlan& plan, const Tensor& state) const;
+  std::int64_t ratio() const { return shape_.ratio; }
+  std::int64_t state_positions() const { return shape_.state_positions(); }
 
  private:
   kernels::CompressorShape shape_;
@@ -45,8 +48,9 @@ class V4Indexer {
   V4Indexer(const io::ModelConfig& config, const std::string& prefix, std::int64_t ratio, WeightLoader& loader,
             const RopeTables& rope, kernels::IndexKeyFormat key_format);
   // selection [rows, index_topk] (I32): per query the chosen entry indices, -1 after the last.
-  void Select(const StepContext& step, const Tensor& x, const Tensor& q_latent, const V4Windows& windows,
+  void Select(const StepContext& step, const Tensor& x, const Tensor& q_latent, const V4StepPlan& plan,
               const Tensor& state, const Tensor& keys, const Tensor& selection) const;
+  std::int64_t state_positions() const { return compressor_.state_positions(); }
 
  private:
   kernels::IndexerShape shape_;

@@ -10,7 +10,10 @@ V4Moe::V4Moe(const io::ModelConfig& c, std::int64_t layer, WeightLoader& loader,
   const std::string prefix = StrCat("layers.", layer, ".ffn.");
   router_ = loader.LoadF32(prefix + "gate.weight", Shape{experts_, c.hidden_size});
   if (c.v4->hash_routed[static_cast<std::size_t>(layer)]) {
-    tid2eid_ = loader.LoadIndexTable(prefix + "gate.tid2eid", Shape{c.vocab_size, top_k_}, experts_);
+    const Shape shape{c.vocab_size, top_k_};
+    std::vector<std::int32_t> table = loader.LoadIndexTable(prefix + "gate.tid2eid", shape, experts_);
+    tid2eid_ = Buffer(DType::kI32, shape, loader.backend().allocator());
+    loader.backend().CopyBytesFromHost(table.data(), tid2eid_);
   } else {
     bias_ = loader.LoadBias(prefix + "gate.bias", experts_);
   }
@@ -39,14 +42,11 @@ void V4Moe::Forward(kernels::Backend& b, const Tensor& x, std::span<const std::i
   Buffer logits(DType::kF32, Shape{n, experts_}, b.allocator());
   Buffer ids(DType::kI32, Shape{n, top_k_}, b.allocator()), weights(DType::kF32, Shape{n, top_k_}, b.allocator());
   b.Linear(x, router_.tensor(), logits);
-  std::vector<std::int32_t> fixed;
-  if (!tid2eid_.empty()) {
-    FISSION_CHECK(static_cast<std::int64_t>(token_ids.size()) == n, "hash routing of ", n, " rows with ",
-                  token_ids.size(), " token ids");
-    for (std::int32_t token : token_ids)
-      fixed.insert(fixed.end(), tid2eid_.begin() + token * top_k_, tid2eid_.begin() + (token + 1) * top_k_);
-  }
-  b.v4().RouteSqrtSoftplus(logits, bias_, fixed, top_k_, scaling_, ids, weights);
+  const bool hashed = !tid2eid_.empty();
+  FISSION_CHECK(!hashed || static_cast<std::int64_t>(token_ids.size()) == n, "hash routing of ", n, " rows with ",
+                token_ids.size(), " token ids");
+  b.v4().RouteSqrtSoftplus(logits, bias_, tid2eid_.tensor(), hashed ? token_ids : std::span<const std::int32_t>(),
+                           top_k_, scaling_, ids, weights);
   b.v4().MoeExperts(x, ids, weights, gate_up_views_, down_views_, limit_, out);
   Buffer gu(DType::kF32, Shape{n, 2 * shared_inter_}, b.allocator()), act(DType::kF32, Shape{n, shared_inter_}, b.allocator());
   Buffer shared(DType::kF32, out.shape, b.allocator());

@@ -29,7 +29,7 @@ class V4Moe {
   std::int64_t experts_, top_k_, shared_inter_;
   float scaling_, limit_;
   Buffer router_, bias_;
-  std::vector<std::int32_t> tid2eid_;  // [vocab, top_k]; empty in a score-routed layer
+  Buffer tid2eid_;  // [vocab, top_k] I32 on the backend; empty in a score-routed layer
   std::vector<Weight> gate_up_, down_;
   std::vector<WeightView> gate_up_views_, down_views_;
   Weight shared_gate_up_, shared_down_;
