@@ -6,10 +6,14 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <filesystem>
+#include <unistd.h>
 
 #include "io/checkpoint.h"
 #include "model/runtime/model_loader.h"
 #include "model/step_runner_testlib.h"
+#include "io/model_config.h"
+#include "io/safetensors.h"
 #include "model/v4_quantized_testlib.h"
 
 namespace fission::model {
@@ -60,6 +64,48 @@ TEST_F(V4QuantizedCheckpoint, LogitsEqualTheDecodedTwinsOnEveryLayout) {
         ASSERT_LE(RelativeL2(got[p], want[p].data(), twin->vocab_size()), 1e-5) << "tp 2 position " << p;
       }
     }
+  }
+}
+
+}  // namespace
+}  // namespace fission::model
+
+namespace fission::model {
+namespace {
+
+// A hash-routed layer's table holding an expert id outside the experts is refused at load, naming
+// the tensor, its row and the id: the kernels index experts by the table without checking it.
+TEST(V4HashTable, AnIdOutsideTheExpertsIsRefusedAtLoad) {
+  const std::string source = FixtureModelDir("tiny-deepseek-v4");
+  const std::string dir = ::testing::TempDir() + "/v4-bad-tid2eid-" + std::to_string(getpid());
+  std::filesystem::create_directories(dir);
+  std::filesystem::copy_file(source + "/config.json", dir + "/config.json",
+                             std::filesystem::copy_options::overwrite_existing);
+  const io::Checkpoint ckpt(source);
+  const io::ModelConfig config = io::LoadModelConfig(source);
+  std::vector<io::TensorToWrite> tensors;
+  std::vector<std::int64_t> table;
+  for (const std::string& name : ckpt.Names()) {
+    if (name != "layers.0.ffn.gate.tid2eid") {
+      tensors.push_back({name, ckpt.View(name)});
+      continue;
+    }
+    const Tensor stored = ckpt.View(name);
+    ASSERT_EQ(stored.dtype, DType::kI64) << "the fixture's table";
+    table.assign(stored.ptr<std::int64_t>(), stored.ptr<std::int64_t>() + stored.numel());
+    table[3 * stored.shape[1] + 1] = config.n_routed_experts;  // row 3: one past the last expert
+    Tensor bad = stored;
+    bad.data = table.data();
+    tensors.push_back({name, bad});
+  }
+  ASSERT_FALSE(table.empty()) << "the fixture has no hash-routed layer 0";
+  io::WriteSafetensors(dir + "/model.safetensors", tensors);
+  try {
+    LoadCausalLM(dir);
+    FAIL() << "a table with an expert id outside the experts was loaded";
+  } catch (const Error& e) {
+    const std::string want = StrCat("layers.0.ffn.gate.tid2eid' row 3 holds ", config.n_routed_experts, ", outside");
+    EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
   }
 }
 

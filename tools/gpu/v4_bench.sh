@@ -11,6 +11,8 @@
 #   usage: bash tools/gpu/v4_bench.sh BINDIR
 #   Environment: OUT, LAYERS (4), EXPERTS (256), PREFILL (4096), CONTEXT (1024), OUTPUT (64), BATCHES ("1 16 64"),
 #   EAGER (1: also decode with --disable-cuda-graph), TORCH (1: run the transformers reference),
+#   EXPERT_FORMAT (bf16, or fp4: the routed experts drawn and kept as FP4 with "expert_dtype": "fp4",
+#   as V4-Flash's checkpoint stores them; the roofline counts 4.25 bits a routed weight),
 #   KV ("auto fp8_e4m3": the cache dtypes to run), PROFILE (1: also FISSION_CUDA_OP_TIMING=1 tables, after the rates)
 # Every Fission run passes --warmup (its first prompt once, untimed), as the reference warms up.
 set -uo pipefail
@@ -24,11 +26,13 @@ PREFILL=${PREFILL:-4096}
 CONTEXT=${CONTEXT:-1024}
 OUTPUT=${OUTPUT:-64}
 MODEL=bench/configs/deepseek-v4-flash
-OVERRIDE="{\"num_hidden_layers\": $LAYERS, \"n_routed_experts\": $EXPERTS}"
+EXPERT_FORMAT=${EXPERT_FORMAT:-bf16}
+FP4_FIELD=$([[ $EXPERT_FORMAT == fp4 ]] && echo ', "expert_dtype": "fp4"')
+OVERRIDE="{\"num_hidden_layers\": $LAYERS, \"n_routed_experts\": $EXPERTS$FP4_FIELD}"
 export NCCL_NVLS_ENABLE=0
 export LD_LIBRARY_PATH=$PWD/$BIN/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 SUMMARY=$OUT/v4_bench.txt
-echo "DeepSeek-V4-Flash dims, $LAYERS layers, $EXPERTS experts, dummy bf16 weights, $(date -u +%F)," \
+echo "DeepSeek-V4-Flash dims, $LAYERS layers, $EXPERTS experts ($EXPERT_FORMAT), dummy bf16 weights, $(date -u +%F)," \
   "commit $(head -1 "$BIN/COMMIT" 2>/dev/null)" | tee "$SUMMARY"
 
 prompts() {  # prompts BATCH TOKENS OUTPUT > file
@@ -75,7 +79,8 @@ for kv in ${KV:-auto fp8_e4m3}; do
       eager=$(tpot_of "$OUT/v4_${kv}_b${batch}_eager.log" "$batch")
     fi
     roof=$(python3 tools/gpu/v4_roofline.py $MODEL --override "$OVERRIDE" --context $(( CONTEXT + OUTPUT / 2 )) \
-             --batch "$batch" --kv-cache-dtype $([[ $kv == auto ]] && echo bf16 || echo "$kv") |
+             --batch "$batch" --kv-cache-dtype $([[ $kv == auto ]] && echo bf16 || echo "$kv") \
+             --experts $([[ $EXPERT_FORMAT == fp4 ]] && echo fp4 || echo same) |
            python3 -c 'import json, sys; print("%.3f" % json.load(sys.stdin)["step_ms"])')
     frac=$(python3 -c "print('%.2f' % ($roof / $tpot))" 2>/dev/null || echo "?")
     ratio=$(python3 -c "print('%.2f' % ($eager / $tpot))" 2>/dev/null || echo "-")

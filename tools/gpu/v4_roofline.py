@@ -12,8 +12,10 @@ uniform draws (hash-routed layers draw as uniformly). The cache a query reads: i
 the indexer keys it scores (context/4), or the HCA entries (context/128). Plus the lm_head. Norms,
 biases, ape and the embedding row are ignored (< 0.1%).
 
-  usage: v4_roofline.py CONFIG_DIR [--override JSON] [--weights fp8|bf16] [--context N] [--batch B]
-         [--kv-cache-dtype auto|bf16|fp8_e4m3] [--bandwidth GBPS]
+  usage: v4_roofline.py CONFIG_DIR [--override JSON] [--weights fp8|bf16] [--experts same|fp4] [--context N]
+         [--batch B] [--kv-cache-dtype auto|bf16|fp8_e4m3] [--bandwidth GBPS]
+--experts fp4: the routed experts at 4.25 bits a weight (e2m1 and a ue8m0 scale per 32), the rest
+as --weights says.
 Prints one JSON object: bytes per step and the roofline step time in ms.
 """
 import argparse
@@ -33,8 +35,9 @@ def layer_kinds(c):
     return [rates.get(t, kinds[t]) if t != "sliding_attention" else 0 for t in c["layer_types"][:layers]]
 
 
-def roofline(c, weights, context, batch, bandwidth_gbps, kv_dtype="auto"):
+def roofline(c, weights, context, batch, bandwidth_gbps, kv_dtype="auto", experts_format="same"):
     w = 1.0 if weights == "fp8" else 2.0
+    routed_w = 4.25 / 8 if experts_format == "fp4" else w
     h, heads, d = c["hidden_size"], c["num_attention_heads"], c["head_dim"]
     rope, q_lora = c["qk_rope_head_dim"], c["q_lora_rank"]
     groups, o_lora = c["o_groups"], c["o_lora_rank"]
@@ -49,7 +52,7 @@ def roofline(c, weights, context, batch, bandwidth_gbps, kv_dtype="auto"):
     index_key = idx_dim + 4 if kv_dtype == "fp8_e4m3" else idx_dim * 4
     weight_bytes = kv_bytes = 0.0
     for ratio in layer_kinds(c):
-        matrices = attention + expert + distinct * expert
+        matrices = attention + expert  # the routed experts are counted apart (their format)
         cache = min(context, window) * key
         if ratio == 4:
             matrices += 2 * (2 * d) * h + idx_heads * idx_dim * q_lora + 2 * (2 * idx_dim) * h
@@ -58,12 +61,12 @@ def roofline(c, weights, context, batch, bandwidth_gbps, kv_dtype="auto"):
         elif ratio > 0:
             matrices += 2 * d * h
             cache += (context // ratio) * key
-        weight_bytes += w * matrices + 4.0 * (experts * h + 2 * (2 + mult) * mult * mult * h)
+        weight_bytes += w * matrices + routed_w * distinct * expert + 4.0 * (experts * h + 2 * (2 + mult) * mult * mult * h)
         kv_bytes += batch * cache
     weight_bytes += 4.0 * mult * mult * h + c["vocab_size"] * h * 2.0  # the head's mixing, lm_head (bf16)
     total = weight_bytes + kv_bytes
     step_ms = total / (bandwidth_gbps * 1e9) * 1e3
-    return {"weights": weights, "batch": batch, "context": context, "layers": c["num_hidden_layers"],
+    return {"weights": weights, "experts": experts_format, "batch": batch, "context": context, "layers": c["num_hidden_layers"],
             "kv_cache_dtype": kv_dtype, "weight_bytes": int(weight_bytes), "kv_bytes": int(kv_bytes),
             "step_ms": step_ms, "bandwidth_gbps": bandwidth_gbps}
 
@@ -73,6 +76,7 @@ def main():
     p.add_argument("config_dir")
     p.add_argument("--override", default="{}")
     p.add_argument("--weights", choices=["fp8", "bf16"], default="bf16")
+    p.add_argument("--experts", choices=["same", "fp4"], default="same")
     p.add_argument("--context", type=int, default=1024)
     p.add_argument("--batch", type=int, default=1)
     p.add_argument("--kv-cache-dtype", choices=["auto", "bf16", "fp8_e4m3"], default="bf16")
@@ -80,7 +84,7 @@ def main():
     a = p.parse_args()
     with open(os.path.join(a.config_dir, "config.json")) as f:
         config = merge(json.load(f), json.loads(a.override))
-    print(json.dumps(roofline(config, a.weights, a.context, a.batch, a.bandwidth, a.kv_cache_dtype)))
+    print(json.dumps(roofline(config, a.weights, a.context, a.batch, a.bandwidth, a.kv_cache_dtype, a.experts)))
 
 
 if __name__ == "__main__":
