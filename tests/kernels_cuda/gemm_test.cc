@@ -1,4 +1,5 @@
-// Linear (fp32 and bf16 through cuBLASLt; bf16 with up to 8 tokens through the tensor-core GEMV,
+// Linear (fp32 and bf16 through cuBLASLt; bf16 with up to 8 tokens through the tensor-core GEMV and
+// fp32 with up to 8 tokens through the fp32 GEMV,
 // ragged rows and a partial 64-wide chunk of k included) and the FP8 block-scaled Linear, against
 // the CPU.
 #include "kernels/cpu/cpu_ops.h"
@@ -23,7 +24,8 @@ TEST(CudaLinear, MatchesCpuAcrossDtypesAndRaggedShapes) {
                               {DType::kBF16, DType::kBF16, DType::kBF16, kBf16},
                               {DType::kBF16, DType::kBF16, DType::kF32, kBf16}};
   for (const LinearCase& c : cases)
-    for (auto [n, m, k] : {std::tuple{1, 576, 7168}, {7, 96, 136}, {3, 100, 200}, {8, 1037, 1536}, {64, 1536, 512}, {301, 384, 1024}}) {
+    for (auto [n, m, k] : {std::tuple{1, 576, 7168}, {7, 96, 136}, {3, 100, 200}, {8, 1037, 1536}, {64, 1536, 512},
+                           {301, 384, 1024}, {1, 256, 4096}}) {
       auto x = Random(n * k, rng), w = Random(m * k, rng, 0.05f);
       if (c.x == DType::kBF16 || c.w == DType::kBF16) x = RoundBf16(x);  // the GEMM sees bf16 activations
       if (c.w == DType::kBF16) w = RoundBf16(w);
@@ -34,6 +36,26 @@ TEST(CudaLinear, MatchesCpuAcrossDtypesAndRaggedShapes) {
       EXPECT_LT(RelErr(ToHost(out), ref), c.bound) << DTypeName(c.x) << "x" << DTypeName(c.w) << "->"
                                                    << DTypeName(c.out) << " " << n << "x" << m << "x" << k;
     }
+}
+
+// fp32 weights with up to 8 tokens (the GEMV of gemv_f32.cu: DeepSeek-V4's routers at decode): a
+// token's row is the same bits whichever tokens share its step.
+TEST(CudaLinear, Fp32GemvRowsDoNotDependOnTheBatch) {
+  FISSION_REQUIRE_GPU();
+  std::mt19937 rng(11);
+  const std::int64_t m = 256, k = 4096;
+  const auto x = Random(8 * k, rng), w = Random(m * k, rng, 0.05f);
+  Buffer dw = ToDevice(DType::kF32, Shape{m, k}, w);
+  Buffer all = Poisoned(DType::kF32, Shape{8, m});
+  Gpu().Linear(ToDevice(DType::kF32, Shape{8, k}, x), dw.tensor(), all);
+  const std::vector<float> together = ToHost(all);
+  for (std::int64_t t : {0, 5, 7}) {
+    const std::vector<float> row(x.begin() + t * k, x.begin() + (t + 1) * k);
+    Buffer one = Poisoned(DType::kF32, Shape{1, m});
+    Gpu().Linear(ToDevice(DType::kF32, Shape{1, k}, row), dw.tensor(), one);
+    const std::vector<float> alone = ToHost(one);
+    EXPECT_TRUE(std::equal(alone.begin(), alone.end(), together.begin() + t * m)) << "token " << t;
+  }
 }
 
 // e4m3 codes of host floats that are e4m3 values, as the CPU's FP8 operations take them.

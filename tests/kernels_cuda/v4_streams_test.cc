@@ -121,9 +121,10 @@ TEST(CudaV4Streams, RopeAndItsInverseMatchCpu) {
 TEST(CudaV4Streams, GroupedLinearMatchesCpu) {
   FISSION_REQUIRE_GPU();
   std::mt19937 rng(44);
-  // The fixture (2 groups of 64 → 16) and V4-Flash's (8 groups of 4096 → 1024), fp32 and bf16 weights.
+  // The fixture (2 groups of 64 → 16) and V4-Flash's (8 groups of 4096 → 1024), fp32 and bf16 weights;
+  // one token with bf16 weights takes the run GEMV.
   for (auto [n, groups, k, r] : {std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_t>{5, 2, 64, 16},
-                                 {3, 8, 4096, 1024}, {70, 8, 512, 128}})
+                                 {3, 8, 4096, 1024}, {70, 8, 512, 128}, {1, 8, 4096, 1024}, {1, 2, 64, 16}})
     for (DType wtype : {DType::kF32, DType::kBF16}) {
       auto x = Random(n * groups * k, rng), w = Random(groups * r * k, rng, 0.05f);
       if (wtype == DType::kBF16) {

@@ -41,6 +41,10 @@ void Linear(CudaContext& ctx, const Tensor& x, const Tensor& w, const Tensor& ou
 // tensor cores, reading the weight once; Bf16GemvTakes says whether the shapes and alignment fit.
 bool Bf16GemvTakes(const Tensor& x, const Tensor& w, const Tensor& out);
 void Bf16Gemv(CudaContext& ctx, const Tensor& x, const Tensor& w, const Tensor& out);
+// The same for fp32 weights and activations (gemv_f32.cu: fp32 arithmetic, a block per weight row,
+// up to 8 tokens, k % 4 == 0 and 16-byte aligned rows).
+bool F32GemvTakes(const Tensor& x, const Tensor& w, const Tensor& out);
+void F32Gemv(CudaContext& ctx, const Tensor& x, const Tensor& w, const Tensor& out);
 // fp8.cu
 // How an FP8 product quantizes its activations: per token and 128-group (the block format), or per
 // token over the whole row (ptpc_fp8), that scale then standing in every group's slot.

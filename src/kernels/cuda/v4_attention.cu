@@ -23,7 +23,7 @@
 //            running maximum, sum and accumulator are rescaled once. The sink is a key without a
 //            value: split 0 starts with maximum = sink and sum = 1.
 //   splits   when rows × head groups cannot fill the device (decode), a row's key list is split
-//            (64 keys a split at least); each split writes its normalised output and base-2
+//            (one tile of 16 keys a split at least); each split writes its normalised output and base-2
 //            log-sum-exp, which mla::MergeKernel combines (a split that saw no key has weight 0).
 //            In a uniform step (decode, verify) the splits follow from the shape alone (the rows,
 //            and the longest key list the layer can have), so the step is capturable and a replay
@@ -152,9 +152,13 @@ void CheckStatePosition(const ClosedWindow& w, std::int64_t p, const Tensor& sta
 constexpr int kLanesPerHead = 8, kHeadsPerWarp = 32 / kLanesPerHead, kHeadsPerBlock = 16;
 constexpr int kThreads = 32 * kHeadsPerBlock / kHeadsPerWarp;  // 128, whatever the heads: all decode
 constexpr int kTile = 16;  // keys decoded into shared memory at a time: kTile·8·kChunks float4, kChunks a thread
-constexpr int kMinKeysPerSplit = 64;   // a split's key range at least (four tiles)
-// The splits of an HCA layer's uniform step: enough to fill the device at batch 1 (4 head groups ×
-// 16 of 64 heads), few enough that short contexts leave few splits empty.
+// A split's key range at least: one tile. A block works through its tiles alone (4 warps, one
+// per scheduler: little latency hidden), so a decode row's keys are cut fine enough to spread over
+// the device: a batch-1 sliding layer's 128 keys take 4 × 8 blocks of one tile each (with four
+// tiles a split they took 8 blocks and the call about 80 µs on the H200, by the op timer).
+constexpr int kMinKeysPerSplit = kTile;
+// The splits of an HCA layer's uniform step: its entries grow with the context, so a bound of its
+// own, few enough that short contexts leave few splits empty.
 constexpr int kMaxHcaDecodeSplits = 16;
 constexpr int kMaxHeadDim = 512;
 constexpr float kLog2e = 1.4426950408889634f;

@@ -3,6 +3,8 @@
 // where a value is one thread's (the Sinkhorn mixing, the routing weights), block sums where it
 // is a reduction (the mixes' dot products).
 #include <algorithm>
+#include <type_traits>
+#include <vector>
 
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/cuda_ops.h"
@@ -17,10 +19,11 @@ constexpr int kThreads = 256;
 constexpr int kMaxMult = 4;  // hc_mult the mixing keeps in registers (V4: 4)
 constexpr int kMaxMixes = (2 + kMaxMult) * kMaxMult;
 constexpr int kSums = kMaxMixes + 1;  // a column chunk's sum of squares, then its mixes' dot products
+static_assert(kMaxMult * kMaxMult <= 32, "the Sinkhorn normalisation keeps an element a lane of one warp");
 // Columns of the flattened streams one block of the mixing's first pass sums: fixed, so a token's
-// sums are the same whatever the batch, and enough blocks for a decode step to fill the device
-// (16 a token at V4-Flash's 4 x 4096 streams).
-constexpr std::int64_t kMixChunk = 1024;
+// sums are the same whatever the batch, and enough blocks for a decode step to keep many loads in
+// flight (64 a token at V4-Flash's 4 x 4096 streams; 16 left a batch-1 step latency-bound).
+constexpr std::int64_t kMixChunk = 256;
 constexpr int kMaxRouteTopK = 32;
 
 __device__ __forceinline__ float Sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
@@ -48,33 +51,42 @@ __device__ void BlockSums(float (&v)[kSums], int count, float (*partial)[kSums])
   __syncthreads();
 }
 
-// comb [m, m] made doubly stochastic, as the CPU reference does it: softmax over each row plus
-// eps, columns normalised, then iters - 1 rounds of rows and columns (denominators + eps).
-__device__ void Sinkhorn(float* c, int m, int iters, float eps) {
-  for (int j = 0; j < m; ++j) {
-    float* row = c + j * m;
-    float top = row[0];
-    for (int k = 1; k < m; ++k) top = fmaxf(top, row[k]);
+// comb [M, M] made doubly stochastic, as the CPU reference does it: softmax over each row plus
+// eps, columns normalised, then iters - 1 rounds of rows and columns (denominators + eps). Lane
+// j·M + k of the warp holds c[j][k] (lanes past M·M hold nothing anyone reads) and gathers its
+// row's or column's values by shuffles to add them in the CPU's order, so the M² elements are
+// normalised at once: one thread doing it all spent ~30 µs a call on the divisions' latency.
+template <int M>
+__device__ __forceinline__ float SinkhornLane(float v, int iters, float eps) {
+  const int lane = threadIdx.x & 31, j = lane / M, k = lane % M;
+  auto in_row = [&](float x, int kk) { return __shfl_sync(0xffffffffu, x, j * M + kk); };
+  auto in_column = [&](float x, int jj) { return __shfl_sync(0xffffffffu, x, jj * M + k); };
+  auto rows = [&] {
     float sum = 0.0f;
-    for (int k = 0; k < m; ++k) sum += (row[k] = expf(row[k] - top));
-    for (int k = 0; k < m; ++k) row[k] = row[k] / sum + eps;
-  }
-  auto columns = [&] {
-    for (int k = 0; k < m; ++k) {
-      float sum = 0.0f;
-      for (int j = 0; j < m; ++j) sum += c[j * m + k];
-      for (int j = 0; j < m; ++j) c[j * m + k] /= sum + eps;
-    }
+#pragma unroll
+    for (int kk = 0; kk < M; ++kk) sum += in_row(v, kk);
+    v /= sum + eps;
   };
+  auto columns = [&] {
+    float sum = 0.0f;
+#pragma unroll
+    for (int jj = 0; jj < M; ++jj) sum += in_column(v, jj);
+    v /= sum + eps;
+  };
+  float top = in_row(v, 0);
+#pragma unroll
+  for (int kk = 1; kk < M; ++kk) top = fmaxf(top, in_row(v, kk));
+  v = expf(v - top);
+  float sum = 0.0f;
+#pragma unroll
+  for (int kk = 0; kk < M; ++kk) sum += in_row(v, kk);
+  v = v / sum + eps;
   columns();
   for (int it = 1; it < iters; ++it) {
-    for (int j = 0; j < m; ++j) {
-      float sum = 0.0f;
-      for (int k = 0; k < m; ++k) sum += c[j * m + k];
-      for (int k = 0; k < m; ++k) c[j * m + k] /= sum + eps;
-    }
+    rows();
     columns();
   }
+  return v;
 }
 
 // The mixing's first pass, block (token t, chunk s) over columns [s·kMixChunk, +kMixChunk) of the
@@ -105,39 +117,56 @@ __global__ void __launch_bounds__(kThreads) HyperSumsKernel(const float* streams
   }
 }
 
-// The second pass, one block per token: the chunks' sums in chunk order, r = 1 / rms, mixes =
-// r · (fn · x), then the sublayer's pre weights (and, with `post`, its post weights and the
-// Sinkhorn-mixed comb; the head has neither) in the CPU's order, then collapsed = Σ_j pre_j ·
-// stream_j.
+// The second pass, one block per token: the chunks' sums (each warp adds every 8th chunk, then the
+// warps' parts in order), r = 1 / rms, mixes = r · (fn · x), then by warp 0 the sublayer's pre
+// weights (and, with `post`, its post weights and the Sinkhorn-mixed comb; the head has neither)
+// in the CPU's order, then collapsed = Σ_j pre_j · stream_j.
+template <int kMult>
 __global__ void __launch_bounds__(kThreads) HyperWeightsKernel(const float* streams, const float* sums, int chunks,
-                                                               const float* base, const float* scale, int mult,
+                                                               const float* base, const float* scale,
                                                                std::int64_t hidden, int mixes, int iters, float eps,
                                                                float norm_eps, float* collapsed, float* post,
                                                                float* comb) {
-  __shared__ float pre[kMaxMult];
-  const std::int64_t t = blockIdx.x, width = mult * hidden;
+  constexpr int kWarps = kThreads / 32;
+  __shared__ float pre[kMult];
+  __shared__ float total[kSums];
+  __shared__ float part[kWarps][kSums];
+  const std::int64_t t = blockIdx.x, width = kMult * hidden;
   const float* x = streams + t * width;
-  if (threadIdx.x == 0) {
-    float total[kSums];
-    for (int i = 0; i <= mixes; ++i) total[i] = 0.0f;
-    for (int s = 0; s < chunks; ++s)
-      for (int i = 0; i <= mixes; ++i) total[i] += sums[(t * chunks + s) * kSums + i];
+  // Lane i of warp w adds sum i of chunks w, w + kWarps, ..., then the warps' parts in warp order:
+  // a fixed order, and each lane's loads independent of one another.
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (lane <= mixes) {
+    float sum = 0.0f;
+#pragma unroll 4
+    for (int s = warp; s < chunks; s += kWarps) sum += sums[(t * chunks + s) * kSums + lane];
+    part[warp][lane] = sum;
+  }
+  __syncthreads();
+  if (threadIdx.x <= mixes) {
+    float sum = 0.0f;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) sum += part[w][threadIdx.x];
+    total[threadIdx.x] = sum;
+  }
+  __syncthreads();
+  if (warp == 0) {  // mix i = r · (fn_i · x); lanes compute the weights they own
     const float r = 1.0f / sqrtf(total[0] / static_cast<float>(width) + norm_eps);
-    const float* mix = total + 1;
-    for (int i = 0; i < mixes; ++i) total[1 + i] *= r;
-    for (int j = 0; j < mult; ++j) pre[j] = Sigmoid(mix[j] * scale[0] + base[j]) + eps;
+    auto mix = [&](int i) { return i < mixes ? total[1 + i] * r : 0.0f; };
+    if (lane < kMult) pre[lane] = Sigmoid(mix(lane) * scale[0] + base[lane]) + eps;
     if (post != nullptr) {
-      for (int j = 0; j < mult; ++j) post[t * mult + j] = 2.0f * Sigmoid(mix[mult + j] * scale[1] + base[mult + j]);
-      float c[kMaxMult * kMaxMult];
-      for (int i = 0; i < mult * mult; ++i) c[i] = mix[2 * mult + i] * scale[2] + base[2 * mult + i];
-      Sinkhorn(c, mult, iters, eps);
-      for (int i = 0; i < mult * mult; ++i) comb[t * mult * mult + i] = c[i];
+      if (lane < kMult) post[t * kMult + lane] = 2.0f * Sigmoid(mix(kMult + lane) * scale[1] + base[kMult + lane]);
+      const int e = lane < kMult * kMult ? lane : 0;
+      const float c = SinkhornLane<kMult>(mix(2 * kMult + e) * scale[2] + base[2 * kMult + e], iters, eps);
+      if (lane < kMult * kMult) comb[t * kMult * kMult + lane] = c;
     }
   }
   __syncthreads();
+#pragma unroll 4
   for (std::int64_t d = threadIdx.x; d < hidden; d += kThreads) {
     float sum = 0.0f;
-    for (int j = 0; j < mult; ++j) sum += pre[j] * x[j * hidden + d];
+#pragma unroll
+    for (int j = 0; j < kMult; ++j) sum += pre[j] * x[j * hidden + d];
     collapsed[t * hidden + d] = sum;
   }
 }
@@ -243,10 +272,18 @@ void HyperMix(CudaContext& ctx, const Tensor& streams, const Tensor& fn, const T
   HyperSumsKernel<<<dim3(static_cast<unsigned>(n), static_cast<unsigned>(chunks)), kThreads, 0, ctx.stream()>>>(
       streams.ptr<float>(), fn.ptr<float>(), width, mixes, sums.tensor().ptr<float>());
   FISSION_LAUNCHED();
-  HyperWeightsKernel<<<static_cast<unsigned>(n), kThreads, 0, ctx.stream()>>>(
-      streams.ptr<float>(), sums.tensor().ptr<float>(), chunks, base.ptr<float>(), scale.ptr<float>(),
-      static_cast<int>(sh.mult), sh.hidden, mixes, sh.sinkhorn_iters, sh.eps, sh.norm_eps, collapsed.ptr<float>(),
-      post, comb);
+  auto weights = [&](auto mult) {
+    HyperWeightsKernel<decltype(mult)::value><<<static_cast<unsigned>(n), kThreads, 0, ctx.stream()>>>(
+        streams.ptr<float>(), sums.tensor().ptr<float>(), chunks, base.ptr<float>(), scale.ptr<float>(), sh.hidden,
+        mixes, sh.sinkhorn_iters, sh.eps, sh.norm_eps, collapsed.ptr<float>(), post, comb);
+  };
+  static_assert(kMaxMult == 4, "one instantiation per stream count");
+  switch (sh.mult) {  // CheckStreams: 1 <= mult <= kMaxMult
+    case 1: weights(std::integral_constant<int, 1>{}); break;
+    case 2: weights(std::integral_constant<int, 2>{}); break;
+    case 3: weights(std::integral_constant<int, 3>{}); break;
+    default: weights(std::integral_constant<int, 4>{}); break;
+  }
   FISSION_LAUNCHED();
 }
 
@@ -323,6 +360,30 @@ void V4Rope(CudaContext& ctx, const Tensor& x, std::int64_t offset, std::int64_t
 
 // One strided-batched GEMM, a group per batch entry: out[:, g·r + i] = x[:, g·k : (g+1)·k] · w[g·r + i]ᵀ.
 // bf16 weights take bf16 activations (converted first), fp32 weights an fp32 GEMM; the output is fp32.
+namespace {
+
+// One token: its groups are the rows of x viewed [groups, k], and group g multiplies row g by its
+// weight rows [g·r, (g + 1)·r): the bf16 run GEMV of the routed experts with a run per group, each
+// group's weight read once at HBM speed (a strided-batched cuBLASLt GEMM read V4-Flash's 67 MB at
+// about a quarter of it). The runs and the weight table depend on the shapes alone.
+void OneTokenGroupedLinear(CudaContext& ctx, const Tensor& x, const Tensor& w, std::int64_t groups, const Tensor& out) {
+  const std::int64_t k = x.shape[1] / groups, r = w.shape[0] / groups;
+  std::vector<ExpertRun> runs;
+  std::vector<const void*> weights;
+  for (std::int64_t g = 0; g < groups; ++g) {
+    runs.push_back({static_cast<std::int32_t>(g), static_cast<std::int32_t>(g), 1});
+    weights.push_back(static_cast<const char*>(w.data) + g * r * k * DTypeBytes(w.dtype, 1));
+  }
+  const auto count = static_cast<std::int32_t>(groups);
+  const DeviceMeta run_list = ctx.UploadConstant(std::span<const ExpertRun>(runs));
+  const DeviceMeta run_count = ctx.UploadConstant(std::span<const std::int32_t>(&count, 1));
+  const void* const* table = ctx.PointerTable(weights, "the grouped output projection");
+  Bf16GemvRuns(ctx, x.View(Shape{groups, k}), run_list.ptr<ExpertRun>(), run_count.ptr<std::int32_t>(), groups, table,
+               r, out.View(Shape{groups, r}));
+}
+
+}  // namespace
+
 void V4GroupedLinear(CudaContext& ctx, const Tensor& x, const Tensor& w, std::int64_t groups, const Tensor& out) {
   FISSION_CHECK(x.rank() == 2 && w.rank() == 2 && groups > 0 && x.shape[1] % groups == 0 && w.shape[0] % groups == 0,
                 "grouped linear x", x.shape.ToString(), " w", w.shape.ToString(), " in ", groups, " groups");
@@ -333,6 +394,7 @@ void V4GroupedLinear(CudaContext& ctx, const Tensor& x, const Tensor& w, std::in
                 out.shape.ToString(), " in ", groups, " groups");
   if (n == 0) return;
   if (w.dtype == DType::kF32) CheckF32(x, "grouped projection's input for fp32 weights");
+  if (n == 1 && w.dtype == DType::kBF16 && Bf16GemvRunsTakes(k, {&w, 1})) return OneTokenGroupedLinear(ctx, x, w, groups, out);
   Buffer x_holder;
   const Tensor xa = w.dtype == DType::kBF16 ? AsBf16(ctx, x, x_holder) : x;
   const int type = w.dtype == DType::kF32 ? CUDA_R_32F : CUDA_R_16BF;
