@@ -28,7 +28,7 @@ void* CachingAllocator::Allocate(std::size_t bytes) {
   if (it != cache.end()) {
     void* p = it->second;
     cache.erase(it);
-    cached_ -= size;
+    if (!graph_pool_) cached_ -= size;
     in_use_ += size;
     return p;
   }
@@ -55,7 +55,7 @@ void CachingAllocator::Free(void* ptr, std::size_t /*bytes*/) {
   FISSION_CHECK(it != blocks_.end(), "freeing a pointer this allocator did not hand out");
   (it->second.graph ? graph_free_ : free_).emplace(it->second.size, ptr);
   in_use_ -= it->second.size;
-  cached_ += it->second.size;
+  if (!it->second.graph) cached_ += it->second.size;
 }
 
 void CachingAllocator::UseGraphPool(bool on) {

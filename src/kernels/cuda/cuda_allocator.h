@@ -30,6 +30,7 @@ class CachingAllocator final : public Allocator {
   // addresses. The graphs of one device share the pool; their replays are ordered on its stream.
   void UseGraphPool(bool on);
   std::size_t bytes_in_use() const { return in_use_; }
+  // Cached blocks of the general pool: what ReleaseCached returns (the graph pool's stay).
   std::size_t bytes_cached() const { return cached_; }
 
  private:
@@ -45,7 +46,7 @@ class CachingAllocator final : public Allocator {
   bool graph_pool_ = false;
   std::multimap<std::size_t, void*> free_, graph_free_;  // rounded size -> cached block, per pool
   std::unordered_map<void*, Block> blocks_;                // every live or cached block
-  std::size_t in_use_ = 0, cached_ = 0;
+  std::size_t in_use_ = 0, cached_ = 0;  // cached_: the general pool's
 };
 
 }  // namespace fission::kernels::cuda
