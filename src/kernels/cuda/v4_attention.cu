@@ -31,6 +31,8 @@
 // Per tile: barrier 1 after the key list is resolved (every thread is then done with the previous
 // tile), barrier 2 after the decode; the loop bounds depend on the row only, so every thread of
 // the block takes both. 168 registers at head_dim 512 (three blocks a multiprocessor).
+#include <cuda_bf16.h>
+
 #include <algorithm>
 #include <limits>
 #include <map>
@@ -151,6 +153,7 @@ void CheckStatePosition(const ClosedWindow& w, std::int64_t p, const Tensor& sta
 
 constexpr int kLanesPerHead = 8, kHeadsPerWarp = 32 / kLanesPerHead, kHeadsPerBlock = 16;
 constexpr int kThreads = 32 * kHeadsPerBlock / kHeadsPerWarp;  // 128, whatever the heads: all decode
+constexpr int kChunksInFlight = 4;  // key chunks a thread loads at once
 constexpr int kTile = 16;  // keys decoded into shared memory at a time: kTile·8·kChunks float4, kChunks a thread
 // A split's key range at least: one tile. A block works through its tiles alone (4 warps, one
 // per scheduler: little latency hidden), so a decode row's keys are cut fine enough to spread over
@@ -210,13 +213,19 @@ __device__ __forceinline__ void ResolveKey(const AttentionArgs& a, const V4Query
 }
 
 // Values [c, c + 4) of a key (c a multiple of 4, below head_dim).
+// Exact rows are read with one vector load a chunk (16 bytes of fp32, 8 of bf16: c is a multiple of
+// 4 and so is the row width).
 __device__ __forceinline__ float4 KeyChunk(const AttentionArgs& a, std::int8_t kind, std::int64_t slot, int c) {
-  if (kind == kStepKey) {
-    const float* k = a.kv + slot * a.head_dim + c;
-    return make_float4(k[0], k[1], k[2], k[3]);
-  }
+  if (kind == kStepKey) return *reinterpret_cast<const float4*>(a.kv + slot * a.head_dim + c);
   if (kind == kNoKey) return make_float4(0.0f, 0.0f, 0.0f, 0.0f);
   const V4StoredRows& rows = kind == kRingKey ? a.ring : a.entries;
+  if (!rows.fp8 && rows.elem == Elem::kF32)
+    return *reinterpret_cast<const float4*>(static_cast<const float*>(rows.data) + slot * rows.stride + c);
+  if (!rows.fp8) {
+    const uint2 h = *reinterpret_cast<const uint2*>(static_cast<const __nv_bfloat16*>(rows.data) + slot * rows.stride + c);
+    return make_float4(__uint_as_float(h.x << 16), __uint_as_float(h.x & 0xFFFF0000u), __uint_as_float(h.y << 16),
+                       __uint_as_float(h.y & 0xFFFF0000u));
+  }
   if (rows.fp8 && c + 4 <= rows.nope) {  // four codes of one block of 64
     const auto* entry = static_cast<const std::uint8_t*>(rows.data) + slot * rows.stride;
     const float scale = DecodeUe8m0(entry[rows.nope + c / static_cast<int>(kV4Fp8Block)]);
@@ -311,12 +320,22 @@ __global__ void __launch_bounds__(kThreads, 3) V4AttentionKernel(const Attention
     }
     __syncthreads();  // 1: the key list is resolved, and every thread is done with the last tile's keys
     const unsigned valid = tile_valid;
-    // Thread tid decodes float4 chunks tid + 128·j of the tile, four at a time (their loads in
-    // flight together; more would take registers that q and the accumulator hold).
-#pragma unroll 4
-    for (int j = 0; j < kChunks; ++j) {
-      const int g = tid + kThreads * j, t = g / kRow4, c = 4 * (g % kRow4);
-      keys4[g] = c < a.head_dim ? KeyChunk(a, key_kind[t], key_slot[t], c) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    // Thread tid decodes float4 chunks tid + 128·j of the tile, four at a time: the four loads go
+    // out before any store to shared memory, so they are in flight together (stored as each came
+    // back, a tile took a memory round trip per chunk); more would take registers that q and the
+    // accumulator hold.
+#pragma unroll 1
+    for (int j0 = 0; j0 < kChunks; j0 += kChunksInFlight) {
+      float4 v[kChunksInFlight];
+#pragma unroll
+      for (int u = 0; u < kChunksInFlight; ++u) {
+        const int g = tid + kThreads * (j0 + u), t = g / kRow4, c = 4 * (g % kRow4);
+        v[u] = j0 + u < kChunks && c < a.head_dim ? KeyChunk(a, key_kind[t], key_slot[t], c)
+                                                  : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      }
+#pragma unroll
+      for (int u = 0; u < kChunksInFlight; ++u)
+        if (j0 + u < kChunks) keys4[tid + kThreads * (j0 + u)] = v[u];
     }
     __syncthreads();  // 2: the tile is decoded
 
