@@ -140,6 +140,20 @@ inline void QueryRowsOf(std::span<const SeqAttention> seqs, std::span<const std:
   }
 }
 
+// RouteSqrtSoftplus's arguments (every backend checks them alike): hash routing takes a token id
+// per row and an I32 table of top_k ids per token; score routing a bias per expert.
+inline void CheckSqrtSoftplusRouting(const Tensor& router_logits, const Tensor& bias, const Tensor& hash_table,
+                                     std::span<const std::int32_t> token_ids, std::int64_t top_k) {
+  FISSION_CHECK(router_logits.rank() == 2, "router logits ", router_logits.shape.ToString());
+  const std::int64_t n = router_logits.shape[0], experts = router_logits.shape[1];
+  FISSION_CHECK(hash_table.data != nullptr ? static_cast<std::int64_t>(token_ids.size()) == n &&
+                                                 hash_table.rank() == 2 && hash_table.shape[1] == top_k &&
+                                                 hash_table.dtype == DType::kI32
+                                           : bias.numel() == experts,
+                "sqrt-softplus routing of ", n, " rows: ", token_ids.size(), " token ids, hash table ",
+                hash_table.shape.ToString(), ", bias ", bias.shape.ToString());
+}
+
 class V4Ops {
  public:
   virtual ~V4Ops() = default;

@@ -47,18 +47,7 @@ class DecodeGraphsTest : public ::testing::Test {
       a.Prefill(a.AddSequence(), prompt, false);
       next.push_back(Argmax(b.Prefill(b.AddSequence(), prompt, false).back()));
     }
-    for (int round = 0; round < rounds; ++round)
-      for (const std::vector<int>& batch : batches) {
-        std::vector<StepRunner::Chunk> chunks;
-        for (int s : batch) chunks.push_back({s, {next[s]}});
-        const auto got = a.Step(chunks);
-        const auto want = b.Step(chunks);
-        ASSERT_EQ(got.size(), want.size());
-        for (std::size_t r = 0; r < batch.size(); ++r) {
-          EXPECT_EQ(got[r], want[r]) << "round " << round << ", batch of " << batch.size() << ", row " << r;
-          next[batch[r]] = Argmax(want[r]);
-        }
-      }
+    DecodeBothBitIdentical(a, b, batches, rounds, next);
   }
 
   ReplayingBackend backend_;

@@ -176,4 +176,20 @@ std::vector<std::vector<float>> RunMixedScenario(CausalLM& model, std::vector<st
   return rows;
 }
 
+void DecodeBothBitIdentical(StepRunner& a, StepRunner& b, const std::vector<std::vector<int>>& batches, int rounds,
+                            std::vector<std::int32_t>& next) {
+  for (int round = 0; round < rounds; ++round)
+    for (const std::vector<int>& batch : batches) {
+      std::vector<StepRunner::Chunk> chunks;
+      for (int s : batch) chunks.push_back({s, {next[s]}});
+      const auto got = a.Step(chunks);
+      const auto want = b.Step(chunks);
+      ASSERT_EQ(got.size(), want.size());
+      for (std::size_t r = 0; r < batch.size(); ++r) {
+        EXPECT_EQ(got[r], want[r]) << "round " << round << ", batch of " << batch.size() << ", row " << r;
+        next[batch[r]] = Argmax(want[r]);
+      }
+    }
+}
+
 }  // namespace fission::model

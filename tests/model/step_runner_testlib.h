@@ -71,4 +71,10 @@ class StepRunner {
 // model's own and are appended to it; otherwise they are read from it (teacher forcing).
 std::vector<std::vector<float>> RunMixedScenario(CausalLM& model, std::vector<std::int32_t>* tokens);
 
+// `rounds` rounds of decode steps of the sequences in `batches` (indices of `a`'s and `b`'s
+// sequences, one step each), fed `next` (each sequence's next token, updated with b's greedy
+// token): every row of `a` must be bit-identical to `b`'s (a captured model against an eager one).
+void DecodeBothBitIdentical(StepRunner& a, StepRunner& b, const std::vector<std::vector<int>>& batches, int rounds,
+                            std::vector<std::int32_t>& next);
+
 }  // namespace fission::model

@@ -37,18 +37,7 @@ TEST(V4Graphs, ReplaysEqualEagerStepsAcrossWindowsAndPadding) {
   }
   // Sizes 4 and 2 as they are, 3 and 1 padded; 40 rounds cross the ring and HCA windows.
   const std::vector<std::vector<int>> batches = {{0, 1, 2, 3}, {1, 3}, {0, 2, 3}, {2}};
-  for (int round = 0; round < 20; ++round)
-    for (const std::vector<int>& batch : batches) {
-      std::vector<StepRunner::Chunk> chunks;
-      for (int s : batch) chunks.push_back({s, {next[s]}});
-      const auto got = a.Step(chunks);
-      const auto want = b.Step(chunks);
-      ASSERT_EQ(got.size(), want.size());
-      for (std::size_t r = 0; r < batch.size(); ++r) {
-        ASSERT_EQ(got[r], want[r]) << "round " << round << ", batch of " << batch.size() << ", row " << r;
-        next[batch[r]] = Argmax(want[r]);
-      }
-    }
+  DecodeBothBitIdentical(a, b, batches, 20, next);
   EXPECT_EQ(backend.captures, 2);  // sizes 4 and 2, on padding rows
   EXPECT_EQ(backend.replays, 4 * 20);
 }

@@ -172,13 +172,9 @@ void CpuV4Ops::GroupedLinear(const Tensor& x, const Tensor& w, std::int64_t grou
 void CpuV4Ops::RouteSqrtSoftplus(const Tensor& router_logits, const Tensor& bias, const Tensor& hash_table,
                                  std::span<const std::int32_t> token_ids, std::int64_t top_k, float scaling,
                                  const Tensor& ids, const Tensor& weights) {
+  CheckSqrtSoftplusRouting(router_logits, bias, hash_table, token_ids, top_k);
   const std::int64_t n = router_logits.shape[0], experts = router_logits.shape[1];
   const bool hashed = hash_table.data != nullptr;
-  FISSION_CHECK(hashed ? static_cast<std::int64_t>(token_ids.size()) == n && hash_table.rank() == 2 &&
-                             hash_table.shape[1] == top_k && hash_table.dtype == DType::kI32
-                       : bias.numel() == experts,
-                "sqrt-softplus routing of ", n, " rows: ", token_ids.size(), " token ids, hash table ",
-                hash_table.shape.ToString(), ", bias ", bias.shape.ToString());
   std::vector<float> scores(static_cast<std::size_t>(experts)), choice(scores.size());
   std::vector<std::int32_t> chosen(static_cast<std::size_t>(top_k));
   for (std::int64_t t = 0; t < n; ++t) {

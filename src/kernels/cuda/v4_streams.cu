@@ -428,16 +428,11 @@ void V4GroupedLinear(CudaContext& ctx, const Tensor& x, const Tensor& w, std::in
 void V4RouteSqrtSoftplus(CudaContext& ctx, const Tensor& router_logits, const Tensor& bias, const Tensor& hash_table,
                          std::span<const std::int32_t> token_ids, std::int64_t top_k, float scaling, const Tensor& ids,
                          const Tensor& weights) {
-  FISSION_CHECK(router_logits.rank() == 2, "router logits ", router_logits.shape.ToString());
+  CheckSqrtSoftplusRouting(router_logits, bias, hash_table, token_ids, top_k);
   const std::int64_t n = router_logits.shape[0], experts = router_logits.shape[1];
-  const bool hashed = hash_table.data != nullptr;
   // The table's ids were checked against the experts at load; the step's token ids against the
   // vocabulary before the step.
-  FISSION_CHECK(hashed ? static_cast<std::int64_t>(token_ids.size()) == n && hash_table.rank() == 2 &&
-                             hash_table.shape[1] == top_k && hash_table.dtype == DType::kI32
-                       : bias.numel() == experts,
-                "sqrt-softplus routing of ", n, " rows: ", token_ids.size(), " token ids, hash table ",
-                hash_table.shape.ToString(), ", bias ", bias.shape.ToString());
+  const bool hashed = hash_table.data != nullptr;
   FISSION_CHECK(top_k >= 1 && top_k <= kMaxRouteTopK && top_k <= experts, "top_k ", top_k, " of ", experts,
                 " experts (the CUDA router picks at most ", kMaxRouteTopK, ")");
   FISSION_CHECK(ids.dtype == DType::kI32 && weights.dtype == DType::kF32 && ids.numel() == n * top_k &&
