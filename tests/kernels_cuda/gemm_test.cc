@@ -1,5 +1,5 @@
 // Linear (fp32 and bf16 through cuBLASLt; bf16 with up to 8 tokens through the tensor-core GEMV and
-// fp32 with up to 8 tokens through the fp32 GEMV,
+// fp32 with up to 8 tokens through the fp32 GEMV and more on narrow weights through the tiled fp32 kernel,
 // ragged rows and a partial 64-wide chunk of k included) and the FP8 block-scaled Linear, against
 // the CPU.
 #include "kernels/cpu/cpu_ops.h"
@@ -25,7 +25,7 @@ TEST(CudaLinear, MatchesCpuAcrossDtypesAndRaggedShapes) {
                               {DType::kBF16, DType::kBF16, DType::kF32, kBf16}};
   for (const LinearCase& c : cases)
     for (auto [n, m, k] : {std::tuple{1, 576, 7168}, {7, 96, 136}, {3, 100, 200}, {8, 1037, 1536}, {64, 1536, 512},
-                           {301, 384, 1024}, {1, 256, 4096}}) {
+                           {301, 384, 1024}, {1, 256, 4096}, {100, 256, 4096}, {77, 37, 100}, {20, 50, 30}}) {
       auto x = Random(n * k, rng), w = Random(m * k, rng, 0.05f);
       if (c.x == DType::kBF16 || c.w == DType::kBF16) x = RoundBf16(x);  // the GEMM sees bf16 activations
       if (c.w == DType::kBF16) w = RoundBf16(w);
@@ -38,8 +38,9 @@ TEST(CudaLinear, MatchesCpuAcrossDtypesAndRaggedShapes) {
     }
 }
 
-// fp32 weights with up to 8 tokens (the GEMV of gemv_f32.cu: DeepSeek-V4's routers at decode): a
-// token's row is the same bits whichever tokens share its step.
+// fp32 weights with up to 8 tokens (the GEMV of gemv_f32.cu: DeepSeek-V4's routers at decode) and
+// with more (gemm_f32.cu, at prefill): a token's row is the same bits whichever tokens share its
+// step, within each kernel's range of token counts.
 TEST(CudaLinear, Fp32GemvRowsDoNotDependOnTheBatch) {
   FISSION_REQUIRE_GPU();
   std::mt19937 rng(11);
@@ -56,6 +57,14 @@ TEST(CudaLinear, Fp32GemvRowsDoNotDependOnTheBatch) {
     const std::vector<float> alone = ToHost(one);
     EXPECT_TRUE(std::equal(alone.begin(), alone.end(), together.begin() + t * m)) << "token " << t;
   }
+  // More tokens (the tiled fp32 kernel): the first 64 of 200 tokens give the bits they give alone.
+  const auto many = Random(200 * k, rng);
+  Buffer big = Poisoned(DType::kF32, Shape{200, m}), part = Poisoned(DType::kF32, Shape{64, m});
+  Gpu().Linear(ToDevice(DType::kF32, Shape{200, k}, many), dw.tensor(), big);
+  Gpu().Linear(ToDevice(DType::kF32, Shape{64, k}, std::vector<float>(many.begin(), many.begin() + 64 * k)), dw.tensor(),
+               part);
+  const std::vector<float> all200 = ToHost(big), first64 = ToHost(part);
+  EXPECT_TRUE(std::equal(first64.begin(), first64.end(), all200.begin())) << "the tiled fp32 kernel";
 }
 
 // e4m3 codes of host floats that are e4m3 values, as the CPU's FP8 operations take them.

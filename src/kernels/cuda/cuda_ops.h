@@ -45,6 +45,10 @@ void Bf16Gemv(CudaContext& ctx, const Tensor& x, const Tensor& w, const Tensor& 
 // up to 8 tokens, k % 4 == 0 and 16-byte aligned rows).
 bool F32GemvTakes(const Tensor& x, const Tensor& w, const Tensor& out);
 void F32Gemv(CudaContext& ctx, const Tensor& x, const Tensor& w, const Tensor& out);
+// More tokens on narrow fp32 weights (gemm_f32.cu: fp32 arithmetic, 64 × 64 tiles, at most 512
+// weight rows: DeepSeek-V4's routers, which cuBLASLt's fp32 GEMM ran near 1 TFLOP/s).
+bool F32GemmTakes(const Tensor& x, const Tensor& w, const Tensor& out);
+void F32Gemm(CudaContext& ctx, const Tensor& x, const Tensor& w, const Tensor& out);
 // fp8.cu
 // How an FP8 product quantizes its activations: per token and 128-group (the block format), or per
 // token over the whole row (ptpc_fp8), that scale then standing in every group's slot.
