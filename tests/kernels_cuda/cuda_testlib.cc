@@ -56,14 +56,16 @@ std::vector<float> ToHost(const Tensor& t) {
   return v;
 }
 
-Tensor HostView(std::vector<float>& values, Shape shape) {
+Tensor HostTensor(void* data, DType dtype, Shape shape) {
   Tensor t;
-  t.data = values.data();
-  t.dtype = DType::kF32;
-  t.shape = shape;
+  t.data = data;
+  t.dtype = dtype;
+  t.shape = std::move(shape);
   t.device = Device::Cpu();
   return t;
 }
+
+Tensor HostView(std::vector<float>& values, Shape shape) { return HostTensor(values.data(), DType::kF32, std::move(shape)); }
 
 double RelErr(const std::vector<float>& got, const std::vector<float>& ref) {
   if (got.size() != ref.size()) return std::numeric_limits<double>::infinity();

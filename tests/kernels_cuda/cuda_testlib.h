@@ -44,7 +44,8 @@ Buffer ToDevice(DType dtype, Shape shape, const std::vector<float>& values);
 // A device tensor filled with NaN (the poisoned output).
 Buffer Poisoned(DType dtype, Shape shape);
 std::vector<float> ToHost(const Tensor& t);
-// A host fp32 tensor view over `values`.
+// A host tensor view of `dtype` over `data`, and the fp32 one over `values`.
+Tensor HostTensor(void* data, DType dtype, Shape shape);
 Tensor HostView(std::vector<float>& values, Shape shape);
 
 // Weight views for an experts operation: plain matrices, or FP8 codes with their 128×128 block scales.

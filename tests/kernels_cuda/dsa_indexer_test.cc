@@ -30,15 +30,6 @@
 namespace fission::kernels::cuda::testing {
 namespace {
 
-Tensor HostBytes(void* data, DType dtype, Shape shape) {
-  Tensor t;
-  t.data = data;
-  t.dtype = dtype;
-  t.shape = shape;
-  t.device = Device::Cpu();
-  return t;
-}
-
 TEST(CudaDsa, LayerNormMatchesCpu) {
   FISSION_REQUIRE_GPU();
   std::mt19937 rng(61);
@@ -79,7 +70,7 @@ TEST(CudaDsa, WriteIndexKeysMatchesCpuBytes) {
     IndexerShape sh{4, dim, 8, 1.0f, 16, IndexKeyFormat::kFp8, per};
     const std::int64_t width = dim + 4;
     std::vector<std::uint8_t> cpu_cache(slots * width, 0), gpu_bytes(slots * width);
-    cpu::WriteIndexKeys(HostView(keys, Shape{n, dim}), where, HostBytes(cpu_cache.data(), DType::kU8, Shape{slots, width}),
+    cpu::WriteIndexKeys(HostView(keys, Shape{n, dim}), where, HostTensor(cpu_cache.data(), DType::kU8, Shape{slots, width}),
                         sh);
     Buffer cache(DType::kU8, Shape{slots, width}, Gpu().allocator());
     Gpu().Zero(cache);
@@ -169,7 +160,7 @@ struct IndexProblem {
     const std::int64_t width = IndexKeyWidth(c.format, dim);
     bytes.assign(slots * width * (fp8 ? 1 : 4), 0);
     cpu::WriteIndexKeys(HostView(keys, Shape{slots, dim}), all,
-                        HostBytes(bytes.data(), fp8 ? DType::kU8 : DType::kF32, Shape{slots, width}), sh);
+                        HostTensor(bytes.data(), fp8 ? DType::kU8 : DType::kF32, Shape{slots, width}), sh);
     gpu_cache = Buffer(fp8 ? DType::kU8 : c.cache_dtype, Shape{slots, width}, Gpu().allocator());
     Gpu().dsa().WriteIndexKeys(ToDevice(DType::kF32, Shape{slots, dim}, keys), all, gpu_cache, sh);
   }
@@ -179,14 +170,14 @@ struct IndexProblem {
   std::int64_t KeyRow(std::size_t seq, std::int64_t e) const { return EntrySlot(b.tables[seq], c.page, c.per, e); }
 
   Tensor CpuCache() {
-    return HostBytes(bytes.data(), c.format == IndexKeyFormat::kFp8 ? DType::kU8 : DType::kF32,
+    return HostTensor(bytes.data(), c.format == IndexKeyFormat::kFp8 ? DType::kU8 : DType::kF32,
                      Shape{CacheRows(), IndexKeyWidth(c.format, c.dim)});
   }
 
   std::vector<std::int32_t> RunCpu() {
     std::vector<std::int32_t> out(b.n * c.topk, -7);
     cpu::IndexerTopK(HostView(q, Shape{b.n, c.heads, c.dim}), HostView(w, Shape{b.n, c.heads}), CpuCache(), b.seqs, sh,
-                     HostBytes(out.data(), DType::kI32, Shape{b.n, c.topk}));
+                     HostTensor(out.data(), DType::kI32, Shape{b.n, c.topk}));
     return out;
   }
 

@@ -25,24 +25,6 @@ MlaShape Fp8Shape(std::int64_t heads, std::int64_t page, bool small) {
   return sh;
 }
 
-Tensor HostBytes(std::vector<std::uint8_t>& bytes, Shape shape) {
-  Tensor t;
-  t.data = bytes.data();
-  t.dtype = DType::kU8;
-  t.shape = shape;
-  t.device = Device::Cpu();
-  return t;
-}
-
-Tensor HostInts(std::vector<std::int32_t>& values, Shape shape) {
-  Tensor t;
-  t.data = values.data();
-  t.dtype = DType::kI32;
-  t.shape = shape;
-  t.device = Device::Cpu();
-  return t;
-}
-
 // Latent rows for every slot: random, with a zero row, a row of large values and one of tiny ones.
 std::vector<float> LatentRows(std::int64_t slots, std::int64_t width, std::mt19937& rng) {
   std::vector<float> rows = Random(slots * width, rng);
@@ -63,7 +45,7 @@ std::vector<std::uint8_t> CpuCache(std::vector<float>& rows, std::int64_t slots,
   std::vector<std::uint8_t> cache(slots * bytes, 0);
   std::vector<std::int64_t> all(slots);
   std::iota(all.begin(), all.end(), 0);
-  Cpu().mla().WriteLatent(HostView(rows, Shape{slots, width}), all, HostBytes(cache, Shape{slots, bytes}), sh);
+  Cpu().mla().WriteLatent(HostView(rows, Shape{slots, width}), all, HostTensor(cache.data(), DType::kU8, Shape{slots, bytes}), sh);
   return cache;
 }
 
@@ -89,7 +71,7 @@ TEST(CudaMlaFp8, WriteLatentStoresTheCpuBytes) {
       std::shuffle(order.begin(), order.end(), rng);
       for (std::int64_t i = 0; i < slots; i += 5) order[i] = -1;
       std::vector<std::uint8_t> want(slots * bytes, 0xAB);
-      Cpu().mla().WriteLatent(HostView(rows, Shape{slots, width}), order, HostBytes(want, Shape{slots, bytes}), sh);
+      Cpu().mla().WriteLatent(HostView(rows, Shape{slots, width}), order, HostTensor(want.data(), DType::kU8, Shape{slots, bytes}), sh);
       Buffer cache = DeviceBytes(std::vector<std::uint8_t>(slots * bytes, 0xAB), Shape{slots, bytes});
       Buffer dev_rows = ToDevice(dtype, Shape{slots, width}, rows);
       Gpu().mla().WriteLatent(dev_rows, order, cache, sh);
@@ -135,7 +117,7 @@ enum class Form { kExpanded, kAbsorbed, kSparse };
 double Compare(Fp8Batch& p, Form form, std::mt19937& rng) {
   std::vector<float> ref(p.b.n * p.sh.num_heads * p.sh.v_head_dim, 0.0f);
   Tensor q = HostView(p.q, p.q_shape()), kv_b = HostView(p.kv_b, p.kv_b_shape()), out = HostView(ref, p.out_shape());
-  Tensor cache = HostBytes(p.cache, Shape{p.b.slots(), p.bytes});
+  Tensor cache = HostTensor(p.cache.data(), DType::kU8, Shape{p.b.slots(), p.bytes});
   Buffer dq = ToDevice(DType::kBF16, p.q_shape(), p.q), dkv_b = ToDevice(DType::kBF16, p.kv_b_shape(), p.kv_b),
          dcache = DeviceBytes(p.cache, Shape{p.b.slots(), p.bytes}), dout = Poisoned(DType::kF32, p.out_shape());
   if (form == Form::kSparse) {
@@ -152,7 +134,7 @@ double Compare(Fp8Batch& p, Form form, std::mt19937& rng) {
       }
     Buffer dtopk(DType::kI32, Shape{p.b.n, width}, Gpu().allocator());
     Gpu().CopyBytesFromHost(topk.data(), dtopk);
-    const Tensor sel = HostInts(topk, Shape{p.b.n, width});
+    const Tensor sel = HostTensor(topk.data(), DType::kI32, Shape{p.b.n, width});
     Cpu().dsa().SparseMla(q, cache, kv_b, sel, p.b.seqs, p.sh, true, out);
     Gpu().dsa().SparseMla(dq, dcache, dkv_b, dtopk, p.b.seqs, p.sh, true, dout);
   } else if (form == Form::kExpanded) {

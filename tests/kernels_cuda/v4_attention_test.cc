@@ -46,15 +46,6 @@ cpu::CpuV4Ops& CpuV4() {
 
 CudaContext& Ctx() { return Gpu().context(); }
 
-Tensor Host(void* data, DType dtype, Shape shape) {
-  Tensor t;
-  t.data = data;
-  t.dtype = dtype;
-  t.shape = shape;
-  t.device = Device::Cpu();
-  return t;
-}
-
 Buffer BytesToDevice(DType dtype, Shape shape, const void* bytes) {
   Buffer b(dtype, shape, Gpu().allocator());
   Gpu().CopyBytesFromHost(bytes, b);
@@ -130,7 +121,7 @@ TEST(CudaV4Storage, WriteEntriesMatchesCpuBitForBit) {
     // FP8 entries: both caches start as the same 0xAB bytes (slot 4 is nobody's and stays so).
     const std::int64_t bytes = V4KvEntryBytes(d, rope);
     std::vector<std::uint8_t> ref(static_cast<std::size_t>(entries * bytes), 0xAB);
-    CpuV4().WriteEntries(HostView(rows_host, Shape{n, d}), slots, Host(ref.data(), DType::kU8, Shape{entries, bytes}),
+    CpuV4().WriteEntries(HostView(rows_host, Shape{n, d}), slots, HostTensor(ref.data(), DType::kU8, Shape{entries, bytes}),
                          V4KvFormat::kFp8, rope);
     Buffer cache = BytesToDevice(DType::kU8, Shape{entries, bytes}, std::vector<std::uint8_t>(ref.size(), 0xAB).data());
     Buffer device_rows = ToDevice(DType::kF32, Shape{n, d}, rows);
@@ -299,7 +290,7 @@ std::vector<std::uint8_t> RandomCache(std::int64_t rows, std::int64_t d, std::in
   std::vector<std::uint8_t> bytes(static_cast<std::size_t>(rows * width));
   std::vector<std::int64_t> slots(static_cast<std::size_t>(rows));
   std::iota(slots.begin(), slots.end(), 0);
-  CpuV4().WriteEntries(HostView(values, Shape{rows, d}), slots, Host(bytes.data(), DType::kU8, Shape{rows, width}),
+  CpuV4().WriteEntries(HostView(values, Shape{rows, d}), slots, HostTensor(bytes.data(), DType::kU8, Shape{rows, width}),
                        V4KvFormat::kFp8, rope);
   return bytes;
 }
@@ -409,10 +400,10 @@ struct AttnProblem {
   std::vector<float> RunCpu() {
     std::vector<float> out(static_cast<std::size_t>(n * c.heads * c.head_dim), 0.0f);
     Tensor sel;  // empty: every visible entry
-    if (c.topk > 0) sel = Host(selection.data(), DType::kI32, Shape{n, c.topk});
+    if (c.topk > 0) sel = HostTensor(selection.data(), DType::kI32, Shape{n, c.topk});
     CpuV4().Attention(HostView(q, qshape()), HostView(kv, Shape{tokens, c.head_dim}),
-                      Host(ring.data(), cache_dtype(), Shape{ring_rows, width}),
-                      Host(entries.data(), cache_dtype(), Shape{entry_rows, width}), sel,
+                      HostTensor(ring.data(), cache_dtype(), Shape{ring_rows, width}),
+                      HostTensor(entries.data(), cache_dtype(), Shape{entry_rows, width}), sel,
                       HostView(sinks, Shape{c.heads}), queries(), sh, HostView(out, qshape()));
     return out;
   }

@@ -17,14 +17,6 @@ std::vector<std::int32_t> IdsOf(const Tensor& t) {
   return v;
 }
 
-Tensor HostIds(std::vector<std::int32_t>& ids, Shape shape) {
-  Tensor t;
-  t.data = ids.data();
-  t.dtype = DType::kI32;
-  t.shape = shape;
-  return t;
-}
-
 // The mHC weights of one sublayer (or the head): fn, base and scale as the checkpoint has them.
 struct HyperWeights {
   std::vector<float> fn, base, scale;
@@ -161,7 +153,7 @@ TEST(CudaV4Streams, SqrtSoftplusAndHashRoutingMatchCpu) {
           table.insert(table.end(), pool.begin(), pool.begin() + top_k);
         }
         for (std::int64_t t = 0; hashed && t < n; ++t) tokens.push_back(static_cast<std::int32_t>(rng() % kVocab));
-        const Tensor host_table = hashed ? HostIds(table, Shape{kVocab, top_k}) : Tensor();
+        const Tensor host_table = hashed ? HostTensor(table.data(), DType::kI32, Shape{kVocab, top_k}) : Tensor();
         Buffer device_table;
         if (hashed) {
           device_table = Buffer(DType::kI32, Shape{kVocab, top_k}, Gpu().allocator());
@@ -170,7 +162,7 @@ TEST(CudaV4Streams, SqrtSoftplusAndHashRoutingMatchCpu) {
         std::vector<std::int32_t> ref_ids(n * top_k);
         std::vector<float> ref_w(n * top_k);
         Cpu().v4().RouteSqrtSoftplus(HostView(logits, Shape{n, experts}), HostView(bias, Shape{experts}), host_table,
-                                     tokens, top_k, 1.5f, HostIds(ref_ids, Shape{n, top_k}),
+                                     tokens, top_k, 1.5f, HostTensor(ref_ids.data(), DType::kI32, Shape{n, top_k}),
                                      HostView(ref_w, Shape{n, top_k}));
         Buffer dl = ToDevice(DType::kF32, Shape{n, experts}, logits), db = ToDevice(DType::kF32, Shape{experts}, bias),
                ids = ToDevice(DType::kI32, Shape{n, top_k}, std::vector<float>(n * top_k, -1.0f)),
@@ -211,7 +203,7 @@ TEST(CudaV4Streams, ClampedSwiGluAndExpertsMatchCpu) {
       }
       for (std::size_t i = 0; i < ids.size(); ++i) idsf[i] = static_cast<float>(ids[i]);
       std::vector<float> ref(n * hidden);
-      Cpu().v4().MoeExperts(HostView(x, Shape{n, hidden}), HostIds(ids, Shape{n, top_k}),
+      Cpu().v4().MoeExperts(HostView(x, Shape{n, hidden}), HostTensor(ids.data(), DType::kI32, Shape{n, top_k}),
                             HostView(weights, Shape{n, top_k}), ex.HostGateUp(), ex.HostDown(), limit,
                             HostView(ref, Shape{n, hidden}));
       Buffer dx = ToDevice(DType::kF32, Shape{n, hidden}, x), di = ToDevice(DType::kI32, Shape{n, top_k}, idsf),
