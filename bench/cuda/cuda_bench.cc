@@ -15,7 +15,7 @@
 // dsa_sparse_prefill, dsa_sparse_decode.
 //
 // And the MXFP4 and MXFP8 routed experts (bench/cuda/moe_mx_bench.cc): moe_mxfp4, moe_mxfp8; and
-// DeepSeek-V4's FP4 (W4A16) experts (bench/cuda/moe_fp4_bench.cc): moe_fp4.
+// DeepSeek-V4's FP4 (W4A8) experts (bench/cuda/moe_fp4_bench.cc): moe_fp4.
 //
 // Usage: fission_cuda_bench [copy] [gemm] [fp8] [moe_fp8] [moe_mxfp4] [moe_mxfp8] [moe_fp4] [prefill] [decode]
 //                           [sample] [ops]

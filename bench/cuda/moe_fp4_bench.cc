@@ -1,8 +1,8 @@
-// DeepSeek-V4-Flash's FP4 routed experts (WeightFormat::Mxfp4A16, moe_fp4.cu) at its shapes (hidden
+// DeepSeek-V4-Flash's FP4 routed experts (WeightFormat::Mxfp4A8, moe_fp4.cu) at its shapes (hidden
 // 4096, moe_intermediate 2048 on one GPU and 256 a rank at TP 8, 256 experts, top-6, balanced
-// random routing, bf16 activations), `fission_cuda_bench moe_fp4`:
-//   moe_fp4_gemv_{gate_up,down}_n{1,64}: one GEMV over the run list alone (plan and bf16 inputs
-//     prepared once per routing), GB/s of the codes and scales of every expert with a token,
+// random routing, activations quantized to e4m3 per 1x128), `fission_cuda_bench moe_fp4`:
+//   moe_fp4_gemv_{gate_up,down}_n{1,64}: one GEMV over the run list alone (plan and quantized
+//     inputs prepared once per routing), GB/s of the codes and scales of every expert with a token,
 //     counted once, and that as a fraction of the H200's 4.8 TB/s; _tp8 the down projection of a
 //     TP-8 rank (k = 256: two warps a tile);
 //   moe_fp4_v4_n{1,64,4096}: the whole operation (plan, gather, both GEMVs, silu, combine).
@@ -50,7 +50,7 @@ Weights MakeWeights(CudaBackend& gpu, std::int64_t m, std::int64_t k, std::mt199
   for (std::int64_t e = 0; e < kExperts; ++e) {
     w.codes_t.push_back(w.codes[e]);
     w.scales_t.push_back(w.scales[e]);
-    w.views.emplace_back(w.codes[e], w.scales[e], WeightFormat::Mxfp4A16());
+    w.views.emplace_back(w.codes[e], w.scales[e], WeightFormat::Mxfp4A8());
   }
   w.bytes = static_cast<double>(bytes.size() + scales.size());
   return w;
@@ -71,7 +71,8 @@ void BenchMoeFp4(CudaBackend& gpu, const TimeFn& time_us) {
     struct Prepared {
       ExpertRouting routing;
       kernels::cuda::ExpertRows rows;
-      Buffer x, act, act_tp8, gu_out, down_out;
+      kernels::cuda::Fp4Input x, act, act_tp8;
+      Buffer gu_out, down_out;
     };
     std::vector<Prepared> prep;
     double active = 0;
@@ -80,16 +81,16 @@ void BenchMoeFp4(CudaBackend& gpu, const TimeFn& time_us) {
       p.routing = MakeExpertRouting(gpu, n, kExperts, kTopK, rng);
       active += static_cast<double>(p.routing.active) / kRoutings;
       p.rows = kernels::cuda::PermuteByExpertOnDevice(ctx, p.routing.ids, kExperts);
-      p.x = RandomBf16(gpu, Shape{p.rows.pairs, kHidden}, rng);
-      p.act = RandomBf16(gpu, Shape{p.rows.pairs, kInter}, rng);
-      p.act_tp8 = RandomBf16(gpu, Shape{p.rows.pairs, kInterTp8}, rng);
+      p.x = kernels::cuda::QuantizeFp4Input(ctx, RandomBf16(gpu, Shape{p.rows.pairs, kHidden}, rng));
+      p.act = kernels::cuda::QuantizeFp4Input(ctx, RandomBf16(gpu, Shape{p.rows.pairs, kInter}, rng));
+      p.act_tp8 = kernels::cuda::QuantizeFp4Input(ctx, RandomBf16(gpu, Shape{p.rows.pairs, kInterTp8}, rng));
       p.gu_out = Buffer(DType::kF32, Shape{p.rows.pairs, 2 * kInter}, gpu.allocator());
       p.down_out = Buffer(DType::kF32, Shape{p.rows.pairs, kHidden}, gpu.allocator());
       prep.push_back(std::move(p));
     }
     struct Product {
       const char* name;
-      const Buffer Prepared::*input;
+      const kernels::cuda::Fp4Input Prepared::*input;
       const Buffer Prepared::*output;
       const void* const* table;
       std::int64_t m;

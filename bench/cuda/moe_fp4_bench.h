@@ -1,4 +1,4 @@
-// DeepSeek-V4's FP4 (W4A16) routed experts' benchmark (moe_fp4_bench.cc), run by
+// DeepSeek-V4's FP4 (W4A8) routed experts' benchmark (moe_fp4_bench.cc), run by
 // fission_cuda_bench's moe_fp4 mode.
 #pragma once
 

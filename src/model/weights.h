@@ -73,7 +73,7 @@ class WeightLoader {
   // Keep the routed experts (a module ending in ".experts": model.layers.N.mlp.experts, DeepSeek-V4's
   // layers.N.ffn.experts) that the checkpoint stores as MXFP4 as stored, codes and e8m0 scales, in
   // `format` (Mxfp4: a Quark checkpoint's experts, whose products quantize their activations;
-  // Mxfp4A16: DeepSeek-V4's, whose products do not). A down projection whose column slice does not
+  // Mxfp4A8: DeepSeek-V4's, whose products quantize them to e4m3 per 1x128). A down projection whose column slice does not
   // start and end on a 1x32 group is quantized again from its decoded values (the slice's own
   // scales, logged once); dummy experts are drawn in the format (codes on the device when it can
   // draw them, else drawn and quantized on the host). Other modules load as before.

@@ -71,7 +71,7 @@ void CheckFormat(const WeightFormat& format, const char* what) {
 
 bool IsBlockQuantizedFormat(const WeightFormat& f) {
   return f == WeightFormat::Fp8Block128() || f == WeightFormat::Fp8PerChannel() || f == WeightFormat::Mxfp8() ||
-         f == WeightFormat::Mxfp4() || f == WeightFormat::Mxfp4A16();
+         f == WeightFormat::Mxfp4() || f == WeightFormat::Mxfp4A8();
 }
 
 std::uint8_t MxScaleCode(float amax, int emax_elem) {
@@ -81,6 +81,12 @@ std::uint8_t MxScaleCode(float amax, int emax_elem) {
   std::frexp(amax, &exponent);  // amax = f * 2^exponent, f in [0.5, 1): floor(log2(amax)) = exponent - 1
   const int shared = std::clamp(exponent - 1 - emax_elem, -127, 127);
   return static_cast<std::uint8_t>(shared + 127);
+}
+
+int Ue8m0Exponent(float amax) {
+  int e = 0;
+  const float m = std::frexp(std::max(amax, kActivationFloor) / kE4M3Max, &e);  // m in [0.5, 1)
+  return m == 0.5f ? e - 1 : e;
 }
 
 QuantizedMatrix QuantizeMatrix(const float* w, std::int64_t rows, std::int64_t cols, const WeightFormat& format) {
@@ -133,14 +139,21 @@ void DequantizeMatrix(const WeightView& w, float* out) {
 
 void QuantizeActivations(const WeightFormat& format, const float* x, std::int64_t k, float* out) {
   CheckFormat(format, "QuantizeActivations");
-  if (format.weight_only) {
-    if (out != x) std::memcpy(out, x, static_cast<std::size_t>(k) * sizeof(float));
-    return;
-  }
-  // Groups along the row: 128 for block FP8, the whole row per token, 32 for MX.
+  // Groups along the row: 128 for block FP8, the whole row per token, 32 for MX, or the format's
+  // own e4m3 block.
   std::int64_t group = std::max<std::int64_t>(k, 1);
   if (format == WeightFormat::Fp8Block128()) group = 128;
   if (MxScaled(format)) group = 32;
+  if (format.e4m3_act_block > 0) {
+    for (std::int64_t g0 = 0; g0 < k; g0 += format.e4m3_act_block) {
+      const std::int64_t g1 = std::min<std::int64_t>(k, g0 + format.e4m3_act_block);
+      Extent extent;
+      for (std::int64_t i = g0; i < g1; ++i) extent.Add(x[i]);
+      const int e = Ue8m0Exponent(extent.amax);
+      for (std::int64_t i = g0; i < g1; ++i) out[i] = std::ldexp(F8E4M3ToF32(F32ToF8E4M3(std::ldexp(x[i], -e))), e);
+    }
+    return;
+  }
   for (std::int64_t g0 = 0; g0 < k; g0 += group) {
     const std::int64_t g1 = std::min(k, g0 + group);
     Extent extent;
@@ -166,7 +179,7 @@ std::string ActivationRuleName(const WeightFormat& format) {
   if (format == WeightFormat::Fp8PerChannel()) return "e4m3 per token, fp32 scales";
   if (format == WeightFormat::Mxfp8()) return "e4m3 per 1x32, e8m0 scales";
   if (format == WeightFormat::Mxfp4()) return "e2m1 per 1x32, e8m0 scales";
-  if (format == WeightFormat::Mxfp4A16()) return "unquantized";
+  if (format == WeightFormat::Mxfp4A8()) return "e4m3 per 1x128, ue8m0 scales";
   return "none";
 }
 

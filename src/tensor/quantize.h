@@ -1,6 +1,5 @@
 // Block quantization of fp32 matrices into the formats of tensor/weight.h, their exact decoding,
-// and the rule by which a product with a weight of each format quantizes its activations (none
-// for the weight-only Mxfp4A16).
+// and the rule by which a product with a weight of each format quantizes its activations.
 //
 // Scales (looked up in the formats' specifications and in the engines that run them):
 //   fp32 scales (Fp8Block128, Fp8PerChannel): scale = amax / 448 over the block, so the largest
@@ -23,7 +22,7 @@
 
 namespace fission {
 
-// Fp8Block128, Fp8PerChannel, Mxfp8, Mxfp4 or Mxfp4A16: the formats below take (Mxfp4A16's codes
+// Fp8Block128, Fp8PerChannel, Mxfp8, Mxfp4 or Mxfp4A8: the formats below take (Mxfp4A8's codes
 // and scales are Mxfp4's).
 bool IsBlockQuantizedFormat(const WeightFormat& format);
 
@@ -41,6 +40,10 @@ void DequantizeMatrix(const WeightView& w, float* out);
 
 // The OCP MX shared scale of a block whose largest finite magnitude is `amax`, as an e8m0 code.
 std::uint8_t MxScaleCode(float amax, int emax_elem);
+// The exponent of DeepSeek's power-of-two (ue8m0) e4m3 block scale for a block whose largest
+// magnitude is `amax`: ceil(log2(max(amax, 1e-4) / 448)), the smallest power of two that keeps
+// the block within e4m3's range (act_quant with scale_fmt "ue8m0").
+int Ue8m0Exponent(float amax);
 
 // Activations of a product with a weight of `format`, as that product sees them: one row `x[k]`
 // quantized by the format's activation rule and decoded again into `out` (which may be `x`):
@@ -48,9 +51,8 @@ std::uint8_t MxScaleCode(float amax, int emax_elem);
 //   Fp8PerChannel: e4m3, one fp32 scale per token (max(amax, 1e-4) / 448): ptpc's per-token side;
 //   Mxfp8, Mxfp4:  the weight's own MX rule per 32 values (e4m3 or e2m1 with an e8m0 scale), as
 //                  ATOM's per_1x32 products and Quark's MXFP4 checkpoints (dynamic activations);
-//   Mxfp4A16:      none (weight-only): `out` is `x` unchanged, as DeepSeek-V4's reference
-//                  multiplies its decoded FP4 experts with unquantized activations. The CPU keeps
-//                  them fp32; the CUDA kernel rounds them to bf16 for its MMA (docs/cuda_mx.md).
+//   Mxfp4A8:       e4m3, one power-of-two scale per 128 values (Ue8m0Exponent), as DeepSeek-V4's
+//                  reference quantizes the input of its FP4 experts before fp4_gemm.
 void QuantizeActivations(const WeightFormat& format, const float* x, std::int64_t k, float* out);
 // "e4m3 per token", ...: for logs and errors.
 std::string ActivationRuleName(const WeightFormat& format);

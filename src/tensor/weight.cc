@@ -9,7 +9,7 @@ std::string WeightFormat::Name() const {
   if (!quantized()) return name;
   const std::string cols = block_cols == kWholeRow ? std::string("row") : std::to_string(block_cols);
   name = StrCat(name, " ", block_rows, "x", cols, " ", DTypeName(scales), " scales");
-  if (weight_only) name += ", weight-only";
+  if (e4m3_act_block > 0) name = StrCat(name, ", e4m3 1x", e4m3_act_block, " activations");
   return name;
 }
 

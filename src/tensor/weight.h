@@ -22,33 +22,32 @@ struct WeightFormat {
   DType scales = DType::kF32;  // the scales' element type; meaningful when quantized()
   std::int32_t block_rows = 0;  // 0: not block-quantized
   std::int32_t block_cols = 0;
-  // Weight-only quantization: the products take the activations unquantized (a device kernel may
-  // round them to its MMA's input type, bf16). False for every format but Mxfp4A16, whose storage
-  // is Mxfp4's; the products of the other quantized formats quantize their activations by the
-  // format's rule (tensor/quantize.h).
-  bool weight_only = false;
+  // The products' activations when they do not follow the format's own rule (tensor/quantize.h):
+  // 0 for the format's rule; otherwise e4m3 per 1 x this many values with power-of-two (ue8m0)
+  // scales. Set only by Mxfp4A8, whose storage is Mxfp4's.
+  std::int32_t e4m3_act_block = 0;
 
   bool quantized() const { return block_rows > 0; }
   bool operator==(const WeightFormat&) const = default;
-  // "F32", "BF16", "F8_E4M3 128x128 F32 scales", "F4 1x32 F8_E8M0 scales, weight-only", ...
+  // "F32", "BF16", "F8_E4M3 128x128 F32 scales", "F4 1x32 F8_E8M0 scales, e4m3 1x128 activations", ...
   std::string Name() const;
 
   // block_cols of a format with one scale per row, whatever the row's length (per channel).
   static constexpr std::int32_t kWholeRow = 0x7fffffff;
 
-  static WeightFormat Plain(DType dtype) { return {dtype, DType::kF32, 0, 0, false}; }
+  static WeightFormat Plain(DType dtype) { return {dtype, DType::kF32, 0, 0, 0}; }
   // DeepSeek-V3's checkpoint format: e4m3 codes, fp32 scales per 128x128 block.
-  static WeightFormat Fp8Block128() { return {DType::kF8E4M3, DType::kF32, 128, 128, false}; }
+  static WeightFormat Fp8Block128() { return {DType::kF8E4M3, DType::kF32, 128, 128, 0}; }
   // e4m3 codes with one fp32 scale per output channel (row): ATOM's ptpc_fp8 weights.
-  static WeightFormat Fp8PerChannel() { return {DType::kF8E4M3, DType::kF32, 1, kWholeRow, false}; }
+  static WeightFormat Fp8PerChannel() { return {DType::kF8E4M3, DType::kF32, 1, kWholeRow, 0}; }
   // OCP microscaling: e4m3 (MXFP8) or e2m1 (MXFP4, two per byte) codes with one e8m0 scale per
   // 32 consecutive values of a row.
-  static WeightFormat Mxfp8() { return {DType::kF8E4M3, DType::kE8M0, 1, 32, false}; }
-  static WeightFormat Mxfp4() { return {DType::kF4E2M1, DType::kE8M0, 1, 32, false}; }
-  // MXFP4 storage (as Mxfp4) whose products take the activations unquantized (W4A16):
-  // DeepSeek-V4's FP4 routed experts, whose reference multiplies the decoded weights with
-  // unquantized activations.
-  static WeightFormat Mxfp4A16() { return {DType::kF4E2M1, DType::kE8M0, 1, 32, true}; }
+  static WeightFormat Mxfp8() { return {DType::kF8E4M3, DType::kE8M0, 1, 32, 0}; }
+  static WeightFormat Mxfp4() { return {DType::kF4E2M1, DType::kE8M0, 1, 32, 0}; }
+  // MXFP4 storage (as Mxfp4) whose products take e4m3 activations per 1x128 with ue8m0 scales
+  // (W4A8): DeepSeek-V4's FP4 routed experts, whose reference quantizes a product's input as it
+  // does for its FP8 weights (act_quant, 128 values a block) and multiplies in mixed precision.
+  static WeightFormat Mxfp4A8() { return {DType::kF4E2M1, DType::kE8M0, 1, 32, 128}; }
 };
 
 // A non-owning view of a weight [rows, cols] and its scales [ceil(rows / block_rows),

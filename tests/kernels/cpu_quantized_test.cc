@@ -1,8 +1,7 @@
-// The CPU products on per-channel FP8, MXFP8 and MXFP4 weights (cpu_quantized.cc, and the routed
-// experts in cpu_moe.cc) against a double-precision evaluation of their definition: the weight
-// decoded exactly, each activation row quantized by the format's rule, products summed. The
-// weight-only MXFP4 (Mxfp4A16) against the same weight dequantized into a plain fp32 matrix: the
-// same bits.
+// The CPU products on per-channel FP8, MXFP8, MXFP4 and DeepSeek-V4's FP4 (Mxfp4A8) weights
+// (cpu_quantized.cc, and the routed experts in cpu_moe.cc) against a double-precision evaluation of
+// their definition: the weight decoded exactly, each activation row quantized by the format's rule,
+// products summed.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -16,7 +15,8 @@
 namespace fission::kernels::cpu {
 namespace {
 
-const WeightFormat kFormats[] = {WeightFormat::Fp8PerChannel(), WeightFormat::Mxfp8(), WeightFormat::Mxfp4()};
+const WeightFormat kFormats[] = {WeightFormat::Fp8PerChannel(), WeightFormat::Mxfp8(), WeightFormat::Mxfp4(),
+                                 WeightFormat::Mxfp4A8()};
 
 std::vector<float> Normal(std::int64_t n, std::mt19937& rng) {
   std::normal_distribution<float> d(0.0f, 1.0f);
@@ -129,54 +129,6 @@ TEST(CpuQuantized, RoutedExpertsMatchTheDefinition) {
       for (std::int64_t j = 0; j < hidden; ++j)
         EXPECT_NEAR(out.ptr<float>()[t * hidden + j], want[j], tol * (1 + std::fabs(want[j]))) << f.Name() << " " << t;
     }
-  }
-}
-
-// Mxfp4A16 takes the activations as they are, so Linear and the routed experts (with and without
-// the SwiGLU clamp) give the bits of the same weights decoded into plain fp32 matrices: what the
-// CPU computes for a DeepSeek-V4 checkpoint it dequantizes at load.
-TEST(CpuQuantized, WeightOnlyMxfp4IsItsDequantizedWeightBitForBit) {
-  std::mt19937 rng(13);
-  auto backend = MakeCpuBackend();
-  const WeightFormat f = WeightFormat::Mxfp4A16();
-  EXPECT_EQ(f.Name(), "F4 1x32 F8_E8M0 scales, weight-only");
-  EXPECT_FALSE(f == WeightFormat::Mxfp4());
-  for (auto [n, m, k] : {std::tuple<std::int64_t, std::int64_t, std::int64_t>{3, 7, 45}, {9, 16, 96}, {1, 40, 64}}) {
-    const std::vector<float> x = Normal(n * k, rng), w = Normal(m * k, rng);
-    const Quantized qw(w, m, k, f);
-    Buffer xb = MakeF32Buffer(Shape{n, k}, x), a(DType::kF32, Shape{n, m}), b(DType::kF32, Shape{n, m});
-    Buffer plain = MakeF32Buffer(Shape{m, k}, qw.decoded);
-    backend->Linear(xb, qw.view(), a);
-    backend->Linear(xb, plain.tensor(), b);
-    for (std::int64_t i = 0; i < n * m; ++i) ASSERT_EQ(a.ptr<float>()[i], b.ptr<float>()[i]) << n << "x" << m << "x" << k;
-  }
-  const std::int64_t n = 6, hidden = 64, inter = 32, experts = 4, top_k = 2;
-  std::vector<Quantized> gate_up, down;
-  std::vector<Buffer> plain;
-  for (int e = 0; e < experts; ++e) {
-    gate_up.emplace_back(Normal(2 * inter * hidden, rng), 2 * inter, hidden, f);
-    down.emplace_back(Normal(hidden * inter, rng), hidden, inter, f);
-  }
-  std::vector<WeightView> gu_q, dn_q, gu_p, dn_p;
-  for (int e = 0; e < experts; ++e) {
-    gu_q.push_back(gate_up[e].view());
-    dn_q.push_back(down[e].view());
-    plain.push_back(MakeF32Buffer(Shape{2 * inter, hidden}, gate_up[e].decoded));
-    gu_p.push_back(plain.back().tensor());
-    plain.push_back(MakeF32Buffer(Shape{hidden, inter}, down[e].decoded));
-    dn_p.push_back(plain.back().tensor());
-  }
-  // Expert 3 gets no token; token 4 takes expert 0 twice.
-  const std::vector<std::int32_t> ids = {0, 1, 2, 0, 1, 2, 0, 2, 0, 0, 1, 2};
-  const std::vector<float> weights = {0.5f, 0.25f, 1.0f, 0.75f, 0.3f, 0.2f, 0.6f, 0.4f, 0.9f, 0.1f, 0.7f, 0.3f};
-  Buffer xb = MakeF32Buffer(Shape{n, hidden}, Normal(n * hidden, rng)), wb = MakeF32Buffer(Shape{n, top_k}, weights);
-  Buffer idb(DType::kI32, Shape{n, top_k});
-  std::copy(ids.begin(), ids.end(), idb.ptr<std::int32_t>());
-  for (float limit : {0.0f, 0.5f}) {
-    Buffer a(DType::kF32, Shape{n, hidden}), b(DType::kF32, Shape{n, hidden});
-    MoeExperts(xb, idb, wb, gu_q, dn_q, limit, a);
-    MoeExperts(xb, idb, wb, gu_p, dn_p, limit, b);
-    for (std::int64_t i = 0; i < n * hidden; ++i) ASSERT_EQ(a.ptr<float>()[i], b.ptr<float>()[i]) << "limit " << limit;
   }
 }
 

@@ -1,17 +1,16 @@
-// DeepSeek-V4's FP4 weights on the CUDA backend (WeightFormat::Mxfp4A16, moe_fp4.cu: e2m1 codes
-// with e8m0 scales per 1x32 of a row, decoded into bf16 in registers, bf16 MMAs, fp32 sums) against
-// the CPU reference (cpu_quantized.cc, cpu_moe.cc: the weight decoded exactly, times unquantized
-// fp32 activations). Codes are random bytes (every e2m1 code, both signs) and scales random e8m0
-// codes around 2^-1/√k times a code's spread, so products are of order one like a checkpoint's.
+// DeepSeek-V4's FP4 weights on the CUDA backend (WeightFormat::Mxfp4A8, moe_fp4.cu: e2m1 codes
+// with e8m0 scales per 1x32 of a row, decoded into e4m3 in registers, times activations quantized
+// to e4m3 per 1x128 with power-of-two scales, e4m3 MMAs, fp32 sums) against the CPU reference
+// (cpu_quantized.cc, cpu_moe.cc: the weight decoded exactly, times the activations quantized by the
+// same rule and decoded, fp32 sums). Codes are random bytes (every e2m1 code, both signs) and
+// scales random e8m0 codes around 2^-1/√k times a code's spread, so products are of order one like
+// a checkpoint's.
 //
-// Bounds. The decoded weights are exact in bf16 (an e2m1 value times a power of two), so with
-// activations that are bf16 values the device differs from the CPU in the order of its fp32 sums
-// only (about √k · 2^-24 relative): Linear on bf16-valued inputs is held to 1e-4. fp32 inputs with
-// more bits are rounded to bf16 on the device (2^-9 relative per element, 2^-8 at most): Linear
-// against the CPU on the unrounded inputs to 1e-2. The experts round two activations to bf16 on the
-// device: the gathered token rows (the reference gets them rounded, so they do not count) and
-// silu·up between the products (the reference keeps it fp32): about 2e-3 relative on the output,
-// held to 1e-2 for the whole output and 3e-2 for any token row.
+// Bounds. Both sides quantize the same fp32 activations by the same arithmetic, so Linear differs
+// in the order of its fp32 sums only (about √k · 2^-24 relative): held to 1e-4, or to 1e-2 when the
+// device stores bf16. The experts compute silu·up on both sides before quantizing it (expf against
+// std::exp, an ulp apart), which can move a value across an e4m3 rounding boundary: held to 1e-3
+// for the whole output and 1e-2 for any token row.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -30,11 +29,12 @@
 namespace fission::kernels::cuda::testing {
 namespace {
 
-constexpr double kOrderOnly = 1e-4;  // Linear on bf16-valued activations: fp32 summation order
-constexpr double kBf16Rounded = 1e-2;  // activations rounded to bf16 on the device only
-constexpr double kRowBound = 3e-2;  // an experts output row
+constexpr double kOrderOnly = 1e-4;  // Linear: fp32 summation order
+constexpr double kBf16Out = 1e-2;  // Linear storing bf16 on the device
+constexpr double kExpertsBound = 1e-3;  // the experts' output: an e4m3 rounding of silu·up may differ
+constexpr double kRowBound = 1e-2;  // an experts output row
 
-const WeightFormat kFp4 = WeightFormat::Mxfp4A16();
+const WeightFormat kFp4 = WeightFormat::Mxfp4A8();
 
 // The e8m0 code of a scale that makes a weight's products with N(0, 1) activations of order one:
 // 2^-(log2 √k + log2 2.9), 2.9 being the spread of a uniformly drawn e2m1 code.
@@ -102,15 +102,16 @@ struct LinearCase {
 };
 
 // Linear: DeepSeek-V4-Flash's expert shapes (gate_up 4096 x 4096, down 4096 x 2048), ragged row
-// tiles (m not a multiple of 16 or of a block's rows), k of one group (one warp per tile), of two
-// and three chunks (two warps per tile) and with a partial chunk (k % 128 != 0), token tiles of 8
-// with a partial last one, more than 256 tokens.
+// tiles (m not a multiple of 16 or of a block's rows), k of one chunk (one warp per tile), of two
+// and three chunks (two warps per tile, unevenly split) and of five, shorter last activation blocks
+// (k = 96: one block of three groups; 160: 128 + 32), token tiles of 8 with a partial last one,
+// more than 256 tokens; fp32 inputs with more bits than bf16 (quantized from fp32 on both sides).
 TEST(CudaFp4, LinearMatchesCpuReference) {
   FISSION_REQUIRE_GPU();
   std::mt19937 rng(61);
   for (const LinearCase& c :
        {LinearCase{1, 4096, 4096, DType::kBF16}, LinearCase{8, 4096, 2048, DType::kF32},
-        LinearCase{5, 200, 96, DType::kF32}, LinearCase{3, 40, 32, DType::kBF16}, LinearCase{13, 300, 256, DType::kF32},
+        LinearCase{5, 200, 96, DType::kF32}, LinearCase{3, 40, 160, DType::kBF16}, LinearCase{13, 300, 256, DType::kF32},
         LinearCase{64, 48, 7168, DType::kBF16}, LinearCase{300, 96, 384, DType::kF32},
         LinearCase{9, 1000, 640, DType::kBF16}}) {
     const Fp4Weight w(c.m, c.k, rng);
@@ -129,16 +130,15 @@ TEST(CudaFp4, LinearMatchesCpuReference) {
       const Buffer out = Poisoned(DType::kBF16, Shape{c.n, c.m});
       Gpu().Linear(dx, w.device(), out);
       const double err = RelErr(ToHost(out), CpuLinear(x, c.n, w, c.m, c.k));
-      EXPECT_LT(err, kBf16Rounded) << what;
-      std::printf("FP4 Linear %s, fp32 x rounded on the device, bf16 out: relative error %.3g (bound %.0e)\n",
-                  what.c_str(), err, kBf16Rounded);
+      EXPECT_LT(err, kBf16Out) << what;
+      std::printf("FP4 Linear %s, fp32 x, bf16 out: relative error %.3g (bound %.0e)\n", what.c_str(), err, kBf16Out);
     }
   }
 }
 
-// Scale codes at the edges of the decode: 128 (2^1, the largest a single multiply applies), 129
-// and beyond (a second multiply, decided by a warp vote), small ones, 0 (2^-127: weights below
-// fp32's normal range, compared absolutely) and 0xFF (NaN: the row is NaN on both sides).
+// Scale codes at the edges: large and small ones, 0 (2^-127: weights below fp32's normal range,
+// compared absolutely) and 0xFF (NaN: the row is NaN on both sides), the last two through the
+// exact conversion a warp vote picks for a chunk holding them.
 TEST(CudaFp4, ScaleCodesAtTheEdgesDecodeExactly) {
   FISSION_REQUIRE_GPU();
   std::mt19937 rng(62);
@@ -171,7 +171,7 @@ TEST(CudaFp4, ScaleCodesAtTheEdgesDecodeExactly) {
     }
 }
 
-// Rows of codes that do not start on a 16-byte boundary (k % 32 != 0) are refused with an Error.
+// Rows that do not hold whole 1x32 weight groups (k % 32 != 0) are refused with an Error.
 TEST(CudaFp4, KNotAMultipleOf32IsRefused) {
   FISSION_REQUIRE_GPU();
   std::mt19937 rng(63);
@@ -235,10 +235,10 @@ void ExpectClose(const Case& c, const std::vector<float>& got, const std::vector
   const double worst = *std::max_element(rows.begin(), rows.end()), whole = RelErr(got, ref);
   const std::string what = StrCat("n=", c.n, " experts=", c.experts, " top_k=", c.top_k, " ", c.hidden, "x", c.inter,
                                   " ", DTypeName(c.xtype), " limit ", c.limit);
-  EXPECT_LT(whole, kBf16Rounded) << what << ", worst row " << worst;
+  EXPECT_LT(whole, kExpertsBound) << what << ", worst row " << worst;
   EXPECT_LT(worst, kRowBound) << what;
   std::printf("FP4 experts %s: relative error %.3g, worst row %.3g (bounds %.0e, %.0e)\n", what.c_str(), whole, worst,
-              kBf16Rounded, kRowBound);
+              kExpertsBound, kRowBound);
 }
 
 TEST(CudaMoeFp4, ExpertsMatchCpuReference) {
@@ -252,13 +252,14 @@ TEST(CudaMoeFp4, ExpertsMatchCpuReference) {
       Case{8, 17, 6, 4096, 2048, true, DType::kF32, 0.75f},
       Case{64, 17, 6, 4096, 2048, true, DType::kBF16, 0.0f},
       Case{300, 9, 6, 4096, 2048, false, DType::kF32, 0.75f},
-      // A small shape: k of one and of three groups (96: a partial chunk, two warps a tile), odd
-      // expert counts, repeated experts, 300 tokens (past kDeviceRoutedTokens: the FP4 experts plan
-      // on the device at every size).
+      // Small shapes: k of one and of three chunks (one warp a tile; two, unevenly split), shorter
+      // last activation blocks (96 and 32: the tiny test models' shapes), odd expert counts,
+      // repeated experts, 300 tokens (past kDeviceRoutedTokens: the FP4 experts plan on the device
+      // at every size).
       Case{1, 7, 2, 256, 128, false, DType::kF32, 0.75f},
       Case{8, 13, 4, 96, 32, true, DType::kBF16, 0.0f},
       Case{64, 33, 8, 256, 128, true, DType::kF32, 0.0f},
-      Case{300, 13, 4, 256, 96, true, DType::kBF16, 0.75f},
+      Case{300, 13, 4, 256, 384, true, DType::kBF16, 0.75f},
   };
   for (const Case& c : cases) {
     Experts ex(c, rng);

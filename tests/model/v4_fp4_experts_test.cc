@@ -1,12 +1,14 @@
-// DeepSeek-V4's FP4 routed experts kept as stored (WeightFormat::Mxfp4A16), on the CPU: the
+// DeepSeek-V4's FP4 routed experts kept as stored (WeightFormat::Mxfp4A8), on the CPU: the
 // loader's decision for --device cuda (DecideV4ExpertsOnCuda: from the config and the options, no
 // device needed), the WeightLoader keeping them (codes and scales as stored, dummy ones drawn in the
-// format), and a model whose experts are kept computing the logits of its decoded twin bit for bit
-// (the CPU's weight-only products are the dequantized weights' products). The device runs the same
-// loading in tests/model_cuda/v4_fp4_cuda_test.cc.
+// format), and a model whose experts are kept computing its decoded twin's logits up to the e4m3
+// quantization of the experts' activations, which the twin (dequantized at load) does not do. The
+// device runs the same loading in tests/model_cuda/v4_fp4_cuda_test.cc.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <vector>
 
 #include "io/checkpoint.h"
@@ -82,13 +84,13 @@ TEST(V4Fp4Experts, TheLoaderKeepsTheRoutedExpertsAsStored) {
   const io::Checkpoint checkpoint(dirs.quantized), twin(dirs.twin);
   auto backend = kernels::MakeCpuBackend();
   WeightLoader loader(&checkpoint, *backend);
-  loader.KeepMxfp4Experts(WeightFormat::Mxfp4A16());
+  loader.KeepMxfp4Experts(WeightFormat::Mxfp4A8());
   const std::string p = "layers.1.ffn.experts.5.";
   const Shape up{32, 64}, down{64, 32};
   const Weight gu = loader.LoadLinearStacked(p + "w1.weight", p + "w3.weight", up);
   const Weight dn = loader.LoadLinearCols(p + "w2.weight", down, {}, gu.quantized());
   for (const Weight* w : {&gu, &dn}) {
-    ASSERT_EQ(w->format, WeightFormat::Mxfp4A16());
+    ASSERT_EQ(w->format, WeightFormat::Mxfp4A8());
     EXPECT_EQ(w->values.tensor().dtype, DType::kF4E2M1);
     EXPECT_EQ(w->scales.tensor().dtype, DType::kE8M0);
   }
@@ -109,14 +111,17 @@ TEST(V4Fp4Experts, TheLoaderKeepsTheRoutedExpertsAsStored) {
   EXPECT_FALSE(loader.LoadLinearStacked(s + "w1.weight", s + "w3.weight", up).quantized());
 }
 
-// With the routed experts kept, the CPU's weight-only products give the decoded twin's logits.
-TEST(V4Fp4Experts, AModelWithKeptExpertsHasItsDecodedTwinsLogits) {
+// With the routed experts kept, the CPU's products quantize the experts' activations to e4m3 per
+// 1x128 (up to 2^-4 relative per element) and otherwise give the decoded twin's logits: the median
+// position within 5e-2 relative L2 (a position whose router flips an expert lands further off, so
+// the worst is printed), and not the twin's bits (the quantization ran).
+TEST(V4Fp4Experts, AModelWithKeptExpertsIsItsDecodedTwinUpToE4m3Activations) {
   const V4QuantizedDirs& dirs = V4QuantizedCheckpoints();
   auto twin = LoadCausalLM(dirs.twin);
   const io::Checkpoint checkpoint(dirs.quantized);
   auto backend = kernels::MakeCpuBackend();
   WeightLoader loader(&checkpoint, *backend);
-  loader.KeepMxfp4Experts(WeightFormat::Mxfp4A16());
+  loader.KeepMxfp4Experts(WeightFormat::Mxfp4A8());
   DeepseekV4Model kept(io::LoadModelConfig(dirs.quantized), loader, ShardOptions{});
   const auto tokens = Tokens(45, 8, twin->vocab_size());
   StepRunner twin_runner(*twin, 4, 32, 1);
@@ -124,7 +129,18 @@ TEST(V4Fp4Experts, AModelWithKeptExpertsHasItsDecodedTwinsLogits) {
   StepRunner runner(kept, 4, 32, 1);
   const auto got = runner.Prefill(runner.AddSequence(), tokens, true);
   ASSERT_EQ(got.size(), want.size());
-  for (std::size_t i = 0; i < want.size(); ++i) ASSERT_EQ(got[i], want[i]) << "position " << i;
+  std::vector<double> errors;
+  bool same_bits = true;
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    errors.push_back(RelativeL2(got[i], want[i].data(), twin->vocab_size()));
+    same_bits = same_bits && got[i] == want[i];
+  }
+  std::sort(errors.begin(), errors.end());
+  const double median = errors[errors.size() / 2];
+  std::printf("kept FP4 experts (e4m3 activations) vs the decoded twin: median relative L2 %.3g, worst %.3g over %zu "
+              "positions\n", median, errors.back(), errors.size());
+  EXPECT_LT(median, 5e-2);
+  EXPECT_FALSE(same_bits) << "the experts' activations were not quantized";
 }
 
 // Dummy experts are drawn in the kept format (here on the host: the CPU backend has no device fill)
@@ -133,10 +149,10 @@ TEST(V4Fp4Experts, DummyExpertsAreDrawnInTheKeptFormat) {
   const V4QuantizedDirs& dirs = V4QuantizedCheckpoints();
   auto backend = kernels::MakeCpuBackend();
   WeightLoader loader(nullptr, *backend, 7);
-  loader.KeepMxfp4Experts(WeightFormat::Mxfp4A16());
+  loader.KeepMxfp4Experts(WeightFormat::Mxfp4A8());
   const Weight gu = loader.LoadLinearStacked("layers.0.ffn.experts.1.w1.weight", "layers.0.ffn.experts.1.w3.weight",
                                              Shape{32, 64});
-  ASSERT_EQ(gu.format, WeightFormat::Mxfp4A16());
+  ASSERT_EQ(gu.format, WeightFormat::Mxfp4A8());
   EXPECT_EQ(gu.values.tensor().shape, (Shape{64, 64}));
   const std::vector<float> v = Decoded(gu);
   double sum_sq = 0;
@@ -145,7 +161,7 @@ TEST(V4Fp4Experts, DummyExpertsAreDrawnInTheKeptFormat) {
   EXPECT_NEAR(stddev, 1.0 / 8.0, 0.25 / 8.0);  // 1 / sqrt(fan_in 64), within e2m1's rounding
 
   WeightLoader model_loader(nullptr, *backend, 7);
-  model_loader.KeepMxfp4Experts(WeightFormat::Mxfp4A16());
+  model_loader.KeepMxfp4Experts(WeightFormat::Mxfp4A8());
   DeepseekV4Model model(io::LoadModelConfig(dirs.quantized), model_loader, ShardOptions{});
   StepRunner runner(model, 4, 32, 1);
   const auto rows = runner.Prefill(runner.AddSequence(), Tokens(9, 3, model.vocab_size()), true);

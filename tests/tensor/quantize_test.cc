@@ -107,7 +107,7 @@ void ExpectSameValues(const std::vector<float>& got, const std::vector<float>& w
 }
 
 const WeightFormat kFormats[] = {WeightFormat::Fp8Block128(), WeightFormat::Fp8PerChannel(), WeightFormat::Mxfp8(),
-                                 WeightFormat::Mxfp4()};
+                                 WeightFormat::Mxfp4(), WeightFormat::Mxfp4A8()};
 
 TEST(Quantize, MatchesTheReferenceOnOddShapesWithPartialLastBlocks) {
   const std::pair<std::int64_t, std::int64_t> shapes[] = {{7, 45}, {3, 33}, {1, 1}, {130, 129}, {5, 64}};
@@ -214,8 +214,24 @@ TEST(Quantize, MxScaleCodeIsFloorLog2MinusEmaxClamped) {
 }
 
 // The activation side: a row decoded after quantization by the format's rule.
+// DeepSeek's power-of-two e4m3 block scale, in double: 2^ceil(log2(max(amax, 1e-4) / 448)).
+double Ue8m0Scale(double amax) { return std::exp2(std::ceil(std::log2(std::max(amax, 1e-4) / 448.0))); }
+
 std::vector<float> ReferenceActivations(const WeightFormat& f, const std::vector<float>& x) {
   const std::int64_t k = static_cast<std::int64_t>(x.size());
+  if (f.e4m3_act_block > 0) {
+    std::vector<float> out(x.size());
+    for (std::int64_t g = 0; g < k; g += f.e4m3_act_block) {
+      const std::int64_t end = std::min<std::int64_t>(k, g + f.e4m3_act_block);
+      double amax = 0;
+      for (std::int64_t i = g; i < end; ++i)
+        if (std::isfinite(x[i])) amax = std::max(amax, std::fabs(static_cast<double>(x[i])));
+      const double scale = Ue8m0Scale(amax);
+      for (std::int64_t i = g; i < end; ++i)
+        out[i] = static_cast<float>(RoundToElement(DType::kF8E4M3, x[i] / scale) * scale);
+    }
+    return out;
+  }
   if (f.scales == DType::kE8M0) return ReferenceRoundTrip(x, 1, k, f);
   const std::int64_t group = f == WeightFormat::Fp8Block128() ? 128 : k;
   std::vector<float> out(x.size());
@@ -240,20 +256,34 @@ TEST(Quantize, ActivationRulesMatchTheReference) {
   }
 }
 
-// The weight-only MXFP4 stores what Mxfp4 stores and leaves its activations as they are.
-TEST(Quantize, WeightOnlyMxfp4HasMxfp4sCodesAndNoActivationRule) {
+// DeepSeek-V4's FP4 experts store what Mxfp4 stores; their activations take e4m3 per 1x128 with
+// power-of-two scales: the smallest power of two at or above amax / 448 (448 itself keeps scale 1,
+// just above it takes 2), NaN outside the amax and kept, an infinity saturated, a block of tiny
+// values on the 1e-4 floor.
+TEST(Quantize, Mxfp4A8HasMxfp4sCodesAndE4m3PowerOfTwoActivations) {
   const std::vector<float> w = Random(7 * 45, 3);
   const QuantizedMatrix a = QuantizeMatrix(w.data(), 7, 45, WeightFormat::Mxfp4());
-  const QuantizedMatrix b = QuantizeMatrix(w.data(), 7, 45, WeightFormat::Mxfp4A16());
+  const QuantizedMatrix b = QuantizeMatrix(w.data(), 7, 45, WeightFormat::Mxfp4A8());
   ASSERT_EQ(a.codes.tensor().bytes(), b.codes.tensor().bytes());
   EXPECT_EQ(std::memcmp(a.codes.ptr<std::uint8_t>(), b.codes.ptr<std::uint8_t>(), a.codes.tensor().bytes()), 0);
   EXPECT_EQ(std::memcmp(a.scales.ptr<std::uint8_t>(), b.scales.ptr<std::uint8_t>(), a.scales.tensor().bytes()), 0);
-  const std::vector<float> x = {1.1f, -0.3f, kNaN, kInf, 1e-30f, 7.0f};
-  std::vector<float> got(x.size());
-  QuantizeActivations(WeightFormat::Mxfp4A16(), x.data(), static_cast<std::int64_t>(x.size()), got.data());
-  EXPECT_EQ(std::memcmp(got.data(), x.data(), x.size() * sizeof(float)), 0);
-  EXPECT_EQ(ActivationRuleName(WeightFormat::Mxfp4A16()), "unquantized");
-  EXPECT_TRUE(WeightFormat::Mxfp4A16().weight_only && !WeightFormat::Mxfp4().weight_only);
+  EXPECT_FALSE(WeightFormat::Mxfp4A8() == WeightFormat::Mxfp4());
+  EXPECT_EQ(WeightFormat::Mxfp4A8().Name(), "F4 1x32 F8_E8M0 scales, e4m3 1x128 activations");
+  EXPECT_EQ(ActivationRuleName(WeightFormat::Mxfp4A8()), "e4m3 per 1x128, ue8m0 scales");
+  const auto quantize = [](std::vector<float> x) {
+    QuantizeActivations(WeightFormat::Mxfp4A8(), x.data(), static_cast<std::int64_t>(x.size()), x.data());
+    return x;
+  };
+  EXPECT_EQ(quantize({448.0f, 1.0f, -3.3f}), (std::vector<float>{448.0f, 1.0f, -3.25f}));
+  EXPECT_EQ(quantize({449.0f, 1.0f}), (std::vector<float>{448.0f, 1.0f}));  // scale 2: 224.5 -> 224
+  const std::vector<float> special = quantize({kNaN, kInf, 2.0f});
+  EXPECT_TRUE(std::isnan(special[0]));
+  EXPECT_EQ(special[1], 3.5f);  // scale 2^-7 from the finite 2.0: 448 · 2^-7
+  EXPECT_EQ(special[2], 2.0f);
+  EXPECT_EQ(quantize({1e-30f}), std::vector<float>{0.0f});
+  EXPECT_EQ(Ue8m0Exponent(448.0f), 0);
+  EXPECT_EQ(Ue8m0Exponent(449.0f), 1);
+  EXPECT_EQ(Ue8m0Exponent(0.0f), static_cast<int>(std::ceil(std::log2(1e-4 / 448.0))));
 }
 
 TEST(Quantize, RefusesFormatsItDoesNotKnow) {

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Byte roofline of one decode step of a DeepSeek-V4 model on one GPU.
+"""Byte roofline of one decode step of a DeepSeek-V4 model on one GPU, and (--prefill N) the FLOP
+model of one N-token prompt's prefill.
 
 A decode step reads every weight it uses once and every cached key it attends to once; at HBM
 bandwidth B that takes (weight bytes + cache bytes) / B. Per layer the weights are: attention
@@ -12,11 +13,24 @@ uniform draws (hash-routed layers draw as uniformly). The cache a query reads: i
 the indexer keys it scores (context/4), or the HCA entries (context/128). Plus the lm_head. Norms,
 biases, ape and the embedding row are ignored (< 0.1%).
 
+Prefill (one prompt of N tokens, token t seeing t + 1 positions), per layer and token:
+  projections  2 x the weights a token multiplies: attention (wq_a, wq_b, wkv, the grouped wo_a,
+               wo_b), the compressor's wkv and wgate (CSA 2·head_dim wide, HCA head_dim), a CSA
+               layer's indexer (wq_b, weights_proj, its compressor), the router, the mHC mixing of
+               both sublayers, the shared expert and top_k routed experts
+  attention    4 x heads x head_dim x keys: the window (min(t + 1, sliding_window)) plus the CSA
+               entries selected (min((t + 1) / 4, index_topk)) or the HCA entries ((t + 1) / 128)
+  indexer      2 x index_n_heads x index_head_dim x (t + 1) / 4 (CSA layers)
+plus the lm_head for the last token. Everything elementwise (norms, rope, the compressors' pooling,
+top-k) is memory-bound and not counted. The time is the FLOPs at one tensor-core ceiling
+(--tflops, bf16 by default: the measured dense mma ceiling of an H200).
+
   usage: v4_roofline.py CONFIG_DIR [--override JSON] [--weights fp8|bf16] [--experts same|fp4] [--context N]
-         [--batch B] [--kv-cache-dtype auto|bf16|fp8_e4m3] [--bandwidth GBPS]
+         [--batch B] [--kv-cache-dtype auto|bf16|fp8_e4m3] [--bandwidth GBPS] [--prefill N [--tflops T]]
 --experts fp4: the routed experts at 4.25 bits a weight (e2m1 and a ue8m0 scale per 32), the rest
 as --weights says.
-Prints one JSON object: bytes per step and the roofline step time in ms.
+Prints one JSON object: bytes per step and the roofline step time in ms, or with --prefill the
+prefill's TFLOP by kind and its time in ms.
 """
 import argparse
 import json
@@ -71,6 +85,36 @@ def roofline(c, weights, context, batch, bandwidth_gbps, kv_dtype="auto", expert
             "step_ms": step_ms, "bandwidth_gbps": bandwidth_gbps}
 
 
+def prefill_flops(c, tokens, tflops):
+    h, heads, d = c["hidden_size"], c["num_attention_heads"], c["head_dim"]
+    q_lora, groups, o_lora = c["q_lora_rank"], c["o_groups"], c["o_lora_rank"]
+    idx_heads, idx_dim, topk = c["index_n_heads"], c["index_head_dim"], c["index_topk"]
+    window, mult = c["sliding_window"], c.get("hc_mult", 4)
+    experts, top_k, inter = c["n_routed_experts"], c["num_experts_per_tok"], c["moe_intermediate_size"]
+    shared = c.get("n_shared_experts", 1)
+    attention = q_lora * h + heads * d * q_lora + d * h + groups * o_lora * (heads * d // groups) + h * groups * o_lora
+    ffn = (shared + top_k) * 3 * h * inter + experts * h + 2 * (2 + mult) * mult * mult * h
+    n = tokens
+    window_keys = sum(min(t + 1, window) for t in range(n))
+    total = {"projections": 0.0, "attention": 0.0, "indexer": 0.0}
+    for ratio in layer_kinds(c):
+        matrices = attention + ffn
+        keys = window_keys
+        if ratio == 4:
+            matrices += 2 * (2 * d) * h + idx_heads * idx_dim * q_lora + idx_heads * h + 2 * (2 * idx_dim) * h
+            keys += sum(min((t + 1) // 4, topk) for t in range(n))
+            total["indexer"] += 2.0 * idx_heads * idx_dim * sum((t + 1) // 4 for t in range(n))
+        elif ratio > 0:
+            matrices += 2 * d * h
+            keys += sum((t + 1) // ratio for t in range(n))
+        total["projections"] += 2.0 * matrices * n
+        total["attention"] += 4.0 * heads * d * keys
+    total["projections"] += 2.0 * c["vocab_size"] * h  # the last token's logits
+    flops = sum(total.values())
+    return {"prefill_tokens": n, "layers": c["num_hidden_layers"], **{k + "_tflop": v / 1e12 for k, v in total.items()},
+            "tflop": flops / 1e12, "tflops_ceiling": tflops, "prefill_ms": flops / (tflops * 1e12) * 1e3}
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("config_dir")
@@ -81,9 +125,14 @@ def main():
     p.add_argument("--batch", type=int, default=1)
     p.add_argument("--kv-cache-dtype", choices=["auto", "bf16", "fp8_e4m3"], default="bf16")
     p.add_argument("--bandwidth", type=float, default=4200.0, help="GB/s")
+    p.add_argument("--prefill", type=int, default=0, help="tokens of one prompt: the prefill's FLOP model")
+    p.add_argument("--tflops", type=float, default=790.0, help="the tensor-core ceiling of --prefill")
     a = p.parse_args()
     with open(os.path.join(a.config_dir, "config.json")) as f:
         config = merge(json.load(f), json.loads(a.override))
+    if a.prefill > 0:
+        print(json.dumps(prefill_flops(config, a.prefill, a.tflops)))
+        return
     print(json.dumps(roofline(config, a.weights, a.context, a.batch, a.bandwidth, a.kv_cache_dtype, a.experts)))
 
 

@@ -7,20 +7,16 @@
 
 #include "kernels/cpu/cpu_ops.h"
 #include "kernels/cpu/cpu_v4.h"
+#include "tensor/quantize.h"
 
 namespace fission::kernels::cpu {
 namespace {
-
-constexpr float kE4M3Max = 448.0f;
-constexpr float kMinAmax = 1e-4f;
 
 // The block's ue8m0 scale as an exponent: 2^ceil(log2(max(amax, 1e-4) / 448)).
 int BlockExponent(const float* x, std::int64_t n) {
   float amax = 0.0f;
   for (std::int64_t i = 0; i < n; ++i) amax = std::max(amax, std::fabs(x[i]));
-  int e = 0;
-  const float m = std::frexp(std::max(amax, kMinAmax) / kE4M3Max, &e);  // m in [0.5, 1)
-  return m == 0.5f ? e - 1 : e;
+  return Ue8m0Exponent(amax);
 }
 
 // One row's nope values through their codes: `codes` and the block exponents, or null to only

@@ -174,7 +174,7 @@ void CudaBackend::Linear(const Tensor& x, const WeightView& w, const Tensor& out
                   x.rank() > 1 ? x.shape[0] : 1, w.values.shape);
     return cuda::LinearMx(*ctx_, x, w.values, w.scales, out);
   }
-  if (w.format == WeightFormat::Mxfp4A16()) {
+  if (w.format == WeightFormat::Mxfp4A8()) {
     OpTimer timer(*ctx_, "LinearFp4", x.rank() > 1 ? x.shape[0] : 1, w.values.shape);
     return cuda::LinearFp4(*ctx_, x, w.values, w.scales, out);
   }
@@ -253,7 +253,7 @@ void CudaBackend::RoutedExperts(const Tensor& x, const Tensor& topk_ids, const T
     return cuda::MoeExpertsMx(*ctx_, x, topk_ids, topk_weights, gu, ScalesOf(gate_up), dn, ScalesOf(down), out,
                               limit);
   }
-  if (format == WeightFormat::Mxfp4A16()) {
+  if (format == WeightFormat::Mxfp4A8()) {
     OpTimer timer(*ctx_, "MoeExpertsFp4", x.rank() > 1 ? x.shape[0] : 1);
     return cuda::MoeExpertsFp4(*ctx_, x, topk_ids, topk_weights, gu, ScalesOf(gate_up), dn, ScalesOf(down), out,
                                limit);

@@ -191,19 +191,26 @@ void MoeExpertsMx(CudaContext& ctx, const Tensor& x, const Tensor& topk_ids, con
                   std::span<const Tensor> gate_up, std::span<const Tensor> gate_up_scale, std::span<const Tensor> down,
                   std::span<const Tensor> down_scale, const Tensor& out, float limit = 0.0f);
 
-// moe_fp4.cu: DeepSeek-V4's FP4 weights (WeightFormat::Mxfp4A16): e2m1 codes with e8m0 scales per
-// 1x32 of a row, read as stored and decoded into bf16 in registers, times the activations (fp32 or
-// bf16, rounded to bf16; not quantized) on the tensor cores with fp32 accumulation: W4A16. A lane
-// reads a row's 1x32 group as one 16-byte load, so Fp4GemvTakes: k % 32 == 0 (and 16-byte aligned
-// codes and activations). The routed experts plan on the device at every size (capturable), their
-// rows gathered into bf16 and silu·up (clamped at `limit`) rounded to bf16 between the products;
-// Linear runs the same GEMV over tiles of 8 tokens.
+// moe_fp4.cu: DeepSeek-V4's FP4 weights (WeightFormat::Mxfp4A8): e2m1 codes with e8m0 scales per
+// 1x32 of a row, read as stored and decoded into e4m3 in registers, times the activations
+// quantized to e4m3 per 1x128 with power-of-two scales (QuantizeFp4Input), on the tensor cores
+// (mma.sync m16n8k32 e4m3, one MMA per weight group) with both scales applied to the group's fp32
+// sums: W4A8, DeepSeek-V4's fp4_gemm. Fp4GemvTakes: k % 32 == 0 (whole weight groups). The
+// routed experts plan on the device at every size (capturable), their rows gathered and quantized,
+// silu·up (clamped at `limit`) quantized between the products; Linear runs the same GEMV over
+// tiles of 8 tokens.
 bool Fp4GemvTakes(std::int64_t k);
 void LinearFp4(CudaContext& ctx, const Tensor& x, const Tensor& w, const Tensor& w_scale, const Tensor& out);
+// Activations as the FP4 GEMV takes them: e4m3 codes [n, k] and one fp32 scale (a power of two,
+// 2^Ue8m0Exponent(amax)) per 128 values [n, ceil(k / 128)] (a shorter last block over its own).
+struct Fp4Input {
+  Buffer codes, scales;
+};
+Fp4Input QuantizeFp4Input(CudaContext& ctx, const Tensor& x);
 // The GEMV over a device-built run list (as MxGemvRuns): run i multiplies rows [row0, row0 + rows)
-// of x [pairs, k] (fp32 or bf16) by expert `expert`'s codes [m, k] and e8m0 scales, found in device
+// of the quantized x [pairs, k] by expert `expert`'s codes [m, k] and e8m0 scales, found in device
 // tables of the experts' pointers, into the same rows of out [pairs, m] (fp32 or bf16).
-void Fp4GemvRuns(CudaContext& ctx, const Tensor& x, const ExpertRun* runs, const std::int32_t* run_count,
+void Fp4GemvRuns(CudaContext& ctx, const Fp4Input& x, const ExpertRun* runs, const std::int32_t* run_count,
                  std::int64_t max_runs, const void* const* expert_codes, const void* const* expert_scales,
                  std::int64_t m, const Tensor& out);
 void MoeExpertsFp4(CudaContext& ctx, const Tensor& x, const Tensor& topk_ids, const Tensor& topk_weights,

@@ -214,7 +214,8 @@ bool KeepsV4Fp4Experts(const io::ModelConfig& config, const LoadOptions& options
   const V4ExpertsOnCuda decision = DecideV4ExpertsOnCuda(config, options);
   if (decision.keep)
     Log(LogLevel::kInfo, config.source, ": DeepSeek-V4's FP4 routed experts stay FP4 on cuda (",
-        WeightFormat::Mxfp4A16().Name(), ": decoded to bf16 in registers, activations in bf16, not quantized)");
+        WeightFormat::Mxfp4A8().Name(), ": decoded to e4m3 in registers, activations e4m3 per 1x128 as the "
+        "reference's fp4_gemm takes them)");
   else if (!decision.why.empty())
     Log(decision.warn ? LogLevel::kWarning : LogLevel::kInfo, config.source,
         ": DeepSeek-V4's FP4 routed experts are dequantized at load: ", decision.why);
@@ -298,7 +299,7 @@ std::unique_ptr<CausalLM> LoadOnCuda(const io::ModelConfig& config, const io::Ch
     WeightLoader loader(checkpoint, *backends[i], options.dummy_seed, bf16 ? DType::kBF16 : DType::kF32);
     if (KeepsFp8(config, options)) loader.KeepFp8();
     if (KeepsMxfp4Experts(config, options)) loader.KeepMxfp4Experts();
-    if (v4_fp4_experts) loader.KeepMxfp4Experts(WeightFormat::Mxfp4A16());
+    if (v4_fp4_experts) loader.KeepMxfp4Experts(WeightFormat::Mxfp4A8());
     loader.SetOnlineQuant(&plan);
     auto& cuda_backend = static_cast<kernels::cuda::CudaBackend&>(*backends[i]);
     loader.SetDeviceFill([&cuda_backend](const Tensor& t, float bound, std::uint64_t seed) {
@@ -343,9 +344,9 @@ V4ExpertsOnCuda DecideV4ExpertsOnCuda(const io::ModelConfig& config, const LoadO
                     (config.moe_intermediate_size / moe_tp) % 32 == 0;
   if (!fits)
     return {false, true,
-            StrCat("the CUDA FP4 experts kernel reads a row's 1x32 group as one 16-byte load, so hidden_size (",
-                   config.hidden_size, ") and each rank's moe_intermediate_size (", config.moe_intermediate_size,
-                   " over ", moe_tp, " ranks) must be multiples of 32")};
+            StrCat("the CUDA FP4 experts kernel reads whole 1x32 weight groups, so hidden_size (", config.hidden_size,
+                   ") and each rank's moe_intermediate_size (", config.moe_intermediate_size, " over ", moe_tp,
+                   " ranks) must be multiples of 32")};
   return {true, false, ""};
 }
 

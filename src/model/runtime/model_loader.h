@@ -16,13 +16,14 @@ namespace fission::model {
 
 // What DeepSeek-V4's FP4 routed experts (layers.N.ffn.experts.E.w1/w2/w3) become on --device cuda,
 // decided from the config and the options before any weight is read: kept as stored, in
-// WeightFormat::Mxfp4A16 (the W4A16 experts kernel decodes them in registers and multiplies bf16
-// activations), or dequantized at load like every other weight. `why` says why they are not kept
+// WeightFormat::Mxfp4A8 (the W4A8 experts kernel decodes them in registers and multiplies e4m3
+// activations quantized per 1x128, as DeepSeek-V4's reference does), or dequantized at load like
+// every other weight. `why` says why they are not kept
 // (empty when nothing is worth saying); `warn` when the reason is one the user did not ask for (the
 // shapes do not fit the kernel). Kept unless --dtype float32 (the exact weights), or --load-format
 // dummy without the config declaring FP4 experts (expert_dtype "fp4"; dummy weights are then drawn as
 // before), or hidden_size or a rank's share of moe_intermediate_size is not a multiple of 32 (the
-// kernel reads a row's 1x32 group as one 16-byte load, and a down slice must hold whole groups). A
+// kernel reads whole 1x32 groups, and a down slice must hold whole groups). A
 // real checkpoint keeps each expert the checkpoint stores as FP4 (io::Checkpoint::IsMxfp4).
 struct V4ExpertsOnCuda {
   bool keep = false;
