@@ -24,6 +24,7 @@
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels_cuda/cuda_testlib.h"
 #include "kernels_cuda/moe_testlib.h"
+#include "tensor/dtype.h"
 #include "tensor/quantize.h"
 
 namespace fission::kernels::cuda::testing {
@@ -179,6 +180,42 @@ TEST(CudaFp4, KNotAMultipleOf32IsRefused) {
   const Buffer x = ToDevice(DType::kF32, Shape{1, 48}, Random(48, rng));
   const Buffer out = Poisoned(DType::kF32, Shape{1, 16});
   EXPECT_THROW(Gpu().Linear(x, w.device(), out), Error);
+}
+
+// The activations' quantizer on the device (QuantizeFp4Input) against the CPU's rule
+// (tensor/quantize.h, Mxfp4A8): every decoded value bit for bit, fp32 and bf16 inputs, whole and
+// shorter last blocks, a NaN (kept, outside the amax), an infinity (saturated) and a block of tiny
+// values (on the 1e-4 floor).
+TEST(CudaFp4, ActivationsQuantizeAsTheCpu) {
+  FISSION_REQUIRE_GPU();
+  std::mt19937 rng(66);
+  struct Shape3 {
+    std::int64_t n, k;
+    DType dtype;
+  };
+  for (const Shape3& c : {Shape3{3, 4096, DType::kF32}, Shape3{5, 96, DType::kBF16}, Shape3{2, 160, DType::kF32}}) {
+    std::vector<float> x = Random(c.n * c.k, rng, 3.0f);
+    x[1] = std::numeric_limits<float>::quiet_NaN();
+    x[c.k + 2] = std::numeric_limits<float>::infinity();
+    for (std::int64_t i = 0; i < std::min<std::int64_t>(128, c.k); ++i) x[(c.n - 1) * c.k + i] = 1e-30f * (1 + i);
+    if (c.dtype == DType::kBF16) x = RoundBf16(x);
+    const Buffer dx = ToDevice(c.dtype, Shape{c.n, c.k}, x);
+    const Fp4Input q = QuantizeFp4Input(Gpu().context(), dx);
+    std::vector<std::uint8_t> codes(static_cast<std::size_t>(c.n * c.k));
+    Gpu().CopyBytesToHost(q.codes.tensor(), codes.data());
+    const std::vector<float> scales = ToHost(q.scales.tensor());
+    const std::int64_t blocks = (c.k + 127) / 128;
+    std::vector<float> want(static_cast<std::size_t>(c.k));
+    for (std::int64_t t = 0; t < c.n; ++t) {
+      QuantizeActivations(kFp4, x.data() + t * c.k, c.k, want.data());
+      for (std::int64_t i = 0; i < c.k; ++i) {
+        const float got = F8E4M3ToF32(codes[t * c.k + i]) * scales[t * blocks + i / 128];
+        const bool same = std::isnan(want[i]) ? std::isnan(got) : got == want[i];
+        ASSERT_TRUE(same) << DTypeName(c.dtype) << " k=" << c.k << " row " << t << " value " << i << ": " << x[t * c.k + i]
+                          << " -> device " << got << ", cpu " << want[i];
+      }
+    }
+  }
 }
 
 struct Case {
