@@ -6,10 +6,12 @@
 # dimensions in the same invocation. Points: the prefill of one PREFILL-token prompt, and decode at
 # each of BATCHES after CONTEXT-token prompts (OUTPUT greedy tokens, EOS ignored), each with the
 # byte roofline of a decode step (tools/gpu/v4_roofline.py) and, with EAGER=1, the same run with
-# --disable-cuda-graph as the reference (graphs against eager steps). Table in $OUT/v4_bench.txt.
+# --disable-cuda-graph as the reference (graphs against eager steps); the prefill next to its FLOP
+# model (v4_roofline.py --prefill). Table in $OUT/v4_bench.txt.
 #
 #   usage: bash tools/gpu/v4_bench.sh BINDIR
-#   Environment: OUT, LAYERS (4), EXPERTS (256), PREFILL (4096), CONTEXT (1024), OUTPUT (64), BATCHES ("1 16 64"),
+#   Environment: OUT, LAYERS (4), EXPERTS (256), PREFILL (4096), CONTEXT (1024), OUTPUT (64), BATCHES ("1 16 64";
+#   set and empty: the prefill only),
 #   EAGER (1: also decode with --disable-cuda-graph), TORCH (1: run the transformers reference),
 #   EXPERT_FORMAT (bf16, or fp4: the routed experts drawn and kept as FP4 with "expert_dtype": "fp4",
 #   as V4-Flash's checkpoint stores them; the roofline counts 4.25 bits a routed weight),
@@ -45,7 +47,7 @@ for _ in range(batch):
                       "sampling_params": {"max_new_tokens": out, "ignore_eos": True}}))
 PY
 }
-BATCHES=${BATCHES:-1 16 64}
+BATCHES=${BATCHES-1 16 64}
 generate() {  # generate LOG PROMPTS KV [ARGS...]
   local log=$1 input=$2 kv=$3
   shift 3
@@ -62,8 +64,12 @@ for batch in $BATCHES; do prompts "$batch" "$CONTEXT" "$OUTPUT" > "$OUT/v4_b$bat
 for kv in ${KV:-auto fp8_e4m3}; do
   log=$OUT/v4_prefill_$kv.log
   generate "$log" "$OUT/v4_prefill.jsonl" "$kv"
-  echo "fission prefill of $PREFILL tokens, kv $kv: $(awk '/^prefill:/ {print $5}' "$log") s" \
-    "($(awk '/^prefill:/ {print $7}' "$log") tok/s)" | tee -a "$SUMMARY"
+  seconds=$(awk '/^prefill:/ {print $5}' "$log")
+  flop_ms=$(python3 tools/gpu/v4_roofline.py $MODEL --override "$OVERRIDE" --prefill "$PREFILL" |
+            python3 -c 'import json, sys; print("%.1f" % json.load(sys.stdin)["prefill_ms"])')
+  ratio=$(python3 -c "print('%.1f' % ($seconds * 1000 / $flop_ms))" 2>/dev/null || echo "?")
+  echo "fission prefill of $PREFILL tokens, kv $kv: $seconds s ($(awk '/^prefill:/ {print $7}' "$log") tok/s)," \
+    "FLOP model $flop_ms ms: ${ratio}x" | tee -a "$SUMMARY"
   grep -E "error|CUDA graphs|model memory" "$log" | head -3 | sed "s/^/  /" >> "$SUMMARY"
   printf '%9s %5s %10s %9s %10s %9s %10s %7s\n' kv batch "tok/s" "TPOT ms" "roof ms" fraction "eager ms" ratio |
     tee -a "$SUMMARY"
@@ -96,7 +102,7 @@ if [[ ${TORCH:-1} == 1 ]]; then
   done
 fi
 if [[ ${PROFILE:-0} == 1 ]]; then  # where the time goes (timing serializes the device: shares, not rates)
-  for p in prefill b16; do
+  for p in prefill $([[ " $BATCHES " == *" 16 "* ]] && echo b16); do
     log=$OUT/v4_profile_$p.log
     FISSION_CUDA_OP_TIMING=1 generate "$log" "$OUT/v4_$p.jsonl" auto
     echo "== op timing, $p (bf16 KV):" >> "$SUMMARY"
