@@ -139,11 +139,7 @@ void DequantizeMatrix(const WeightView& w, float* out) {
 
 void QuantizeActivations(const WeightFormat& format, const float* x, std::int64_t k, float* out) {
   CheckFormat(format, "QuantizeActivations");
-  // Groups along the row: 128 for block FP8, the whole row per token, 32 for MX, or the format's
-  // own e4m3 block.
-  std::int64_t group = std::max<std::int64_t>(k, 1);
-  if (format == WeightFormat::Fp8Block128()) group = 128;
-  if (MxScaled(format)) group = 32;
+  // A format with its own rule (Mxfp4A8): e4m3 per block with a power-of-two scale.
   if (format.e4m3_act_block > 0) {
     for (std::int64_t g0 = 0; g0 < k; g0 += format.e4m3_act_block) {
       const std::int64_t g1 = std::min<std::int64_t>(k, g0 + format.e4m3_act_block);
@@ -154,6 +150,10 @@ void QuantizeActivations(const WeightFormat& format, const float* x, std::int64_
     }
     return;
   }
+  // Groups along the row: 128 for block FP8, the whole row per token, 32 for MX.
+  std::int64_t group = std::max<std::int64_t>(k, 1);
+  if (format == WeightFormat::Fp8Block128()) group = 128;
+  if (MxScaled(format)) group = 32;
   for (std::int64_t g0 = 0; g0 < k; g0 += group) {
     const std::int64_t g1 = std::min(k, g0 + group);
     Extent extent;

@@ -84,7 +84,6 @@ __device__ __forceinline__ void QuantizeBlock(std::int64_t rows, std::int64_t k,
   if (lane == 0) scales[r * blocks + b] = ldexpf(1.0f, e);
 }
 
-
 // Rows of x [*, k] (fp32 or bf16), row r of the output from row rows_of[r] (or r when null): the
 // routed experts' gather and the Linear's input in one pass.
 __global__ void QuantizeRowsKernel(const void* x, Elem xe, const std::int32_t* rows_of, std::int64_t rows,
