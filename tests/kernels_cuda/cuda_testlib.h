@@ -56,6 +56,15 @@ double RelErr(const std::vector<float>& got, const std::vector<float>& ref);
 // Whether two results are equal to the bit (a graph replay against the eager call).
 bool SameBits(const std::vector<float>& a, const std::vector<float>& b);
 
+// `m` added to the context's input mirrors for the scope's lifetime (spans inside it resolve to
+// its device copy, as inside a step's input block).
+struct MirrorScope {
+  CudaContext& ctx;
+  const char* host;
+  MirrorScope(CudaContext& c, const InputMirror& m) : ctx(c), host(m.host) { ctx.AddInputMirror(m); }
+  ~MirrorScope() { ctx.RemoveInputMirror(host); }
+};
+
 // `run` captured on the device's stream as a CUDA graph (the capture aborted if it throws),
 // launched by Launch, destroyed with the pinned constants the capture kept. During the capture
 // spans inside `inputs` resolve to its device copy.

@@ -367,13 +367,6 @@ TEST(CudaDsa, IndexerAllEqualScoresSelectTheFirstPositions) {
   CheckIndexer({specs, 4, 32, 16, 64, IndexKeyFormat::kExact, DType::kF32, Data::kEqualKeys}, rng);
 }
 
-struct MirrorScope {
-  CudaContext& ctx;
-  const char* host;
-  MirrorScope(CudaContext& c, const InputMirror& m) : ctx(c), host(m.host) { ctx.AddInputMirror(m); }
-  ~MirrorScope() { ctx.RemoveInputMirror(host); }
-};
-
 // A pure decode step captured once with positions and tables in an input block: the capture fails
 // without the block; with it, the replay after every sequence advanced a token gives the eager
 // call's selection exactly, and both are the CPU's (as above).

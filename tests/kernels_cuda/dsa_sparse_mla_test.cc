@@ -153,13 +153,6 @@ TEST(CudaDsa, SparseMlaOtherShapesMatchCpu) {
   }
 }
 
-struct MirrorScope {
-  CudaContext& ctx;
-  const char* host;
-  MirrorScope(CudaContext& c, const InputMirror& m) : ctx(c), host(m.host) { ctx.AddInputMirror(m); }
-  ~MirrorScope() { ctx.RemoveInputMirror(host); }
-};
-
 // A pure decode step captured with positions and tables in an input block (the selection is device
 // data the step writes): the replay after every sequence advanced a token and got a new selection
 // matches the CPU and, bit for bit, an eager call.

@@ -202,14 +202,6 @@ TEST(CudaMla, AbsorbedVerifyRunsBuildTheirWorkOnTheDevice) {
     }
 }
 
-// Registers an input block for a scope, and removes it whatever happens.
-struct MirrorScope {
-  CudaContext& ctx;
-  const char* host;
-  MirrorScope(CudaContext& c, const InputMirror& m) : ctx(c), host(m.host) { ctx.AddInputMirror(m); }
-  ~MirrorScope() { ctx.RemoveInputMirror(host); }
-};
-
 // The decode path captured once, reading positions and tables from an input block: outside the
 // block the capture fails; inside it, the replay after every sequence grew by a token equals the
 // CPU and, bit for bit, an eager call on the same inputs.

@@ -5,20 +5,14 @@
 // query, against the expanded form's kv_b expansion of every selected row for every head, so the
 // prefill (expanded) form runs the same kernel, as FlashMLA's sparse prefill does.
 //
-// SparseLatentKernel (kv_lora_rank 512, rope 64; fp32, bf16 or FP8 cache (entries decoded in registers), bf16 tensor cores with fp32
-// accumulation): one block of 8 warps per (query row, group of 64 heads, split of its selection).
-// The 64 heads' q rows [q_latent | q_rope] (576 values) stay in shared memory; the selected latent
-// rows are gathered in tiles of 64 through the row's block table into two cp.async stages (the next
-// tile's selection entries and table lookups are issued a tile ahead, in registers), rows XOR-swizzled
-// by 16-byte chunk so that every ldmatrix is conflict-free without padding (the 225 KB of shared
-// memory have no room for it). Warp w = (rg = w % 4, cg = w / 4) owns heads 16·rg .. + 16: for S
-// it takes keys 32·cg .. + 32 of the tile (Q·Kᵀ over 576), the online-softmax maximum is exchanged
-// with its partner warp (same rg, other cg) through shared memory and a 64-thread named barrier,
-// its probabilities go to the partner the same way while its own stay in registers as the A
-// operand; for O it takes latent columns 256·cg .. + 256 over all 64 keys (P·V, V being the first
-// 512 values of the same rows, ldmatrix.trans). Each warp sums its own keys' probabilities; the
-// pair adds them at the end. Splits carry their log-sum-exp and are merged by mla::MergeKernel.
-// Heads past the last are zero rows, not written.
+// SparseLatentKernel (kv_lora_rank 512, rope 64; fp32, bf16 or FP8 cache (entries decoded in
+// registers), bf16 tensor cores with fp32 accumulation): one block of 8 warps per (query row, group
+// of 64 heads, split of its selection), on the tile core of sparse_flash.cuh. The 64 heads' q rows
+// [q_latent | q_rope] (576 values) stay in shared memory; the selected latent rows are gathered in
+// tiles of 64 through the row's block table into two cp.async stages (the next tile's selection
+// entries and table lookups are issued a tile ahead, in registers). V is the first 512 values of
+// the same rows. Splits carry their log-sum-exp and are merged by mla::MergeKernel. Heads past the
+// last are zero rows, not written.
 //
 // Other shapes (the test and demo models' small heads) take a plain fp32 kernel, one block per
 // (query row, head), the reference kernel's formulation over the selected rows.
@@ -36,11 +30,13 @@
 #include "kernels/cuda/mla_flash.cuh"
 #include "kernels/cuda/mla_host.h"
 #include "kernels/cuda/mla_latent.cuh"
+#include "kernels/cuda/sparse_flash.cuh"
 
 namespace fission::kernels::cuda {
 namespace {
 
-constexpr int kRows = 64, kKeys = 64, kThreads = 256, kDim = 576, kLatent = 512;
+using sparse_flash::kKeys, sparse_flash::kLog2e, sparse_flash::kRows, sparse_flash::kThreads;
+constexpr int kDim = 576, kLatent = sparse_flash::kValues;
 constexpr int kChunks = kDim / 8;  // 16-byte chunks of a row
 constexpr int kQBytes = kRows * kDim * 2, kKBytes = kKeys * kDim * 2, kPBytes = kRows * kKeys * 2;
 constexpr int kOffK = kQBytes, kOffP = kOffK + 2 * kKBytes, kOffRed = kOffP + kPBytes;
@@ -51,7 +47,6 @@ constexpr int kSmemBytes = kOffValid + 2 * kKeys;  // 230016
 // the latency of its tiles, so short splits pay (batch 1, 2048 keys, 128 heads: 32 blocks of 2
 // tiles rather than 8 of 8).
 constexpr int kMinKeysPerSplit = 2 * kKeys;
-constexpr float kLog2e = 1.4426950408889634f;
 
 struct SparseToken {
   std::int32_t row, bt_offset, pos_offset;
@@ -78,12 +73,8 @@ struct SparseArgs {
   std::int64_t total_rows = 0;
 };
 
-// 16-byte chunk `chunk` of row `row` of a [rows][72 chunks] tile, XOR-swizzled within groups of 8.
-__device__ __forceinline__ int Swz(int row, int chunk) { return row * kChunks + (chunk ^ (row & 7)); }
-
-__device__ __forceinline__ void NamedBarrier(int id, int threads) {
-  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
-}
+// 16-byte chunk `chunk` of row `row` of a [rows][72 chunks] tile (sparse_flash.cuh's swizzle).
+__device__ __forceinline__ int Swz(int row, int chunk) { return sparse_flash::Swz<kChunks>(row, chunk); }
 
 // The 64 heads' q rows: thread (row tid / 4) copies chunks tid % 4 + 4i (64 contiguous bytes of
 // the row per 4 threads and instruction).
@@ -160,8 +151,7 @@ __global__ void __launch_bounds__(kThreads, 1) SparseLatentKernel(const SparseAr
       a.part_lse[split * a.total_rows + token * a.heads + head0 + tid] = -INFINITY;
     return;
   }
-  const int warp = tid >> 5, lane = tid & 31, g = lane >> 2, t4 = lane & 3, rg = warp & 3, cg = warp >> 2;
-  const int q4 = lane >> 3, r8 = lane & 7;
+  const sparse_flash::Lane ln = sparse_flash::LaneOf(tid);
   const std::int32_t* sel_row = a.topk + token * a.width;
   const std::int32_t* table = a.tables + tk.bt_offset;
   const int lr = tid >> 2, page = a.page_size;
@@ -174,14 +164,8 @@ __global__ void __launch_bounds__(kThreads, 1) SparseLatentKernel(const SparseAr
   const int tiles = (ke - kb + kKeys - 1) / kKeys;
   std::int64_t next_slot = kb + kKeys + lr < ke ? SlotOf(sel_row[kb + kKeys + lr], page, table, visible) : -1;
 
-  float o[32][4];
-#pragma unroll
-  for (int n = 0; n < 32; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
-  float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
-  const int arow = rg * 16 + (q4 & 1) * 8 + r8;  // this lane's ldmatrix row of Q and P (A operands)
-  const int brow = cg * 32 + (q4 >> 1) * 8 + r8;  // and of the keys (B operand of S)
-  const int prow0 = rg * 16 + g, prow1 = prow0 + 8;
-
+  sparse_flash::RowState st;
+  sparse_flash::Reset(st);
   for (int it = 0; it < tiles; ++it) {
     mla::CpAsyncWait<0>();
     __syncthreads();  // the tile has landed for every thread, and the other stage was read last time
@@ -194,138 +178,24 @@ __global__ void __launch_bounds__(kThreads, 1) SparseLatentKernel(const SparseAr
     const int after = kb + (it + 2) * kKeys + lr;  // the tile after next: its entry now, its slot after S
     const int sel_after = after < ke ? sel_row[after] : -1;
     const unsigned char* ks = smem + kOffK + stage * kKBytes;
-
-    // 1. S = Q·Kᵀ: rows 16·rg + (g, g + 8), keys 32·cg + 8j + 2·t4 + (0, 1).
     float s[4][4];
-#pragma unroll
-    for (int j = 0; j < 4; ++j) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
-#pragma unroll 4
-    for (int kc = 0; kc < kChunks; kc += 2) {
-      std::uint32_t af[4];
-      mla::LdMatrixX4(af, qs + 16 * Swz(arow, kc + (q4 >> 1)));
-#pragma unroll
-      for (int jj = 0; jj < 2; ++jj) {
-        std::uint32_t bf[4];
-        mla::LdMatrixX4(bf, ks + 16 * Swz(brow + 16 * jj, kc + (q4 & 1)));
-        mla::Mma(s[2 * jj], af[0], af[1], af[2], af[3], bf[0], bf[1]);
-        mla::Mma(s[2 * jj + 1], af[0], af[1], af[2], af[3], bf[2], bf[3]);
-      }
-    }
+    sparse_flash::Scores<kChunks>(qs, ks, ln, s);
     next_slot = SlotOf(sel_after, page, table, visible);
-
-    // 2. Online softmax, the maximum shared with the partner warp.
-    const unsigned char* vld = valid + stage * kKeys;
-    float mx0 = -INFINITY, mx1 = -INFINITY;
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const int c = cg * 32 + 8 * j + 2 * t4;
-      const bool v0 = vld[c] != 0, v1 = vld[c + 1] != 0;
-      s[j][0] = v0 ? s[j][0] * a.scale_log2 : -INFINITY;
-      s[j][1] = v1 ? s[j][1] * a.scale_log2 : -INFINITY;
-      s[j][2] = v0 ? s[j][2] * a.scale_log2 : -INFINITY;
-      s[j][3] = v1 ? s[j][3] * a.scale_log2 : -INFINITY;
-      mx0 = fmaxf(mx0, fmaxf(s[j][0], s[j][1]));
-      mx1 = fmaxf(mx1, fmaxf(s[j][2], s[j][3]));
-    }
-#pragma unroll
-    for (int off = 1; off < 4; off <<= 1) {
-      mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, off));
-      mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, off));
-    }
-    if (t4 == 0) {
-      red[cg * kRows + prow0] = mx0;
-      red[cg * kRows + prow1] = mx1;
-    }
-    NamedBarrier(1 + rg, 64);
-    mx0 = fmaxf(mx0, red[(cg ^ 1) * kRows + prow0]);
-    mx1 = fmaxf(mx1, red[(cg ^ 1) * kRows + prow1]);
-    const float n0 = fmaxf(m0, mx0), n1 = fmaxf(m1, mx1);
-    const float base0 = n0 == -INFINITY ? 0.0f : n0, base1 = n1 == -INFINITY ? 0.0f : n1;
-    const float alpha0 = exp2f(m0 - base0), alpha1 = exp2f(m1 - base1);
-    m0 = n0;
-    m1 = n1;
-    std::uint32_t pf[2][4];  // own keys' P as A fragments (k16 chunks 2·cg, 2·cg + 1)
-    float sum0 = 0.0f, sum1 = 0.0f;
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const float e0 = exp2f(s[j][0] - base0), e1 = exp2f(s[j][1] - base0);
-      const float e2 = exp2f(s[j][2] - base1), e3 = exp2f(s[j][3] - base1);
-      sum0 += e0 + e1;
-      sum1 += e2 + e3;
-      pf[j >> 1][(j & 1) * 2] = mla::Pack(__float2bfloat16_rn(e0), __float2bfloat16_rn(e1));
-      pf[j >> 1][(j & 1) * 2 + 1] = mla::Pack(__float2bfloat16_rn(e2), __float2bfloat16_rn(e3));
-      const int ch = cg * 4 + j;
-      *reinterpret_cast<std::uint32_t*>(ps + prow0 * 128 + 16 * (ch ^ (prow0 & 7)) + 4 * t4) = pf[j >> 1][(j & 1) * 2];
-      *reinterpret_cast<std::uint32_t*>(ps + prow1 * 128 + 16 * (ch ^ (prow1 & 7)) + 4 * t4) =
-          pf[j >> 1][(j & 1) * 2 + 1];
-    }
-    l0 = l0 * alpha0 + sum0;
-    l1 = l1 * alpha1 + sum1;
-#pragma unroll
-    for (int n = 0; n < 32; ++n) {
-      o[n][0] *= alpha0;
-      o[n][1] *= alpha0;
-      o[n][2] *= alpha1;
-      o[n][3] *= alpha1;
-    }
-    NamedBarrier(1 + rg, 64);  // the partner's P is written
-
-    // 3. O += P·V: rows as S, latent columns 256·cg + 8n + 2·t4 + (0, 1), all 64 keys.
-#pragma unroll
-    for (int c = 0; c < 4; ++c) {
-      std::uint32_t af[4];
-      if ((c >> 1) == cg) {
-#pragma unroll
-        for (int e = 0; e < 4; ++e) af[e] = pf[c & 1][e];
-      } else {
-        mla::LdMatrixX4(af, ps + arow * 128 + 16 * ((2 * c + (q4 >> 1)) ^ (arow & 7)));
-      }
-      const int vrow = 16 * c + (q4 & 1) * 8 + r8;
-#pragma unroll
-      for (int jn = 0; jn < 16; ++jn) {
-        std::uint32_t bf[4];
-        mla::LdMatrixX4Trans(bf, ks + 16 * Swz(vrow, cg * 32 + 2 * jn + (q4 >> 1)));
-        mla::Mma(o[2 * jn], af[0], af[1], af[2], af[3], bf[0], bf[1]);
-        mla::Mma(o[2 * jn + 1], af[0], af[1], af[2], af[3], bf[2], bf[3]);
-      }
-    }
+    std::uint32_t pf[2][4];
+    sparse_flash::SoftmaxTile(s, valid + stage * kKeys, a.scale_log2, red, ps, ln, st, pf);
+    sparse_flash::AccumulateValues<kChunks>(pf, ps, ks, ln, st);
   }
-
-  // Row sums: the quad's lanes, then the partner's keys (a + b equals b + a: both warps agree).
-#pragma unroll
-  for (int off = 1; off < 4; off <<= 1) {
-    l0 += __shfl_xor_sync(0xffffffffu, l0, off);
-    l1 += __shfl_xor_sync(0xffffffffu, l1, off);
-  }
-  if (t4 == 0) {  // the partner read the maxima before the last barrier
-    red[cg * kRows + prow0] = l0;
-    red[cg * kRows + prow1] = l1;
-  }
-  NamedBarrier(1 + rg, 64);
-  const float total0 = l0 + red[(cg ^ 1) * kRows + prow0], total1 = l1 + red[(cg ^ 1) * kRows + prow1];
-#pragma unroll
-  for (int half = 0; half < 2; ++half) {
-    const int head = head0 + (half ? prow1 : prow0);
-    if (head >= a.heads) continue;
-    const float l = half ? total1 : total0, m = half ? m1 : m0;
-    const float inv = l > 0.0f ? 1.0f / l : 0.0f;
-    const std::int64_t out_row = token * a.heads + head;
-    if (a.splits == 1) {
-      __nv_bfloat16* dst = a.out + out_row * kLatent + cg * 256 + 2 * t4;
-#pragma unroll
-      for (int n = 0; n < 32; ++n)
-        *reinterpret_cast<std::uint32_t*>(dst + 8 * n) =
-            mla::Pack(__float2bfloat16_rn(o[n][2 * half] * inv), __float2bfloat16_rn(o[n][2 * half + 1] * inv));
-    } else {
-      const std::int64_t prow = split * a.total_rows + out_row;
-      if (cg == 0 && t4 == 0) a.part_lse[prow] = l > 0.0f ? m + log2f(l) : -INFINITY;
-      if (l == 0.0f) continue;
-      float* dst = a.part_o + prow * kLatent + cg * 256 + 2 * t4;
-#pragma unroll
-      for (int n = 0; n < 32; ++n)
-        *reinterpret_cast<float2*>(dst + 8 * n) = make_float2(o[n][2 * half] * inv, o[n][2 * half + 1] * inv);
-    }
-  }
+  float total0, total1;
+  sparse_flash::RowTotals(st, red, ln, &total0, &total1);
+  sparse_flash::RowSink sink;
+  sink.row0 = token * a.heads + head0;
+  sink.rows = min(kRows, a.heads - head0);
+  sink.split = split;
+  sink.splits = a.splits;
+  sink.total_rows = a.total_rows;
+  sink.part_o = a.part_o;
+  sink.part_lse = a.part_lse;
+  sparse_flash::StoreRows(st, total0, total1, ln, sink, a.out);
 }
 
 // The fp32 kernel for other shapes: grid (rows, heads), scores of up to kRefMaxKeys selected keys
