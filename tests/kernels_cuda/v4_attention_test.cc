@@ -13,10 +13,13 @@
 //     positions are in the ring, decodes, a fresh prefill and a context-parallel share (queries on
 //     every other token), in exact fp32 and bf16 caches and FP8 entries, head_dim 32 with rope 8 and
 //     head_dim 512 with rope 64 (64 heads, window 128), head counts that leave partial groups, rows
-//     whose keys are split (long decode rows) and a padding row that must stay unwritten.
+//     whose keys are split (long decode rows) and a padding row that must stay unwritten. At
+//     head_dim 512 over bf16 or FP8 storage the tensor-core kernel runs (64 heads a block: 16 and
+//     80 heads leave partial groups), checked against the CPU given the same bf16 q and step keys.
 // Bounds: storage and state copies are exact (the same bytes); fp32 attention and compress meet the
 // CPU within 1e-5 relative L2 (they differ by summation order and exp's last bits; the kernels'
-// code run on the host through a thread emulation met it within 1e-7 to 8e-7).
+// code run on the host through a thread emulation met it within 1e-7 to 8e-7); the tensor-core
+// kernel within kBf16Attention.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -38,6 +41,9 @@ namespace fission::kernels::cuda::testing {
 namespace {
 
 constexpr double kF32Attention = 1e-5;
+// The tensor-core kernel against the CPU on the same bf16 q and keys: its probabilities are
+// rounded to bf16 before P·V (a relative 2^-9 at most each), the rest is fp32 summation order.
+constexpr double kBf16Attention = 4e-3;
 
 cpu::CpuV4Ops& CpuV4() {
   static cpu::CpuV4Ops ops;
@@ -408,17 +414,7 @@ struct AttnProblem {
     return out;
   }
 
-  std::vector<float> RunGpu() {
-    Buffer qd = ToDevice(DType::kF32, qshape(), q), kvd = ToDevice(DType::kF32, Shape{tokens, c.head_dim}, kv);
-    Buffer ringd = BytesToDevice(cache_dtype(), Shape{ring_rows, width}, ring.data());
-    Buffer entriesd = BytesToDevice(cache_dtype(), Shape{entry_rows, width}, entries.data());
-    Buffer sinksd = ToDevice(DType::kF32, Shape{c.heads}, sinks);
-    Buffer seld;
-    if (c.topk > 0) seld = BytesToDevice(DType::kI32, Shape{n, c.topk}, selection.data());
-    Buffer out = Poisoned(DType::kF32, qshape());
-    V4Attention(Ctx(), qd, kvd, ringd, entriesd, seld.tensor(), sinksd, queries(), sh, out);
-    return ToHost(out);
-  }
+  std::vector<float> RunGpu() const;
 
   // The rows that belong to sequences (all but the last).
   std::vector<float> Owned(const std::vector<float>& all) const {
@@ -426,11 +422,46 @@ struct AttnProblem {
   }
 };
 
+// Whether the layer takes the tensor-core kernel (v4_flash.cu): head_dim 512 over a ring and
+// entries stored as bf16 or FP8.
+bool TakesTensorCores(const AttnCase& c, const Storage& st) {
+  return c.head_dim == 512 && !(st.format == V4KvFormat::kExact && st.dtype == DType::kF32);
+}
+
+// A problem's inputs on the device, the output poisoned.
+struct DeviceAttn {
+  Buffer q, kv, ring, entries, sinks, sel, out;
+  explicit DeviceAttn(const AttnProblem& p)
+      : q(ToDevice(DType::kF32, p.qshape(), p.q)),
+        kv(ToDevice(DType::kF32, Shape{p.tokens, p.c.head_dim}, p.kv)),
+        ring(BytesToDevice(p.cache_dtype(), Shape{p.ring_rows, p.width}, p.ring.data())),
+        entries(BytesToDevice(p.cache_dtype(), Shape{p.entry_rows, p.width}, p.entries.data())),
+        sinks(ToDevice(DType::kF32, Shape{p.c.heads}, p.sinks)),
+        out(Poisoned(DType::kF32, p.qshape())) {
+    if (p.c.topk > 0) sel = BytesToDevice(DType::kI32, Shape{p.n, p.c.topk}, p.selection.data());
+  }
+  void Run(const AttnProblem& p) { Run(p, p.queries()); }
+  void Run(const AttnProblem& p, const V4Queries& queries) {
+    V4Attention(Ctx(), q, kv, ring, entries, sel.tensor(), sinks, queries, p.sh, out);
+  }
+};
+
+std::vector<float> AttnProblem::RunGpu() const {
+  DeviceAttn d(*this);
+  d.Run(*this);
+  return ToHost(d.out);
+}
+
 void CheckAttention(const AttnCase& c, std::mt19937& rng) {
   for (const Storage& st : kStorages) {
     AttnProblem p(c, st, rng);
+    const bool tensor_cores = TakesTensorCores(c, st);
+    if (tensor_cores) {  // the CPU sees the bf16 q and step keys the tensor cores take
+      p.q = RoundBf16(p.q);
+      p.kv = RoundBf16(p.kv);
+    }
     const std::vector<float> ref = p.RunCpu(), got = p.RunGpu();
-    EXPECT_LT(RelErr(p.Owned(got), p.Owned(ref)), kF32Attention) << Describe(c, st);
+    EXPECT_LT(RelErr(p.Owned(got), p.Owned(ref)), tensor_cores ? kBf16Attention : kF32Attention) << Describe(c, st);
     EXPECT_TRUE(std::isnan(got[(p.n - 1) * c.heads * c.head_dim])) << Describe(c, st) << ": the padding row was written";
   }
 }
@@ -443,6 +474,7 @@ TEST(CudaV4Attention, SlidingWindowMatchesCpu) {
   CheckAttention({4, 32, 8, 8, 0, 16, 0, {{13, 6}, {40, 1}, {0, 11}, {20, 9, 2}, {0, 5, 1, false}}}, rng);
   CheckAttention({64, 512, 64, 128, 0, 64, 0, {{300, 5}, {1000, 1}, {0, 130}}}, rng);  // V4-Flash
   CheckAttention({64, 512, 64, 128, 0, 64, 0, {{300, 1}, {5, 1}, {0, 1}}}, rng);       // a decode step
+  CheckAttention({16, 512, 64, 128, 0, 64, 0, {{200, 70}, {0, 1}}}, rng);  // V4-Flash at TP 4: a partial group
 }
 
 // Every visible entry (HCA): three heads (a partial warp), a long decode whose keys are split.
@@ -463,6 +495,43 @@ TEST(CudaV4Attention, SelectedEntriesMatchCpu) {
   CheckAttention({20, 32, 8, 8, 4, 16, 8, {{30, 6}, {64, 1}, {0, 20}, {400, 1}, {41, 7, 2}}}, rng);
   CheckAttention({64, 512, 64, 128, 4, 64, 512, {{3000, 1}, {300, 24}, {0, 40}}}, rng);  // V4-Flash
   CheckAttention({64, 512, 64, 128, 4, 64, 512, {{5000, 1}}}, rng);
+  CheckAttention({80, 512, 64, 128, 4, 256, 512, {{2500, 3}, {600, 1}, {0, 300}}}, rng);  // a full and a partial group
+}
+
+// A captured decode step of the tensor-core kernel (its splits from the shape; the query rows and
+// tables in one input block, as a step's) replays new queries bit for bit as an eager call
+// computes them.
+TEST(CudaV4Attention, TensorCoreDecodeReplaysBitForBit) {
+  FISSION_REQUIRE_GPU();
+  std::mt19937 rng(424);
+  for (std::int64_t ratio : {4, 128}) {
+    const AttnCase c{64, 512, 64, 128, ratio, 64, ratio == 4 ? 512 : 0, {{3000, 1}, {700, 1}, {20, 1}}};
+    AttnProblem p(c, kStorages[1], rng);
+    ASSERT_TRUE(TakesTensorCores(c, p.st));
+    p.kv = RoundBf16(p.kv);
+    static_assert(sizeof(V4QueryRow) % sizeof(std::int32_t) == 0);
+    const std::size_t row_ints = p.rows.size() * sizeof(V4QueryRow) / sizeof(std::int32_t);
+    std::vector<std::int32_t> block(row_ints + p.flat_tables.size());
+    std::memcpy(block.data(), p.rows.data(), p.rows.size() * sizeof(V4QueryRow));
+    std::copy(p.flat_tables.begin(), p.flat_tables.end(), block.begin() + static_cast<std::ptrdiff_t>(row_ints));
+    const V4Queries queries{{reinterpret_cast<const V4QueryRow*>(block.data()), p.rows.size()},
+                            {block.data() + row_ints, p.flat_tables.size()}, p.table_width, true};
+    Buffer device_block(DType::kI32, Shape{static_cast<std::int64_t>(block.size())}, Gpu().allocator());
+    Gpu().CopyBytesFromHost(block.data(), device_block);
+    const InputMirror mirror{reinterpret_cast<const char*>(block.data()), static_cast<char*>(device_block.tensor().data),
+                             block.size() * sizeof(std::int32_t)};
+    MirrorScope scope(Ctx(), mirror);
+    DeviceAttn d(p);
+    d.Run(p, queries);
+    CapturedGraph graph(Ctx(), [&] { d.Run(p, queries); }, mirror);
+    p.q = RoundBf16(Random(p.n * c.heads * c.head_dim, rng, 2.0f));
+    Gpu().CopyBytesFromHost(p.q.data(), d.q);
+    graph.Launch();
+    const std::vector<float> replayed = ToHost(d.out);
+    EXPECT_LT(RelErr(p.Owned(replayed), p.Owned(p.RunCpu())), kBf16Attention) << "ratio " << ratio;
+    d.Run(p, queries);
+    EXPECT_TRUE(SameBits(ToHost(d.out), replayed)) << "ratio " << ratio << ": replay and eager call differ";
+  }
 }
 
 }  // namespace

@@ -43,6 +43,7 @@
 #include "kernels/cuda/cuda_v4.h"
 #include "kernels/cuda/mla_flash.cuh"
 #include "kernels/cuda/mla_host.h"
+#include "kernels/cuda/v4_attention.cuh"
 #include "kernels/cuda/v4_storage.cuh"
 
 namespace fission::kernels::cuda {
@@ -166,51 +167,7 @@ constexpr int kMaxHcaDecodeSplits = 16;
 constexpr int kMaxHeadDim = 512;
 constexpr float kLog2e = 1.4426950408889634f;
 
-struct AttentionArgs {
-  const float* q;
-  const float* kv;
-  V4StoredRows ring, entries;
-  const std::int32_t* selection;  // null: every visible entry
-  int sel_width;
-  const float* sinks;
-  const V4QueryRow* rows;
-  const std::int32_t* tables;  // [sequences, table_width]
-  int table_width;
-  int heads, head_dim, window, ratio, page_size, per_page;
-  int head_groups, splits;
-  float scale_log2;
-  float* out;
-  float* part_o;  // splits > 1: [splits, rows · heads, head_dim] and [splits, rows · heads]
-  float* part_lse;
-  std::int64_t total_rows;
-};
-
-// Where a key of the tile comes from.
-enum KeyKind : std::int8_t { kNoKey = 0, kStepKey, kRingKey, kEntryKey };
-
-// Key i of a row's list: window position lo + i (i < nw), then entry list item i - nw.
-__device__ __forceinline__ void ResolveKey(const AttentionArgs& a, const V4QueryRow& r, const std::int32_t* sel, int lo,
-                                           int nw, int visible, int i, std::int8_t* kind, std::int64_t* slot) {
-  *kind = kNoKey;
-  *slot = 0;
-  if (i < nw) {
-    const int pos = lo + i;
-    if (pos >= r.first_new) {
-      *kind = kStepKey;
-      *slot = r.token_start + (pos - r.first_new);
-    } else {
-      *kind = kRingKey;
-      *slot = r.ring_base + pos % a.window;
-    }
-    return;
-  }
-  const int e = sel != nullptr ? sel[i - nw] : i - nw;
-  if (e < 0 || e >= visible) return;  // never read outside the row's table
-  const int first = e * a.ratio;      // EntrySlot: the entry lives in the page of its first position
-  const std::int32_t* table = a.tables + static_cast<std::int64_t>(r.table) * a.table_width;
-  *kind = kEntryKey;
-  *slot = static_cast<std::int64_t>(table[first / a.page_size]) * a.per_page + (first % a.page_size) / a.ratio;
-}
+using AttentionArgs = V4AttentionArgs;
 
 // Values [c, c + 4) of a key (c a multiple of 4, below head_dim).
 // Exact rows are read with one vector load a chunk (16 bytes of fp32, 8 of bf16: c is a multiple of
@@ -271,20 +228,8 @@ __global__ void __launch_bounds__(kThreads, 3) V4AttentionKernel(const Attention
   const bool head_ok = head < a.heads;
   float* scores = head_scores[tid / kLanesPerHead];  // this head's scores of the tile (base 2)
 
-  // The row's key list: nw window positions from lo, then ne entries.
-  const int p = r.position, lo = max(0, p - a.window + 1), nw = p - lo + 1;
-  const int visible = a.ratio > 0 ? (p + 1) / a.ratio : 0;
-  const std::int32_t* sel = a.selection != nullptr ? a.selection + static_cast<std::int64_t>(r.row) * a.sel_width : nullptr;
-  if (tid == 0) sel_count = a.sel_width;
-  __syncthreads();
-  if (sel != nullptr)
-    for (int j = tid; j < a.sel_width; j += kThreads)
-      if (sel[j] < 0) {  // the selection ends at its first -1
-        atomicMin(&sel_count, j);
-        break;
-      }
-  __syncthreads();
-  const int total = nw + (sel != nullptr ? sel_count : visible);
+  const V4RowKeys keys = KeysOfRow(a, r, &sel_count);
+  const int total = keys.total;
   const int chunk = ((total + a.splits - 1) / a.splits + kTile - 1) / kTile * kTile;
   const int kb = min(total, split * chunk), ke = min(total, kb + chunk);
 
@@ -310,7 +255,7 @@ __global__ void __launch_bounds__(kThreads, 3) V4AttentionKernel(const Attention
     if (tid < 32) {
       std::int8_t kind = kNoKey;
       std::int64_t slot = 0;
-      if (tid < kTile && k0 + tid < ke) ResolveKey(a, r, sel, lo, nw, visible, k0 + tid, &kind, &slot);
+      if (tid < kTile && k0 + tid < ke) ResolveKey(a, r, keys, k0 + tid, EntryOfKey(keys, k0 + tid), &kind, &slot);
       if (tid < kTile) {
         key_kind[tid] = kind;
         key_slot[tid] = slot;
@@ -429,7 +374,8 @@ int BlocksPerSm(AttentionKernelFn kernel, std::size_t smem) {
 // The step's query rows checked against the tensors, and the longest key list a row has (in a
 // uniform step a bound from the layer's shape alone).
 std::int64_t CheckQueries(const V4Queries& queries, std::int64_t n, const Tensor& kv, const Tensor& window_kv,
-                          const Tensor& entries, bool selected, std::int64_t sel_width, const V4AttentionShape& sh) {
+                          const Tensor& entries, bool selected, std::int64_t sel_width, const V4AttentionShape& sh,
+                          std::int64_t min_keys_per_split) {
   const std::int64_t win = sh.window, width = queries.table_width;
   FISSION_CHECK(sh.ratio == 0 || (width > 0 && static_cast<std::int64_t>(queries.tables.size()) % width == 0),
                 "V4Attention: block tables of ", queries.tables.size(), " pages at width ", width);
@@ -460,7 +406,7 @@ std::int64_t CheckQueries(const V4Queries& queries, std::int64_t n, const Tensor
   if (!queries.uniform) return longest;
   // The window and the selection's width (CSA), or (HCA, whose entries grow with the context)
   // kMaxHcaDecodeSplits splits' worth.
-  if (sh.ratio > 0 && !selected) return kMaxHcaDecodeSplits * kMinKeysPerSplit;
+  if (sh.ratio > 0 && !selected) return kMaxHcaDecodeSplits * min_keys_per_split;
   return win + sel_width;
 }
 
@@ -547,17 +493,21 @@ void V4Attention(CudaContext& ctx, const Tensor& q, const Tensor& kv, const Tens
                   "V4Attention: selection ", selection.shape.ToString(), " ", DTypeName(selection.dtype),
                   " must be I32 [", n, ", k]");
   const std::int64_t sel_width = selected ? selection.shape[1] : 0;
-  const std::int64_t max_keys = CheckQueries(queries, n, kv, window_kv, entries, selected, sel_width, sh);
+  // A rule on shapes and storage only: an eager step and its replay take the same kernel.
+  const bool flash = V4FlashTakes(d, sh.rope_dim, window_kv.data != nullptr ? &a.ring : nullptr,
+                                  sh.ratio > 0 ? &a.entries : nullptr);
+  const std::int64_t min_keys = flash ? kV4FlashMinKeysPerSplit : kMinKeysPerSplit;
+  const std::int64_t max_keys = CheckQueries(queries, n, kv, window_kv, entries, selected, sel_width, sh, min_keys);
   if (queries.rows.empty()) return;
 
   int chunks = 1;
   const AttentionKernelFn kernel = PickAttentionKernel(d, &chunks);
-  const std::int64_t groups = (heads + kHeadsPerBlock - 1) / kHeadsPerBlock;
+  const std::int64_t head_block = flash ? kV4FlashHeads : kHeadsPerBlock;
+  const std::int64_t groups = (heads + head_block - 1) / head_block;
   const std::size_t smem = sizeof(float) * kTile * 32 * chunks;
-  const int per_sm = BlocksPerSm(kernel, smem);
+  const int per_sm = flash ? 1 : BlocksPerSm(kernel, smem);
   const auto rows = static_cast<std::int64_t>(queries.rows.size());
-  const std::int64_t max_splits = std::clamp<std::int64_t>((max_keys + kMinKeysPerSplit - 1) / kMinKeysPerSplit,
-                                                           1, mla::kMaxSplits);
+  const std::int64_t max_splits = std::clamp<std::int64_t>((max_keys + min_keys - 1) / min_keys, 1, mla::kMaxSplits);
   const int splits = PickSplits(rows * groups, max_splits, static_cast<std::int64_t>(ctx.sm_count()) * per_sm);
   const std::int64_t blocks = rows * groups * splits;
   FISSION_CHECK(blocks < (std::int64_t{1} << 31), "V4Attention: too many blocks (", blocks, ")");
@@ -568,6 +518,12 @@ void V4Attention(CudaContext& ctx, const Tensor& q, const Tensor& kv, const Tens
                                                  : ctx.Upload(queries.tables);
   a.q = q.ptr<float>();
   a.kv = kv.ptr<float>();
+  Buffer kv16;  // the tensor cores read the step's keys as bf16, as the ring will hold them
+  if (flash) {
+    kv16 = Buffer(DType::kBF16, kv.shape, ctx.allocator());
+    Convert(ctx, kv, kv16);
+    a.kv16 = kv16.ptr<__nv_bfloat16>();
+  }
   a.selection = selected ? selection.ptr<std::int32_t>() : nullptr;
   a.sel_width = static_cast<int>(sel_width);
   a.sinks = sinks.ptr<float>();
@@ -601,8 +557,12 @@ void V4Attention(CudaContext& ctx, const Tensor& q, const Tensor& kv, const Tens
     merge_rows = queries.uniform ? ctx.UploadConstant(std::span<const std::int64_t>(merged))
                                  : ctx.Upload(std::span<const std::int64_t>(merged));
   }
-  kernel<<<static_cast<unsigned>(blocks), kThreads, smem, ctx.stream()>>>(a);
-  FISSION_LAUNCHED();
+  if (flash) {
+    LaunchV4Flash(ctx.stream(), a, blocks, ctx.device());
+  } else {
+    kernel<<<static_cast<unsigned>(blocks), kThreads, smem, ctx.stream()>>>(a);
+    FISSION_LAUNCHED();
+  }
   if (splits > 1) {
     mla::MergeKernel<<<static_cast<unsigned>(rows * heads), 256, 0, ctx.stream()>>>(
         part_o.ptr<float>(), part_lse.ptr<float>(), splits, n * heads, static_cast<int>(d),
