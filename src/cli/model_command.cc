@@ -64,7 +64,8 @@ void PrintV4(const io::ModelConfig& c) {
   std::printf("hash routing      layers %s; hyper-connections %lld streams\n",
               layers([&](std::size_t i) { return v4.hash_routed[i]; }).c_str(), static_cast<long long>(v4.hc_mult));
   for (auto [format, name] : {std::pair{kernels::V4KvFormat::kExact, "bf16"}, {kernels::V4KvFormat::kFp8, "fp8_e4m3"}}) {
-    const model::MemorySpec spec = model::V4MemorySpec(c, format, DType::kBF16);
+    // The CSA indexer's keys in e4m3, their default beside a bf16 or an fp8 cache.
+    const model::MemorySpec spec = model::V4MemorySpec(c, format, kernels::IndexKeyFormat::kFp8, DType::kBF16);
     std::printf("memory %-10s %.1f bytes per token (pages of 256) and %lld bytes per request\n", name,
                 spec.bytes_per_token(256), static_cast<long long>(spec.state_slot_bytes()));
     for (const model::CacheClass& cls : spec.classes) {

@@ -91,15 +91,20 @@ INSTANTIATE_TEST_SUITE_P(CpuLocal, V4Layouts,
                          ::testing::Values(std::pair{2, 1}, std::pair{2, 2}, std::pair{4, 2}, std::pair{4, 4}, std::pair{1, 1}),
                          [](const auto& info) { return StrCat("tp", info.param.first, "_cp", info.param.second); });
 
-// At V4-Flash's dims fp8 keys and entries hold over twice the tokens of bf16 ones (fp32 index keys)
-// in the same paged memory: 3845 against 8224 bytes per token.
-TEST(DeepseekV4, Fp8DoublesTheTokensPerByteAtFlashDims) {
+// Paged bytes per token at V4-Flash's dims: fp8 keys and entries 3845, bf16 ones with e4m3 index
+// keys (their default) 6229, and with exact fp32 index keys (the parity mode) 8224.
+TEST(DeepseekV4, Fp8HoldsMoreTokensPerByteAtFlashDims) {
   const io::ModelConfig flash = io::LoadModelConfig(std::string(FISSION_SOURCE_DIR) + "/bench/configs/deepseek-v4-flash");
-  const double bf16 = V4MemorySpec(flash, kernels::V4KvFormat::kExact, DType::kBF16).bytes_per_token(256);
-  const double fp8 = V4MemorySpec(flash, kernels::V4KvFormat::kFp8, DType::kBF16).bytes_per_token(256);
-  EXPECT_DOUBLE_EQ(bf16, 21 * (1024.0 / 4 + 128 * 4.0 / 4) + 20 * 1024.0 / 128);
+  auto bytes = [&](kernels::V4KvFormat format, kernels::IndexKeyFormat keys) {
+    return V4MemorySpec(flash, format, keys, DType::kBF16).bytes_per_token(256);
+  };
+  const double fp8 = bytes(kernels::V4KvFormat::kFp8, kernels::IndexKeyFormat::kFp8);
+  const double bf16 = bytes(kernels::V4KvFormat::kExact, kernels::IndexKeyFormat::kFp8);
+  const double exact = bytes(kernels::V4KvFormat::kExact, kernels::IndexKeyFormat::kExact);
   EXPECT_DOUBLE_EQ(fp8, 21 * (583.0 / 4 + 132.0 / 4) + 20 * 583.0 / 128);
-  EXPECT_GT(bf16 / fp8, 2.0);
+  EXPECT_DOUBLE_EQ(bf16, 21 * (1024.0 / 4 + 132.0 / 4) + 20 * 1024.0 / 128);
+  EXPECT_DOUBLE_EQ(exact, 21 * (1024.0 / 4 + 128 * 4.0 / 4) + 20 * 1024.0 / 128);
+  EXPECT_GT(exact / fp8, 2.0);
 }
 
 // DP attention and EP have not landed for V4: refused by name before any weight is read.
@@ -141,7 +146,7 @@ TEST(DeepseekV4, DeclaresItsMemoryClasses) {
   EXPECT_DOUBLE_EQ(spec.bytes_per_token(16), (2 * (32.0 + 16.0) / 4 + 32.0 / 16) * 4);
   // What `fission model inspect` reports from the config alone is what the loaded model declares.
   const MemorySpec from_config = V4MemorySpec(io::LoadModelConfig(FixtureModelDir(kFixture)), kernels::V4KvFormat::kExact,
-                                              DType::kF32);
+                                              kernels::IndexKeyFormat::kExact, DType::kF32);
   ASSERT_EQ(from_config.classes.size(), spec.classes.size());
   for (std::size_t i = 0; i < spec.classes.size(); ++i) {
     EXPECT_EQ(from_config.classes[i].name, spec.classes[i].name);

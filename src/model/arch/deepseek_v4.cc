@@ -52,7 +52,8 @@ DeepseekV4Model::DeepseekV4Model(io::ModelConfig config, WeightLoader& loader, c
     layer.attn_hc = std::make_unique<HyperConnection>(c, p + "hc_attn_", loader);
     layer.ffn_hc = std::make_unique<HyperConnection>(c, p + "hc_ffn_", loader);
     layer.attention =
-        std::make_unique<V4Attention>(c, i, loader, options.rank, main_rope, compress_rope, KvFormatOf(options));
+        std::make_unique<V4Attention>(c, i, loader, options.rank, main_rope, compress_rope, KvFormatOf(options),
+                                    options.index_keys);
     layer.moe = std::make_unique<V4Moe>(c, i, loader, options.rank);
     if (layer.attention->kind() == io::V4Attention::kCsa) layer.csa = csa_layers_++;
     if (layer.attention->kind() == io::V4Attention::kHca) layer.hca = hca_layers_++;
@@ -69,7 +70,8 @@ DeepseekV4Model::DeepseekV4Model(io::ModelConfig config, WeightLoader& loader, c
   SetVocabulary(std::move(embed), std::move(norm), static_cast<float>(c.rms_norm_eps), Weight::Plain(std::move(lm_head)));
 }
 
-MemorySpec V4MemorySpec(const io::ModelConfig& c, kernels::V4KvFormat format, DType kv_dtype) {
+MemorySpec V4MemorySpec(const io::ModelConfig& c, kernels::V4KvFormat format, kernels::IndexKeyFormat index_keys,
+                        DType kv_dtype) {
   const io::V4Config& v4 = *c.v4;
   // A key or entry: head_dim values exactly, or kernels::V4KvFormat::kFp8's packed fields.
   const std::int64_t d = v4.head_dim, rope = c.qk_rope_head_dim;
@@ -97,7 +99,7 @@ MemorySpec V4MemorySpec(const io::ModelConfig& c, kernels::V4KvFormat format, DT
   if (csa > 0) {
     spec.classes.push_back(Paged(kCsaEntries, csa_ratio, csa, kv));
     spec.classes.push_back(
-        Paged(kCsaIndexKeys, csa_ratio, csa, LightningIndexer::KeyFields(c, V4IndexKeyFormat(format), DType::kF32)));
+        Paged(kCsaIndexKeys, csa_ratio, csa, LightningIndexer::KeyFields(c, index_keys, DType::kF32)));
     spec.classes.push_back(PerRequest(kCsaState, 2 * csa_ratio, csa, state(2 * d)));
     spec.classes.push_back(PerRequest(kCsaIndexState, 2 * csa_ratio, csa, state(2 * c.indexer->head_dim)));
   }
@@ -108,7 +110,9 @@ MemorySpec V4MemorySpec(const io::ModelConfig& c, kernels::V4KvFormat format, DT
   return spec;
 }
 
-MemorySpec DeepseekV4Model::Memory() const { return V4MemorySpec(config(), KvFormatOf(options()), options().kv_dtype); }
+MemorySpec DeepseekV4Model::Memory() const {
+  return V4MemorySpec(config(), KvFormatOf(options()), options().index_keys, options().kv_dtype);
+}
 
 V4LayerMemory DeepseekV4Model::LayerMemory(const ModelMemory& memory, const Layer& layer, std::size_t index) const {
   const MemorySpec& spec = memory.spec();

@@ -25,7 +25,8 @@ namespace fission::model {
 // sliding-window ring (per request); per CSA layer paged entries and index keys at 1/ratio of the
 // tokens and two compressor carry-overs (per request); per HCA layer paged entries and one
 // carry-over. Keys and entries are stored in `format` (exact: `kv_dtype`).
-MemorySpec V4MemorySpec(const io::ModelConfig& config, kernels::V4KvFormat format, DType kv_dtype);
+MemorySpec V4MemorySpec(const io::ModelConfig& config, kernels::V4KvFormat format, kernels::IndexKeyFormat index_keys,
+                        DType kv_dtype);
 
 class DeepseekV4Model final : public DecoderModel {
  public:

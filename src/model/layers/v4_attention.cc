@@ -5,7 +5,8 @@
 namespace fission::model {
 
 V4Attention::V4Attention(const io::ModelConfig& c, std::int64_t layer, WeightLoader& loader, const RankInfo& rank,
-                         const RopeTables& main_rope, const RopeTables& compress_rope, kernels::V4KvFormat format)
+                         const RopeTables& main_rope, const RopeTables& compress_rope, kernels::V4KvFormat format,
+                         kernels::IndexKeyFormat index_keys)
     : config_(c),
       kind_(c.v4->attention[static_cast<std::size_t>(layer)]),
       ratio_(c.v4->compress_ratio[static_cast<std::size_t>(layer)]),
@@ -41,7 +42,7 @@ V4Attention::V4Attention(const io::ModelConfig& c, std::int64_t layer, WeightLoa
     compressor_ = std::make_unique<V4Compressor>(c, prefix + "compressor.", d, ratio_,
                                                  /*overlap=*/kind_ == io::V4Attention::kCsa, loader, compress_rope);
   if (kind_ == io::V4Attention::kCsa)
-    indexer_ = std::make_unique<V4Indexer>(c, prefix + "indexer.", ratio_, loader, compress_rope, V4IndexKeyFormat(format));
+    indexer_ = std::make_unique<V4Indexer>(c, prefix + "indexer.", ratio_, loader, compress_rope, index_keys);
 }
 
 std::vector<std::int64_t> V4Attention::state_rings() const {

@@ -28,15 +28,12 @@ struct V4LayerMemory {
 
 // How the CSA indexer's keys are stored next to window keys and entries of `format`: e4m3 with a
 // per-key scale beside fp8 entries (DSA's rule, kernels/dsa_ops.h), exactly otherwise.
-inline kernels::IndexKeyFormat V4IndexKeyFormat(kernels::V4KvFormat format) {
-  return format == kernels::V4KvFormat::kFp8 ? kernels::IndexKeyFormat::kFp8 : kernels::IndexKeyFormat::kExact;
-}
-
 class V4Attention {
  public:
-  // `format`: how the window ring and the entries are stored.
+  // `format`: how the window ring and the entries are stored; `index_keys`: the CSA indexer's keys.
   V4Attention(const io::ModelConfig& config, std::int64_t layer, WeightLoader& loader, const RankInfo& rank,
-              const RopeTables& main_rope, const RopeTables& compress_rope, kernels::V4KvFormat format);
+              const RopeTables& main_rope, const RopeTables& compress_rope, kernels::V4KvFormat format,
+              kernels::IndexKeyFormat index_keys);
   // out [rows, hidden]: this rank's partial sum (the caller reduces it over the attention-TP group).
   void Forward(const StepContext& step, const Tensor& x, const V4StepPlan& plan, const V4LayerMemory& memory,
                const Tensor& out) const;
