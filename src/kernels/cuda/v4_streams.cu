@@ -3,6 +3,7 @@
 // where a value is one thread's (the Sinkhorn mixing, the routing weights), block sums where it
 // is a reduction (the mixes' dot products).
 #include <algorithm>
+#include <atomic>
 #include <type_traits>
 #include <vector>
 
@@ -20,38 +21,15 @@ constexpr int kMaxMult = 4;  // hc_mult the mixing keeps in registers (V4: 4)
 constexpr int kMaxMixes = (2 + kMaxMult) * kMaxMult;
 constexpr int kSums = kMaxMixes + 1;  // a column chunk's sum of squares, then its mixes' dot products
 static_assert(kMaxMult * kMaxMult <= 32, "the Sinkhorn normalisation keeps an element a lane of one warp");
-// Columns of the flattened streams one block of the mixing's first pass sums: fixed, so a token's
-// sums are the same whatever the batch (16 blocks a token at V4-Flash's 4 x 4096 streams). A thread
-// reads its four columns of x and of every fn row as float4s, all in flight at once, so a decode
-// step's few blocks still read fn in about one memory round trip (chunks of 256 scalar columns
-// did that with four times the blocks, and made a 4,096-token prefill's mixing 14% slower).
-constexpr std::int64_t kMixChunk = 4 * kThreads;
+// Columns of the flattened streams one warp of the mixing's first pass sums for a token: fixed,
+// so a token's sums are the same whatever the batch (16 chunks a token at V4-Flash's 4 x 4096
+// streams, eight float4 loads a lane in flight).
+constexpr std::int64_t kMixChunk = 1024;
+// Tokens one block of the first pass sums, a warp each in turn, sharing its columns of fn.
+constexpr int kMixTokens = 32;
 constexpr int kMaxRouteTopK = 32;
 
 __device__ __forceinline__ float Sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
-
-// The block's totals of v[0, count): each warp reduces by shuffles, then every thread adds the
-// warps' rows. The barriers also order the block's earlier reads before later writes.
-__device__ void BlockSums(float (&v)[kSums], int count, float (*partial)[kSums]) {
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-#pragma unroll
-  for (int i = 0; i < kSums; ++i)
-    if (i < count)
-      for (int o = 16; o > 0; o >>= 1) v[i] += __shfl_xor_sync(0xffffffffu, v[i], o);
-  if (lane == 0)
-#pragma unroll
-    for (int i = 0; i < kSums; ++i)
-      if (i < count) partial[warp][i] = v[i];
-  __syncthreads();
-#pragma unroll
-  for (int i = 0; i < kSums; ++i)
-    if (i < count) {
-      float total = 0.0f;
-      for (int w = 0; w < kThreads / 32; ++w) total += partial[w][i];
-      v[i] = total;
-    }
-  __syncthreads();
-}
 
 // comb [M, M] made doubly stochastic, as the CPU reference does it: softmax over each row plus
 // eps, columns normalised, then iters - 1 rounds of rows and columns (denominators + eps). Lane
@@ -91,33 +69,63 @@ __device__ __forceinline__ float SinkhornLane(float v, int iters, float eps) {
   return v;
 }
 
-// The mixing's first pass, block (token t, chunk s) over columns [s·kMixChunk, +kMixChunk) of the
-// token's flattened streams x: sums[0] = Σ x², sums[1 + i] = Σ fn[i, c] · x[c]. Since
-// fn · (x / rms) = (fn · x) / rms, the RMS can wait for the second pass, and a decode step's few
-// tokens spread over many blocks instead of one block each reading all of fn.
-__global__ void __launch_bounds__(kThreads) HyperSumsKernel(const float* streams, const float* fn, std::int64_t width,
-                                                            int mixes, float* sums) {
-  __shared__ float partial[kThreads / 32][kSums];
-  const std::int64_t t = blockIdx.x, c = blockIdx.y * kMixChunk + 4 * threadIdx.x;  // width % 4 == 0
-  float acc[kSums];
-#pragma unroll
-  for (int i = 0; i < kSums; ++i) acc[i] = 0.0f;
-  if (c < width) {
-    const float4 v = *reinterpret_cast<const float4*>(streams + t * width + c);
-    acc[0] = v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+// The mixing's first pass over columns [s·kMixChunk, +kMixChunk) of each token's flattened streams
+// x: sums[0] = Σ x², sums[1 + i] = Σ fn[i, c] · x[c]. Since fn · (x / rms) = (fn · x) / rms, the
+// RMS can wait for the second pass. Block (group of kMixTokens tokens, chunk s): the chunk's
+// columns of fn are copied to shared memory once (96 KB; a thread's float4 column of every row in
+// flight at once) and shared by the group's tokens (a block per token read fn's 1.5 MB from L2
+// once per token: 25 GB of L2 reads for a 16K-token prefill). A warp owns a token's chunk in turn
+// (lane l reads float4 columns 4·(l + 32·j), all eight loads in flight, then a shuffle tree), so
+// a token's sums are the same whatever the batch.
+__global__ void __launch_bounds__(kThreads) HyperSumsKernel(const float* streams, const float* fn, std::int64_t n,
+                                                            std::int64_t width, int mixes, float* sums) {
+  extern __shared__ float4 fn_chunk[];  // [mixes][kMixChunk / 4]
+  constexpr int kRow4 = kMixChunk / 4, kLaneChunks = kRow4 / 32;
+  static_assert(kRow4 == kThreads, "a thread copies one float4 column of every row");
+  const std::int64_t c0 = blockIdx.y * kMixChunk;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  {
+    const std::int64_t c = c0 + 4 * threadIdx.x;
+    float4 f[kMaxMixes];
 #pragma unroll
     for (int i = 0; i < kMaxMixes; ++i)
-      if (i < mixes) {
-        const float4 f = __ldg(reinterpret_cast<const float4*>(fn + i * width + c));
-        acc[1 + i] = f.x * v.x + f.y * v.y + f.z * v.z + f.w * v.w;
-      }
+      f[i] = i < mixes && c < width ? __ldg(reinterpret_cast<const float4*>(fn + i * width + c)) : make_float4(0, 0, 0, 0);
+#pragma unroll
+    for (int i = 0; i < kMaxMixes; ++i)
+      if (i < mixes) fn_chunk[i * kRow4 + threadIdx.x] = f[i];
   }
-  BlockSums(acc, 1 + mixes, partial);
-  if (threadIdx.x == 0) {
-    float* out = sums + (t * gridDim.y + blockIdx.y) * kSums;
+  __syncthreads();
+  const std::int64_t t1 = min(n, (blockIdx.x + 1) * static_cast<std::int64_t>(kMixTokens));
+  for (std::int64_t t = blockIdx.x * static_cast<std::int64_t>(kMixTokens) + warp; t < t1; t += kThreads / 32) {
+    float4 v[kLaneChunks];
+#pragma unroll
+    for (int j = 0; j < kLaneChunks; ++j) {
+      const std::int64_t c = c0 + 4 * (lane + 32 * j);
+      v[j] = c < width ? *reinterpret_cast<const float4*>(streams + t * width + c) : make_float4(0, 0, 0, 0);
+    }
+    float acc[kSums];
+    acc[0] = 0.0f;
+#pragma unroll
+    for (int j = 0; j < kLaneChunks; ++j) acc[0] += v[j].x * v[j].x + v[j].y * v[j].y + v[j].z * v[j].z + v[j].w * v[j].w;
+#pragma unroll
+    for (int i = 0; i < kMaxMixes; ++i) {
+      acc[1 + i] = 0.0f;
+      if (i >= mixes) continue;
+#pragma unroll
+      for (int j = 0; j < kLaneChunks; ++j) {
+        const float4 f = fn_chunk[i * kRow4 + lane + 32 * j];
+        acc[1 + i] += f.x * v[j].x + f.y * v[j].y + f.z * v[j].z + f.w * v[j].w;
+      }
+    }
 #pragma unroll
     for (int i = 0; i < kSums; ++i)
-      if (i <= mixes) out[i] = acc[i];
+      for (int o = 16; o > 0; o >>= 1) acc[i] += __shfl_xor_sync(0xffffffffu, acc[i], o);
+    if (lane == 0) {
+      float* out = sums + (t * gridDim.y + blockIdx.y) * kSums;
+#pragma unroll
+      for (int i = 0; i < kSums; ++i)
+        if (i <= mixes) out[i] = acc[i];
+    }
   }
 }
 
@@ -184,18 +192,30 @@ __global__ void ExpandStreamsKernel(const float* x, float* out, std::int64_t n, 
   }
 }
 
-// out[t, k, d] = post[t, k] · y[t, d] + Σ_j comb[t, j, k] · streams[t, j, d].
+// out[t, k, d] = post[t, k] · y[t, d] + Σ_j comb[t, j, k] · streams[t, j, d]. A thread per (t, d)
+// writes every k, so each stream value and y are read once (a thread per output read each stream
+// value kMult times and spent its time on 64-bit index divisions); the same sums in the same order.
+template <int kMult>
 __global__ void HyperPostKernel(const float* y, const float* streams, const float* post, const float* comb,
-                                float* out, std::int64_t n, int mult, std::int64_t hidden) {
-  const std::int64_t total = n * mult * hidden;
+                                float* out, std::int64_t n, std::int64_t hidden) {
+  const std::int64_t total = n * hidden;
   for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
-    const std::int64_t t = i / (mult * hidden), k = (i / hidden) % mult, d = i % hidden;
-    const float* x = streams + t * mult * hidden;
-    const float* c = comb + t * mult * mult;
-    float mixed = 0.0f;
-    for (int j = 0; j < mult; ++j) mixed += c[j * mult + k] * x[j * hidden + d];
-    out[i] = post[t * mult + k] * y[t * hidden + d] + mixed;
+    const std::int64_t t = i / hidden, d = i - t * hidden;
+    const float* x = streams + t * kMult * hidden + d;
+    const float* c = comb + t * kMult * kMult;
+    float xs[kMult];
+#pragma unroll
+    for (int j = 0; j < kMult; ++j) xs[j] = x[j * hidden];
+    const float yd = y[i];
+    float* o = out + t * kMult * hidden + d;
+#pragma unroll
+    for (int k = 0; k < kMult; ++k) {
+      float mixed = 0.0f;
+#pragma unroll
+      for (int j = 0; j < kMult; ++j) mixed += c[j * kMult + k] * xs[j];
+      o[k * hidden] = post[t * kMult + k] * yd + mixed;
+    }
   }
 }
 
@@ -274,8 +294,15 @@ void HyperMix(CudaContext& ctx, const Tensor& streams, const Tensor& fn, const T
   FISSION_CHECK(chunks <= 65535 && width % 4 == 0 && Aligned16(streams.data) && Aligned16(fn.data),
                 "mHC streams of ", width, " values (the CUDA mixing reads them as float4: a multiple of 4, aligned)");
   Buffer sums(DType::kF32, Shape{n * chunks, kSums}, ctx.allocator());
-  HyperSumsKernel<<<dim3(static_cast<unsigned>(n), static_cast<unsigned>(chunks)), kThreads, 0, ctx.stream()>>>(
-      streams.ptr<float>(), fn.ptr<float>(), width, mixes, sums.tensor().ptr<float>());
+  const auto groups = static_cast<unsigned>((n + kMixTokens - 1) / kMixTokens);
+  const std::size_t smem = static_cast<std::size_t>(mixes) * kMixChunk * sizeof(float);
+  static std::atomic<std::uint64_t> configured{0};  // the attribute is per device
+  const std::uint64_t bit = std::uint64_t{1} << (ctx.device() & 63);
+  if ((configured.fetch_or(bit) & bit) == 0)
+    FISSION_CUDA(cudaFuncSetAttribute(HyperSumsKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                      static_cast<int>(kMaxMixes * kMixChunk * sizeof(float))));
+  HyperSumsKernel<<<dim3(groups, static_cast<unsigned>(chunks)), kThreads, smem, ctx.stream()>>>(
+      streams.ptr<float>(), fn.ptr<float>(), n, width, mixes, sums.tensor().ptr<float>());
   FISSION_LAUNCHED();
   auto weights = [&](auto mult) {
     HyperWeightsKernel<decltype(mult)::value><<<static_cast<unsigned>(n), kThreads, 0, ctx.stream()>>>(
@@ -329,10 +356,19 @@ void V4HyperPost(CudaContext& ctx, const Tensor& block_out, const Tensor& stream
                 "HyperPost block_out", block_out.shape.ToString(), " streams", streams.shape.ToString(), " out",
                 out.shape.ToString(), " (out must not alias streams)");
   for (const Tensor* t : {&block_out, &streams, &post, &comb, &out}) CheckF32(*t, "mHC tensors");
+  FISSION_CHECK(m >= 1 && m <= kMaxMult, "hc_mult ", m, ": the CUDA mixing takes at most ", kMaxMult, " streams");
   if (out.numel() == 0) return;
-  HyperPostKernel<<<GridFor(out.numel()), kThreads, 0, ctx.stream()>>>(
-      block_out.ptr<float>(), streams.ptr<float>(), post.ptr<float>(), comb.ptr<float>(), out.ptr<float>(), n,
-      static_cast<int>(m), hidden);
+  auto launch = [&](auto mult) {
+    HyperPostKernel<decltype(mult)::value><<<GridFor(n * hidden), kThreads, 0, ctx.stream()>>>(
+        block_out.ptr<float>(), streams.ptr<float>(), post.ptr<float>(), comb.ptr<float>(), out.ptr<float>(), n,
+        hidden);
+  };
+  switch (m) {
+    case 1: launch(std::integral_constant<int, 1>{}); break;
+    case 2: launch(std::integral_constant<int, 2>{}); break;
+    case 3: launch(std::integral_constant<int, 3>{}); break;
+    default: launch(std::integral_constant<int, 4>{}); break;
+  }
   FISSION_LAUNCHED();
 }
 
