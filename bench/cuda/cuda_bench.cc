@@ -14,11 +14,11 @@
 // And DeepSeek Sparse Attention's kernels (bench/cuda/dsa_bench.cc): dsa_indexer, dsa_topk,
 // dsa_sparse_prefill, dsa_sparse_decode.
 //
-// And the MXFP4 and MXFP8 routed experts (bench/cuda/moe_mx_bench.cc): moe_mxfp4, moe_mxfp8; and
+// And the MXFP4 and MXFP8 routed experts (bench/cuda/moe_mx_bench.cc): moe_mxfp4, moe_mxfp8;
 // DeepSeek-V4's FP4 (W4A8) experts (bench/cuda/moe_fp4_bench.cc): moe_fp4.
 //
-// Usage: fission_cuda_bench [copy] [gemm] [fp8] [moe_fp8] [moe_mxfp4] [moe_mxfp8] [moe_fp4] [prefill] [decode]
-//                           [sample] [ops]
+// Usage: fission_cuda_bench [copy] [gemm] [fp8] [moe_fp8] [moe_mxfp4] [moe_mxfp8] [moe_fp4]
+//                           [prefill] [decode] [sample] [ops]
 //                           [dsa_indexer] [dsa_topk] [dsa_sparse_prefill] [dsa_sparse_decode]
 //        (all when none is named)
 #include <cuda_runtime.h>

@@ -1,6 +1,7 @@
 #include "bench/cuda/moe_bench_inputs.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <vector>
 
@@ -38,6 +39,20 @@ Buffer RandomBf16(kernels::cuda::CudaBackend& gpu, Shape shape, std::mt19937& rn
   Buffer b(DType::kBF16, shape, gpu.allocator());
   gpu.CopyFromHost(v.data(), b);
   return b;
+}
+
+Buffer UniformBf16(kernels::cuda::CudaBackend& gpu, Shape shape, std::uint64_t seed) {
+  Buffer b(DType::kBF16, shape, gpu.allocator());
+  gpu.FillUniform(b, std::sqrt(3.0f), seed);
+  return b;
+}
+
+void PrintTflops(const std::string& name, double us, double flops) {
+  constexpr double kCeilingTflops = 790.0;
+  const double tflops = flops / (us * 1e-6) / 1e12;
+  std::printf("RESULT %s %.1f %.1f TFLOP/s\n", name.c_str(), us, tflops);
+  std::printf("INFO %s %.3f of 790 TFLOP/s\n", name.c_str(), tflops / kCeilingTflops);
+  std::fflush(stdout);
 }
 
 void BenchWholeExperts(kernels::cuda::CudaBackend& gpu, const TimeFn& time_us,

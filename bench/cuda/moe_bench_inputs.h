@@ -22,6 +22,13 @@ ExpertRouting MakeExpertRouting(kernels::cuda::CudaBackend& gpu, std::int64_t n,
                                 std::int64_t top_k, std::mt19937& rng);
 // Standard-normal values in a bf16 device tensor.
 Buffer RandomBf16(kernels::cuda::CudaBackend& gpu, Shape shape, std::mt19937& rng);
+// Uniform values of unit variance in a bf16 device tensor, drawn on the device (for the prefill
+// benchmarks' hundreds of millions of values).
+Buffer UniformBf16(kernels::cuda::CudaBackend& gpu, Shape shape, std::uint64_t seed);
+
+// `RESULT <name> <us> <TFLOP/s> TFLOP/s` and `INFO <name> <fraction> of 790 TFLOP/s` (the H200's
+// measured bf16 ceiling) for `flops` done in `us`.
+void PrintTflops(const std::string& name, double us, double flops);
 
 // The whole experts operation (Backend::MoeExperts) at 1, 64 and 4,096 tokens, each timed over
 // `routings` routings by `time_us` (called with the repetition's index); prints

@@ -5,13 +5,22 @@
 //     inputs prepared once per routing), GB/s of the codes and scales of every expert with a token,
 //     counted once, and that as a fraction of the H200's 4.8 TB/s; _tp8 the down projection of a
 //     TP-8 rank (k = 256: two warps a tile);
-//   moe_fp4_v4_n{1,64,4096}: the whole operation (plan, gather, both GEMVs, silu, combine).
-// Four routings are rotated so that an expert set read in one repetition is not in L2 at the next.
+//   moe_fp4_v4_n{1,64,4096}: the whole operation (plan, gather, both products, silu, combine; at
+//     4,096 tokens the products are the grouped GEMM);
+//   moe_fp4_gemm_{gate_up,down}_n{4096,16384}: the prefill's grouped GEMM (moe_grouped.cu) alone
+//     over 128-row runs planned once per routing, `RESULT <name> <us> <TFLOP/s> TFLOP/s` and INFO
+//     the fraction of 790 TFLOP/s (the H200's bf16 ceiling; e4m3 mma.sync measured 1,623);
+//   moe_fp4_v4_prefill_{grouped,gemv}_n{4096,16384}: the whole operation on the grouped GEMM and on
+//     the 8-row GEMV it replaced (ExpertsPrefill::kPerExpert), the same line format; FLOPs 2 per
+//     multiply-add: 6·pairs·hidden·inter for the operation.
+// Four routings are rotated so that an expert set read in one repetition is not in L2 at the next
+// (two at the prefill sizes).
 #include "bench/cuda/moe_fp4_bench.h"
 
 #include <algorithm>
 #include <cstdio>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "bench/cuda/moe_bench_inputs.h"
@@ -25,7 +34,7 @@ namespace {
 using kernels::cuda::CudaBackend;
 constexpr std::int64_t kHidden = 4096, kInter = 2048, kInterTp8 = 256, kExperts = 256, kTopK = 6;
 constexpr double kHbmGBs = 4800.0;
-constexpr int kRoutings = 4;
+constexpr int kRoutings = 4, kPrefillRoutings = 2;
 
 struct Weights {
   std::vector<Buffer> codes, scales;
@@ -54,6 +63,54 @@ Weights MakeWeights(CudaBackend& gpu, std::int64_t m, std::int64_t k, std::mt199
   }
   w.bytes = static_cast<double>(bytes.size() + scales.size());
   return w;
+}
+
+// Prefill sizes: the grouped GEMM alone, then the whole operation on it and on the GEMV.
+void BenchPrefill(CudaBackend& gpu, const TimeFn& time_us, const Weights& gu, const Weights& down,
+                  const void* const* gu_table, const void* const* down_table, std::mt19937& rng) {
+  kernels::cuda::CudaContext& ctx = gpu.context();
+  using kernels::cuda::ExpertsPrefill;
+  for (std::int64_t n : {4096, 16384}) {
+    const std::int64_t pairs = n * kTopK;
+    const double gu_flops = 4.0 * pairs * kHidden * kInter, down_flops = 2.0 * pairs * kHidden * kInter;
+    std::vector<ExpertRouting> routings;
+    std::vector<kernels::cuda::ExpertRows> plans;
+    for (int r = 0; r < kPrefillRoutings; ++r) {
+      routings.push_back(MakeExpertRouting(gpu, n, kExperts, kTopK, rng));
+      plans.push_back(kernels::cuda::PermuteByExpertOnDevice(ctx, routings.back().ids, kExperts,
+                                                             kernels::cuda::kGroupedTileRows));
+    }
+    // Activations drawn on the device, quantized once.
+    using kernels::cuda::QuantizeFp4Input;
+    const kernels::cuda::Fp4Input x = QuantizeFp4Input(ctx, UniformBf16(gpu, Shape{pairs, kHidden}, 21)),
+                                  act = QuantizeFp4Input(ctx, UniformBf16(gpu, Shape{pairs, kInter}, 22));
+    Buffer gu_out(DType::kF32, Shape{pairs, 2 * kInter}, gpu.allocator()),
+        down_out(DType::kF32, Shape{pairs, kHidden}, gpu.allocator());
+    const std::string suffix = "_n" + std::to_string(n);
+    const auto gemm = [&](const kernels::cuda::Fp4Input& in, const void* const* table, std::int64_t m,
+                          const Buffer& result) {
+      return time_us([&](int i) {
+        const kernels::cuda::ExpertRows& p = plans[i % kPrefillRoutings];
+        kernels::cuda::GroupedGemmFp4(ctx, in, p.runs.ptr<kernels::cuda::ExpertRun>(),
+                                      p.run_count.ptr<std::int32_t>(), p.max_runs, table, table + kExperts, m,
+                                      result);
+      });
+    };
+    PrintTflops("moe_fp4_gemm_gate_up" + suffix, gemm(x, gu_table, 2 * kInter, gu_out), gu_flops);
+    PrintTflops("moe_fp4_gemm_down" + suffix, gemm(act, down_table, kHidden, down_out), down_flops);
+
+    const Buffer tokens = UniformBf16(gpu, Shape{n, kHidden}, 23);
+    Buffer out(DType::kF32, Shape{n, kHidden}, gpu.allocator());
+    for (const auto& [label, prefill] :
+         {std::pair{"grouped", ExpertsPrefill::kGrouped}, std::pair{"gemv", ExpertsPrefill::kPerExpert}}) {
+      PrintTflops(std::string("moe_fp4_v4_prefill_") + label + suffix, time_us([&](int i) {
+                    const ExpertRouting& r = routings[i % kPrefillRoutings];
+                    kernels::cuda::MoeExpertsFp4(ctx, tokens, r.ids, r.weights, gu.codes_t, gu.scales_t, down.codes_t,
+                                                 down.scales_t, out, 0.0f, prefill);
+                  }),
+                  gu_flops + down_flops);
+    }
+  }
 }
 
 }  // namespace
@@ -116,6 +173,7 @@ void BenchMoeFp4(CudaBackend& gpu, const TimeFn& time_us) {
 
   BenchWholeExperts(gpu, time_us, "moe_fp4_v4", kExperts, kTopK, kHidden, gu.views, down.views, gu.bytes + down.bytes,
                     kRoutings, rng);
+  BenchPrefill(gpu, time_us, gu, down, gu_table, down_table, rng);
 }
 
 }  // namespace fission::bench

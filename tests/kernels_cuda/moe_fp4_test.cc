@@ -291,8 +291,8 @@ TEST(CudaMoeFp4, ExpertsMatchCpuReference) {
       Case{300, 9, 6, 4096, 2048, false, DType::kF32, 0.75f},
       // Small shapes: k of one and of three chunks (one warp a tile; two, unevenly split), shorter
       // last activation blocks (96 and 32: the tiny test models' shapes), odd expert counts,
-      // repeated experts, 300 tokens (past kDeviceRoutedTokens: the FP4 experts plan on the device
-      // at every size).
+      // repeated experts, 300 tokens (past kDeviceRoutedTokens: the grouped GEMM, still planned on
+      // the device).
       Case{1, 7, 2, 256, 128, false, DType::kF32, 0.75f},
       Case{8, 13, 4, 96, 32, true, DType::kBF16, 0.0f},
       Case{64, 33, 8, 256, 128, true, DType::kF32, 0.0f},
@@ -306,6 +306,71 @@ TEST(CudaMoeFp4, ExpertsMatchCpuReference) {
     RunGpu(c, ex, d);
     ExpectClose(c, ToHost(d.out), ref);
   }
+}
+
+// Prefill-sized calls (more than kDeviceRoutedTokens tokens, k % 128 == 0 in both products) run
+// the grouped GEMM (moe_grouped.cu): against the CPU and against the 8-row GEMV it replaced
+// (ExpertsPrefill::kPerExpert). Hot experts of two and three 128-row tiles with a partial last one
+// (4 experts of ~300 rows), many experts of a few rows with repeats and the clamp, a down product
+// of k = 384 (three blocks); hidden 96 (k % 128 != 0) stays on the GEMV.
+TEST(CudaMoeFp4, PrefillGroupedGemmMatchesCpuAndTheGemv) {
+  FISSION_REQUIRE_GPU();
+  std::mt19937 rng(67);
+  const Case cases[] = {
+      Case{600, 5, 2, 512, 256, false, DType::kBF16, 0.0f},
+      Case{400, 33, 8, 256, 384, true, DType::kF32, 0.75f},
+      Case{300, 13, 4, 96, 128, false, DType::kBF16, 0.0f},
+  };
+  for (const Case& c : cases) {
+    Experts ex(c, rng);
+    Inputs in(c, rng);
+    DeviceInputs d(c, in);
+    const std::vector<WeightView> gu = ex.Views(true, true), dn = ex.Views(true, false);
+    const std::vector<Tensor> gu_codes = ValuesOf(gu), dn_codes = ValuesOf(dn);
+    const auto run = [&](ExpertsPrefill prefill) {
+      MoeExpertsFp4(Gpu().context(), d.x, d.ids, d.weights, gu_codes, ScalesOf(gu), dn_codes, ScalesOf(dn), d.out,
+                    c.limit, prefill);
+      return ToHost(d.out);
+    };
+    const std::vector<float> grouped = run(ExpertsPrefill::kGrouped), gemv = run(ExpertsPrefill::kPerExpert);
+    ExpectClose(c, grouped, Reference(c, ex, in));
+    ExpectClose(c, grouped, gemv);
+  }
+}
+
+// DeepSeek-V4-Flash's experts (256 of them, top-6) at 2,048 tokens, codes drawn on the device
+// (3.2 GB) with one scale code a weight (the test's CenterScale): the grouped GEMM against the
+// GEMV path over the whole output.
+TEST(CudaMoeFp4, V4FlashPrefillGroupedGemmMatchesTheGemv) {
+  FISSION_REQUIRE_GPU();
+  constexpr std::int64_t kHidden = 4096, kInter = 2048, kExperts = 256;
+  std::mt19937 rng(68);
+  const Case c{2048, static_cast<int>(kExperts), 6, kHidden, kInter, false, DType::kBF16, 0.0f};
+  std::vector<Buffer> buffers;
+  std::vector<WeightView> gu, dn;
+  const auto weight = [&](std::int64_t m, std::int64_t k, std::uint64_t seed, std::vector<WeightView>& views) {
+    buffers.emplace_back(DType::kF4E2M1, Shape{m, k}, Gpu().allocator());
+    const Tensor codes = buffers.back().tensor();
+    Gpu().FillUniform(codes, 6.0f, seed);
+    buffers.emplace_back(DType::kE8M0, Shape{m, k / 32}, Gpu().allocator());
+    const std::vector<std::uint8_t> scales(m * (k / 32), static_cast<std::uint8_t>(CenterScale(k)));
+    Gpu().CopyBytesFromHost(scales.data(), buffers.back());
+    views.emplace_back(codes, buffers.back().tensor(), kFp4);
+  };
+  for (std::int64_t e = 0; e < kExperts; ++e) {
+    weight(2 * kInter, kHidden, 100 + e, gu);
+    weight(kHidden, kInter, 900 + e, dn);
+  }
+  Inputs in(c, rng);
+  DeviceInputs d(c, in);
+  const std::vector<Tensor> gu_codes = ValuesOf(gu), dn_codes = ValuesOf(dn);
+  const auto run = [&](ExpertsPrefill prefill) {
+    MoeExpertsFp4(Gpu().context(), d.x, d.ids, d.weights, gu_codes, ScalesOf(gu), dn_codes, ScalesOf(dn), d.out,
+                  c.limit, prefill);
+    return ToHost(d.out);
+  };
+  const std::vector<float> grouped = run(ExpertsPrefill::kGrouped);
+  ExpectClose(c, grouped, run(ExpertsPrefill::kPerExpert));
 }
 
 // A decode call captured once replays new activations and routing bit for bit as an eager call
@@ -332,6 +397,27 @@ TEST(CudaMoeFp4, CapturedDecodeReplaysNewRouting) {
     RunGpu(c, ex, d);
     EXPECT_TRUE(SameBits(ToHost(d.out), replayed)) << "limit " << limit << ": replay and eager call differ";
   }
+}
+
+// The prefill path (the grouped GEMM) plans on the device too: a captured 300-token call replays
+// new routing bit for bit as an eager call computes it.
+TEST(CudaMoeFp4, CapturedPrefillReplaysNewRouting) {
+  FISSION_REQUIRE_GPU();
+  std::mt19937 rng(69);
+  CudaContext& ctx = Gpu().context();
+  const Case c{300, 13, 4, 256, 128, true, DType::kBF16, 0.0f};
+  Experts ex(c, rng);
+  Inputs first(c, rng), second(c, rng);
+  DeviceInputs d(c, first);
+  RunGpu(c, ex, d);
+  CapturedGraph graph(ctx, [&] { RunGpu(c, ex, d); });
+  EXPECT_FALSE(graph.uploaded_constants()) << "the prefill path uploaded constants";
+  d.Load(second);
+  graph.Launch();
+  const std::vector<float> replayed = ToHost(d.out);
+  ExpectClose(c, replayed, Reference(c, ex, second));
+  RunGpu(c, ex, d);
+  EXPECT_TRUE(SameBits(ToHost(d.out), replayed)) << "replay and eager call differ";
 }
 
 }  // namespace

@@ -59,6 +59,16 @@ __device__ __forceinline__ void StoreF(void* p, std::int64_t i, Elem e, float v)
     static_cast<__nv_bfloat16*>(p)[i] = __float2bfloat16_rn(v);
 }
 
+// silu(gate) · up; with limit > 0 DeepSeek-V4's clamp first, the gate from above and up to
+// [-limit, limit] (kernels/v4_ops.h, ClampedSwiGlu): SiluMul and the kernels that fuse it.
+__device__ __forceinline__ float SiluMulOf(float g, float u, float limit) {
+  if (limit > 0.0f) {
+    g = fminf(g, limit);
+    u = fminf(fmaxf(u, -limit), limit);
+  }
+  return (g / (1.0f + expf(-g))) * u;
+}
+
 // Whether a pointer allows 16-byte vector loads (and cuBLASLt's fastest kernels).
 inline bool Aligned16(const void* p) { return (reinterpret_cast<std::uintptr_t>(p) & 15u) == 0; }
 

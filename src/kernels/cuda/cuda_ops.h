@@ -130,8 +130,9 @@ void MoeExperts(CudaContext& ctx, const Tensor& x, const Tensor& topk_ids, const
 // (token, k) pairs grouped by expert, expert e's rows being [offsets[e], offsets[e + 1]).
 // PermuteByExpert reads the per-expert counts back to the host and fills `offsets`.
 // PermuteByExpertOnDevice waits for nothing (a captured step can run it): the offsets stay on the
-// device, and `runs` lists each expert's rows in runs of at most kGemvRunRows, *run_count of them,
-// at most max_runs (a bound from shapes). Routing produces ids in [0, experts); an id outside it
+// device, and `runs` lists each expert's rows in runs of at most run_rows (kGemvRunRows for the
+// GEMVs, kGroupedTileRows for the grouped GEMM), *run_count of them, at most max_runs (a bound
+// from shapes). Routing produces ids in [0, experts); an id outside it
 // gets no row (row_of_pair -1, skipped by the combine) and its token's other pairs are unaffected.
 struct ExpertRows {
   std::int64_t pairs = 0;
@@ -141,15 +142,17 @@ struct ExpertRows {
   std::int64_t max_runs = 0;
 };
 ExpertRows PermuteByExpert(CudaContext& ctx, const Tensor& topk_ids, int experts);
-ExpertRows PermuteByExpertOnDevice(CudaContext& ctx, const Tensor& topk_ids, int experts);
-// Runs of at most kGemvRunRows rows that `pairs` pairs over `experts` experts can need: an expert
-// with c rows needs ⌈c/8⌉ ≤ (c + 7)/8 runs, at most min(experts, pairs) experts have rows, so the
-// runs number at most ⌊(pairs + 7·min(experts, pairs)) / 8⌋.
-std::int64_t MaxExpertRuns(std::int64_t pairs, std::int64_t experts);
+ExpertRows PermuteByExpertOnDevice(CudaContext& ctx, const Tensor& topk_ids, int experts,
+                                   int run_rows = kGemvRunRows);
+// Runs of at most R = run_rows rows that `pairs` pairs over `experts` experts can need: an expert
+// with c rows needs ⌈c/R⌉ ≤ (c + R - 1)/R runs, at most min(experts, pairs) experts have rows, so
+// the runs number at most ⌊(pairs + (R - 1)·min(experts, pairs)) / R⌋.
+std::int64_t MaxExpertRuns(std::int64_t pairs, std::int64_t experts, int run_rows = kGemvRunRows);
 // run(t0, t1) over consecutive slices of [0, n) tokens of top_k pairs each, halved until a slice's
-// runs fit one grid's kMaxGridY rows (only a prefill of tens of thousands of tokens is sliced).
+// runs of run_rows fit one grid's kMaxGridY rows (only a prefill of tens of thousands of tokens is
+// sliced).
 void ForEachRunSlice(std::int64_t n, std::int64_t top_k, std::int64_t experts,
-                     const std::function<void(std::int64_t, std::int64_t)>& run);
+                     const std::function<void(std::int64_t, std::int64_t)>& run, int run_rows = kGemvRunRows);
 // out[t] = Σ_k weights[t, k] · y[row_of_pair[t, k]] (fp32 y [pairs, hidden]), k in a fixed order.
 void CombineExperts(CudaContext& ctx, const ExpertRows& rows, const Tensor& y, const Tensor& topk_weights,
                     const Tensor& out);
@@ -213,10 +216,29 @@ Fp4Input QuantizeFp4Input(CudaContext& ctx, const Tensor& x);
 void Fp4GemvRuns(CudaContext& ctx, const Fp4Input& x, const ExpertRun* runs, const std::int32_t* run_count,
                  std::int64_t max_runs, const void* const* expert_codes, const void* const* expert_scales,
                  std::int64_t m, const Tensor& out);
+// Which products the FP4 experts' prefill runs: the grouped GEMM (moe_grouped.cu) where the shapes
+// take it, or the 8-row run GEMV it replaced (which other shapes still run, and which benchmarks
+// and tests compare it with).
+enum class ExpertsPrefill : std::uint8_t { kGrouped, kPerExpert };
+// Prefill-sized calls (more than kDeviceRoutedTokens tokens, k % 128 == 0 in both products) run
+// both products on the grouped GEMM over 128-row runs, still planned on the device.
 void MoeExpertsFp4(CudaContext& ctx, const Tensor& x, const Tensor& topk_ids, const Tensor& topk_weights,
                    std::span<const Tensor> gate_up, std::span<const Tensor> gate_up_scale,
                    std::span<const Tensor> down, std::span<const Tensor> down_scale, const Tensor& out,
-                   float limit = 0.0f);
+                   float limit = 0.0f, ExpertsPrefill prefill = ExpertsPrefill::kGrouped);
+
+// moe_grouped.cu: the FP4 experts' prefill products, one grouped tensor-core GEMM launch per
+// product over the rows of every expert (grouped by expert, as the permutations leave them). A
+// row tile is an ExpertRun of at most kGroupedTileRows rows; the list is on the device, max_tiles
+// long, of which *tile_count are valid when tile_count is given (blocks past it return at once).
+inline constexpr int kGroupedTileRows = 128;
+// W4A8: rows quantized by QuantizeFp4Input times each tile's expert e2m1 codes [m, k] with e8m0
+// scales (device tables, as Fp4GemvRuns) into out [pairs, m] (fp32 or bf16), the GEMV's
+// arithmetic. GroupedGemmFp4Takes: k % 128 == 0 (whole activation blocks), else an Error.
+bool GroupedGemmFp4Takes(std::int64_t k);
+void GroupedGemmFp4(CudaContext& ctx, const Fp4Input& x, const ExpertRun* tiles, const std::int32_t* tile_count,
+                    std::int64_t max_tiles, const void* const* expert_codes, const void* const* expert_scales,
+                    std::int64_t m, const Tensor& out);
 
 // mla_attention.cu
 void MlaAttentionExpanded(CudaContext& ctx, const Tensor& q, const Tensor& cache, const Tensor& kv_b,

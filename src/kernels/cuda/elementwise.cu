@@ -122,13 +122,7 @@ __global__ void SiluMulKernel(const void* gu, Elem ge, void* out, Elem oe, std::
   for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
     const std::int64_t r = i / inter, j = i - r * inter;
-    float g = LoadF(gu, r * 2 * inter + j, ge);
-    float u = LoadF(gu, r * 2 * inter + inter + j, ge);
-    if (limit > 0.0f) {
-      g = fminf(g, limit);
-      u = fminf(fmaxf(u, -limit), limit);
-    }
-    StoreF(out, i, oe, (g / (1.0f + expf(-g))) * u);
+    StoreF(out, i, oe, SiluMulOf(LoadF(gu, r * 2 * inter + j, ge), LoadF(gu, r * 2 * inter + inter + j, ge), limit));
   }
 }
 

@@ -4,6 +4,8 @@
 // calls (kDeviceRoutedTokens) of bf16 experts plan on the device and run every expert on the bf16
 // run GEMV, so the step can be captured as a CUDA graph, as the FP8 experts' decode path does;
 // larger calls (and fp32 experts) read the per-expert counts back to plan one GEMM per expert.
+// (A grouped bf16 GEMM over every expert, one launch a product, was measured slower than these
+// cuBLASLt GEMMs at V4-Flash's prefill shapes: docs/benchmarks.md, 2026-12-04 late.)
 #include <algorithm>
 #include <cub/block/block_scan.cuh>
 #include <vector>
@@ -118,16 +120,17 @@ __global__ void PermuteKernel(const std::int32_t* ids, std::int64_t pairs, int t
   if (p < pairs) TakeRow(ids, p, top_k, experts, cursor, row_of_pair, token_of_row);
 }
 
-// The decode path's whole permutation in one block of kPlanThreads threads: each expert's pair
-// count, the exclusive sums of the rows (the cursors) and of the runs of at most kGemvRunRows rows
+// The device-planned permutation in one block of kPlanThreads threads: each expert's pair
+// count, the exclusive sums of the rows (the cursors) and of the runs of at most run_rows rows
 // (passes of kPlanThreads experts, carrying the sums over), each expert's runs, then each (token,
 // k) pair takes the next free row of its expert's block as PermuteKernel does. Shared memory:
 // counts and cursors, 2 * experts ints. Rows past the valid ones (a bad id leaves some) gather
 // token 0 instead of garbage.
 constexpr int kPlanThreads = 1024;
 __global__ void __launch_bounds__(kPlanThreads) PlanOnDeviceKernel(const std::int32_t* ids, std::int64_t pairs,
-                                                                  int top_k, int experts, ExpertRun* runs,
-                                                                  std::int64_t max_runs, std::int32_t* run_count,
+                                                                  int top_k, int experts, int run_rows,
+                                                                  ExpertRun* runs, std::int64_t max_runs,
+                                                                  std::int32_t* run_count,
                                                                   std::int32_t* row_of_pair,
                                                                   std::int32_t* token_of_row) {
   using Scan = cub::BlockScan<int, kPlanThreads>;
@@ -148,7 +151,7 @@ __global__ void __launch_bounds__(kPlanThreads) PlanOnDeviceKernel(const std::in
   for (int base = 0; base < experts; base += kPlanThreads) {
     const int e = base + static_cast<int>(threadIdx.x);
     const int rows = e < experts ? counts[e] : 0;
-    const int n_runs = (rows + kGemvRunRows - 1) / kGemvRunRows;
+    const int n_runs = (rows + run_rows - 1) / run_rows;
     int row0, run0, pass_rows, pass_runs;
     Scan(scan).ExclusiveSum(rows, row0, pass_rows);
     __syncthreads();  // the temporary storage is reused
@@ -158,7 +161,7 @@ __global__ void __launch_bounds__(kPlanThreads) PlanOnDeviceKernel(const std::in
     if (e < experts) {
       cursor[e] = row0;
       for (int r = 0; r < n_runs && run0 + r < max_runs; ++r)
-        runs[run0 + r] = ExpertRun{e, row0 + r * kGemvRunRows, min(kGemvRunRows, rows - r * kGemvRunRows)};
+        runs[run0 + r] = ExpertRun{e, row0 + r * run_rows, min(run_rows, rows - r * run_rows)};
     }
     __syncthreads();  // every thread has read the carries
     if (threadIdx.x == 0) {
@@ -232,23 +235,24 @@ ExpertRows PermuteByExpert(CudaContext& ctx, const Tensor& topk_ids, int experts
   return rows;
 }
 
-std::int64_t MaxExpertRuns(std::int64_t pairs, std::int64_t experts) {
-  return (pairs + (kGemvRunRows - 1) * std::min(experts, pairs)) / kGemvRunRows;
+std::int64_t MaxExpertRuns(std::int64_t pairs, std::int64_t experts, int run_rows) {
+  return (pairs + (run_rows - 1) * std::min(experts, pairs)) / run_rows;
 }
 
 void ForEachRunSlice(std::int64_t n, std::int64_t top_k, std::int64_t experts,
-                     const std::function<void(std::int64_t, std::int64_t)>& run) {
+                     const std::function<void(std::int64_t, std::int64_t)>& run, int run_rows) {
   std::int64_t slice = n;
-  while (slice > 1 && MaxExpertRuns(slice * top_k, experts) > kMaxGridY) slice = (slice + 1) / 2;
+  while (slice > 1 && MaxExpertRuns(slice * top_k, experts, run_rows) > kMaxGridY) slice = (slice + 1) / 2;
   for (std::int64_t t0 = 0; t0 < n; t0 += slice) run(t0, std::min(n, t0 + slice));
 }
 
-ExpertRows PermuteByExpertOnDevice(CudaContext& ctx, const Tensor& topk_ids, int experts) {
+ExpertRows PermuteByExpertOnDevice(CudaContext& ctx, const Tensor& topk_ids, int experts, int run_rows) {
   const std::int64_t n = topk_ids.shape[0], top_k = topk_ids.shape[1];
-  FISSION_CHECK(topk_ids.dtype == DType::kI32, "expert ids must be int32");
+  FISSION_CHECK(topk_ids.dtype == DType::kI32 && run_rows > 0, "expert ids must be int32 (got ",
+                DTypeName(topk_ids.dtype), "), runs of at least one row (got ", run_rows, ")");
   ExpertRows rows;
   rows.pairs = n * top_k;
-  rows.max_runs = MaxExpertRuns(rows.pairs, experts);
+  rows.max_runs = MaxExpertRuns(rows.pairs, experts, run_rows);
   static_assert(sizeof(ExpertRun) == 3 * sizeof(std::int32_t));
   rows.runs = Buffer(DType::kI32, Shape{std::max<std::int64_t>(rows.max_runs, 1) * 3}, ctx.allocator());
   rows.run_count = Buffer(DType::kI32, Shape{1}, ctx.allocator());
@@ -257,9 +261,9 @@ ExpertRows PermuteByExpertOnDevice(CudaContext& ctx, const Tensor& topk_ids, int
   const std::size_t smem = 2 * static_cast<std::size_t>(experts) * sizeof(int);
   FISSION_CHECK(smem <= 48 * 1024, "PermuteByExpertOnDevice: ", experts, " experts do not fit one block's plan");
   PlanOnDeviceKernel<<<1, kPlanThreads, smem, ctx.stream()>>>(
-      topk_ids.ptr<std::int32_t>(), rows.pairs, static_cast<int>(top_k), experts, rows.runs.ptr<ExpertRun>(),
-      rows.max_runs, rows.run_count.ptr<std::int32_t>(), rows.row_of_pair.ptr<std::int32_t>(),
-      rows.token_of_row.ptr<std::int32_t>());
+      topk_ids.ptr<std::int32_t>(), rows.pairs, static_cast<int>(top_k), experts, run_rows,
+      rows.runs.ptr<ExpertRun>(), rows.max_runs, rows.run_count.ptr<std::int32_t>(),
+      rows.row_of_pair.ptr<std::int32_t>(), rows.token_of_row.ptr<std::int32_t>());
   FISSION_LAUNCHED();
   return rows;
 }

@@ -12,7 +12,8 @@
 // in the low nibbles of a word's bytes take ((w << 2) & 0x1C1C1C1C) | ((w << 4) & 0x80808080), the
 // four high nibbles ((w >> 2) & 0x1C1C1C1C) | (w & 0x80808080), and two prmt put the eight bytes in
 // the word's code order: about nine integer operations per eight weights, no multiply (a bf16
-// decode with the scale multiplied in took five per two).
+// decode with the scale multiplied in took five per two). E2m1ToE4m3 (e2m1.cuh) is shared with the
+// grouped GEMM that prefill-sized calls of the routed experts run (moe_grouped.cu).
 //
 // Tile: a warp per 16 weight rows and up to 8 tokens as the MMA's columns; lane (gid, t) holds rows
 // gid and gid + 8 and token gid. MMA j of chunk c (128 values, one activation block) covers group
@@ -33,6 +34,7 @@
 
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/e2m1.cuh"
 #include "kernels/cuda/mma_gemv.cuh"
 #include "kernels/cuda/op_timer.h"
 
@@ -98,12 +100,7 @@ __global__ void QuantizeRowsKernel(const void* x, Elem xe, const std::int32_t* r
 __global__ void QuantizeSiluMulKernel(const float* gu, std::int64_t rows, std::int64_t inter, float limit,
                                       std::uint8_t* codes, float* scales) {
   QuantizeBlock(rows, inter, codes, scales, [&](std::int64_t r, std::int64_t i) {
-    float g = gu[r * 2 * inter + i], u = gu[r * 2 * inter + inter + i];
-    if (limit > 0.0f) {
-      g = fminf(g, limit);
-      u = fminf(fmaxf(u, -limit), limit);
-    }
-    return (g / (1.0f + expf(-g))) * u;
+    return SiluMulOf(gu[r * 2 * inter + i], gu[r * 2 * inter + inter + i], limit);
   });
 }
 
@@ -115,24 +112,8 @@ unsigned QuantizeBlocks(std::int64_t rows, std::int64_t k) {
   return static_cast<unsigned>(Ceil(rows * Ceil(k, kBlock), 8));  // 8 warps a block
 }
 
-// Eight e2m1 codes (value i in nibble i of w, low nibble first) as e4m3 bytes, each 2^-6 times its
-// value: codes 0..3 into `first`, 4..7 into `second`, byte i holding code i.
-__device__ __forceinline__ void E2m1ToE4m3(std::uint32_t w, std::uint32_t& first, std::uint32_t& second) {
-  const std::uint32_t lo = ((w << 2) & 0x1C1C1C1Cu) | ((w << 4) & 0x80808080u);  // codes 0, 2, 4, 6
-  const std::uint32_t hi = ((w >> 2) & 0x1C1C1C1Cu) | (w & 0x80808080u);         // codes 1, 3, 5, 7
-  first = Prmt(lo, hi, 0x5140u);
-  second = Prmt(lo, hi, 0x7362u);
-}
-
-// Byte j of four e8m0 scale codes as a float: 2^(s - 127) for 1 <= s <= 254 (the exponent field
-// itself); the warp's slow path below handles 0 (2^-127, subnormal) and 0xFF (NaN).
-__device__ __forceinline__ float ScaleOf(std::uint32_t four, int j) {
-  return __uint_as_float(((four >> (8 * j)) & 0xFFu) << 23);
-}
-__device__ __forceinline__ float ScaleOfExact(std::uint32_t four, int j) {
-  const std::uint32_t s = (four >> (8 * j)) & 0xFFu;
-  return s == 0u ? __uint_as_float(0x00400000u) : s == 0xFFu ? __uint_as_float(0x7FC00000u) : __uint_as_float(s << 23);
-}
+// Whether four scale codes hold 0 (2^-127) or 0xFF (NaN), which ScaleOf (e2m1.cuh) does not decode:
+// the warp then takes ScaleOfExact for the chunk.
 __device__ __forceinline__ bool HasEdgeCode(std::uint32_t four) {
   // a byte 0x00 or 0xFF among the four
   const std::uint32_t zero = (four - 0x01010101u) & ~four & 0x80808080u;
@@ -288,14 +269,15 @@ Fp4Table ExpertTable(CudaContext& ctx, std::span<const Tensor> w, std::span<cons
 
 // One call's experts, every step on the device: the permutation and its runs, the tokens' rows
 // gathered and quantized in one pass, the gate_up product into fp32, silu·up (clamped at `limit`)
-// quantized for the down product, and the combine in fp32.
+// quantized for the down product, and the combine in fp32. The products run on the 8-row GEMV, or
+// (`grouped`, prefill) on the grouped GEMM over runs of 128 rows (moe_grouped.cu).
 void RoutedExperts(CudaContext& ctx, const Tensor& x, const Tensor& topk_ids, const Tensor& topk_weights,
                    const Fp4Table& gu_table, const Fp4Table& down_table, std::int64_t inter, int experts,
-                   const Tensor& out, float limit) {
+                   const Tensor& out, float limit, bool grouped) {
   const std::int64_t hidden = x.shape[1];
   std::optional<OpTimer> timer(std::in_place, ctx, ".moe_fp4 device plan", x.shape[0]);
-  const ExpertRows rows = PermuteByExpertOnDevice(ctx, topk_ids, experts);
-  timer.emplace(ctx, ".moe_fp4 GEMV runs", rows.max_runs);
+  const ExpertRows rows = PermuteByExpertOnDevice(ctx, topk_ids, experts, grouped ? kGroupedTileRows : kGemvRunRows);
+  timer.emplace(ctx, grouped ? ".moe_fp4 grouped GEMM" : ".moe_fp4 GEMV runs", rows.max_runs);
   const auto* runs = rows.runs.ptr<ExpertRun>();
   const auto* run_count = rows.run_count.ptr<std::int32_t>();
   const Fp4Input xq = QuantizedBuffers(ctx, rows.pairs, hidden), aq = QuantizedBuffers(ctx, rows.pairs, inter);
@@ -305,11 +287,17 @@ void RoutedExperts(CudaContext& ctx, const Tensor& x, const Tensor& topk_ids, co
       x.data, ElemOf(x), rows.token_of_row.ptr<std::int32_t>(), rows.pairs, hidden, xq.codes.ptr<std::uint8_t>(),
       xq.scales.ptr<float>());
   FISSION_LAUNCHED();
-  Fp4GemvRuns(ctx, xq, runs, run_count, rows.max_runs, gu_table.codes, gu_table.scales, 2 * inter, gu);
+  const auto product = [&](const Fp4Input& in, const Fp4Table& table, std::int64_t m, const Tensor& result) {
+    if (grouped)
+      GroupedGemmFp4(ctx, in, runs, run_count, rows.max_runs, table.codes, table.scales, m, result);
+    else
+      Fp4GemvRuns(ctx, in, runs, run_count, rows.max_runs, table.codes, table.scales, m, result);
+  };
+  product(xq, gu_table, 2 * inter, gu);
   QuantizeSiluMulKernel<<<QuantizeBlocks(rows.pairs, inter), 256, 0, ctx.stream()>>>(
       gu.ptr<float>(), rows.pairs, inter, limit, aq.codes.ptr<std::uint8_t>(), aq.scales.ptr<float>());
   FISSION_LAUNCHED();
-  Fp4GemvRuns(ctx, aq, runs, run_count, rows.max_runs, down_table.codes, down_table.scales, hidden, y);
+  product(aq, down_table, hidden, y);
   CombineExperts(ctx, rows, y, topk_weights, out);
 }
 
@@ -380,7 +368,8 @@ void LinearFp4(CudaContext& ctx, const Tensor& x, const Tensor& w, const Tensor&
 
 void MoeExpertsFp4(CudaContext& ctx, const Tensor& x, const Tensor& topk_ids, const Tensor& topk_weights,
                    std::span<const Tensor> gate_up, std::span<const Tensor> gate_up_scale,
-                   std::span<const Tensor> down, std::span<const Tensor> down_scale, const Tensor& out, float limit) {
+                   std::span<const Tensor> down, std::span<const Tensor> down_scale, const Tensor& out, float limit,
+                   ExpertsPrefill prefill) {
   const std::int64_t n = x.shape[0], hidden = x.shape[1];
   const int experts = static_cast<int>(gate_up.size());
   FISSION_CHECK(experts > 0 && down.size() == gate_up.size() && gate_up_scale.size() == gate_up.size() &&
@@ -400,12 +389,18 @@ void MoeExpertsFp4(CudaContext& ctx, const Tensor& x, const Tensor& topk_ids, co
   if (n == 0) return;
   const Fp4Table gu_table = ExpertTable(ctx, gate_up, gate_up_scale, "MoeExpertsFp4 (gate_up)");
   const Fp4Table down_table = ExpertTable(ctx, down, down_scale, "MoeExpertsFp4 (down)");
-  // Every size plans on the device (same kernels, no host wait); a call whose runs would not fit
-  // one grid goes in slices of tokens (a prefill of tens of thousands of tokens).
-  ForEachRunSlice(n, topk_ids.shape[1], experts, [&](std::int64_t t0, std::int64_t t1) {
-    RoutedExperts(ctx, x.Rows(t0, t1), topk_ids.Rows(t0, t1), topk_weights.Rows(t0, t1), gu_table, down_table,
-                  inter, experts, out.View(Shape{n, hidden}).Rows(t0, t1), limit);
-  });
+  // Every size plans on the device (no host wait). Prefill-sized calls run the grouped GEMM, a rule
+  // on shapes only, so an eager call and its replay take the same kernels. A call whose runs would
+  // not fit one grid goes in slices of tokens (a prefill of tens of thousands of tokens).
+  const bool grouped = prefill == ExpertsPrefill::kGrouped && n > kDeviceRoutedTokens &&
+                       GroupedGemmFp4Takes(hidden) && GroupedGemmFp4Takes(inter);
+  ForEachRunSlice(
+      n, topk_ids.shape[1], experts,
+      [&](std::int64_t t0, std::int64_t t1) {
+        RoutedExperts(ctx, x.Rows(t0, t1), topk_ids.Rows(t0, t1), topk_weights.Rows(t0, t1), gu_table, down_table,
+                      inter, experts, out.View(Shape{n, hidden}).Rows(t0, t1), limit, grouped);
+      },
+      grouped ? kGroupedTileRows : kGemvRunRows);
 }
 
 }  // namespace fission::kernels::cuda
