@@ -34,7 +34,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
-#include <vector>
 
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/cuda_ops.h"
@@ -54,7 +53,6 @@ using mla::SmemAddr;
 constexpr int kTileRows = kGroupedTileRows;
 constexpr int kThreads = 256;
 constexpr int kRowBytes = 128, kRowChunks = kRowBytes / 16;  // a tile row's bytes of one stage
-constexpr int kSteps = kRowBytes / 32;                        // MMA k-steps of 32 bytes a stage
 constexpr int kWarpRows = 64, kRowFrags = kWarpRows / 16;
 
 __device__ __forceinline__ int Swizzled(int r, int c) { return r * kRowBytes + ((c ^ (r & 7)) << 4); }
