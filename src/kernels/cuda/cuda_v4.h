@@ -1,11 +1,13 @@
 // DeepSeek-V4's operations on CUDA (kernels/v4_ops.h says what each computes), behind
 // CudaBackend::v4(). Activations, streams, compressor state and the step's keys are fp32 tensors
 // and the arithmetic is fp32, one thread or warp per output element in a fixed order, so results
-// differ from the CPU reference by summation order only. Host spans are step metadata uploaded per
-// call (ctx.Upload: inside a step-input block they resolve to its device copy, so a step whose
-// metadata all lies there is capturable).
+// differ from the CPU reference by summation order only; the one exception is attention at
+// head_dim 512 over a bf16 or FP8 ring and entries, which runs on bf16 tensor cores (v4_flash.cu).
+// Host spans are step metadata uploaded per call (ctx.Upload: inside a step-input block they
+// resolve to its device copy, so a step whose metadata all lies there is capturable).
 //   v4_streams.cu:   the mHC residual streams, V4's rope, the grouped output projection, routing.
-//   v4_attention.cu: the compressors and attention over a sliding window plus compressed entries.
+//   v4_attention.cu: the compressors and attention over a sliding window plus compressed entries
+//                    (v4_flash.cu: the tensor-core attention; v4_attention.cuh: what they share).
 //   v4_storage.cu:   the window ring's and entries' storage formats (exact rows or packed FP8).
 #pragma once
 
