@@ -233,8 +233,10 @@ void MoeExpertsFp4(CudaContext& ctx, const Tensor& x, const Tensor& topk_ids, co
 // long, of which *tile_count are valid when tile_count is given (blocks past it return at once).
 inline constexpr int kGroupedTileRows = 128;
 // W4A8: rows quantized by QuantizeFp4Input times each tile's expert e2m1 codes [m, k] with e8m0
-// scales (device tables, as Fp4GemvRuns) into out [pairs, m] (fp32 or bf16), the GEMV's
-// arithmetic. GroupedGemmFp4Takes: k % 128 == 0 (whole activation blocks), else an Error.
+// scales (device tables, as Fp4GemvRuns) into out [pairs, m] (fp32 or bf16): the GEMV's products,
+// summed in another fp32 order. GroupedGemmFp4Takes: k % 128 == 0 (whole activation blocks) and
+// k ≤ 7,680 (the weights' scale codes for all of k in shared memory); GroupedGemmFp4 raises an
+// Error otherwise.
 bool GroupedGemmFp4Takes(std::int64_t k);
 void GroupedGemmFp4(CudaContext& ctx, const Fp4Input& x, const ExpertRun* tiles, const std::int32_t* tile_count,
                     std::int64_t max_tiles, const void* const* expert_codes, const void* const* expert_scales,

@@ -13,24 +13,25 @@
 // expert's weight, and an expert's row tiles are resident together, so its weight comes from HBM
 // about once. Blocks past the listed count return at once.
 //
-// Tile. 128 rows × 128 weight rows, 8 warps as 2 (rows) × 4 (columns), a warp 64 rows × 32
-// columns of mma.sync fragments with fp32 accumulators. A stage is 128 bytes of k (128 e4m3
-// values, one activation block), copied by cp.async several stages ahead into shared memory rows
-// of 128 bytes whose 16-byte chunk c sits at c ^ (row & 7): ldmatrix's 8 rows at one chunk and
-// cp.async's whole rows both meet 8 distinct bank groups. Rows past an expert's end and k past the
-// row are zero-filled (cp.async with 0 source bytes) and never stored; a warp skips the MMAs of its
-// 16-row fragments that lie wholly past the end (the 4K-token case's ~96-row experts: a quarter of
-// the work).
-//
-// W4A8 (GroupedGemmFp4): the activations' e4m3 codes with a power-of-two scale per 1x128
-// (QuantizeFp4Input) times e2m1 weight codes with an e8m0 scale per 1x32. A stage holds the
-// activations' codes and scales and the weights' packed codes and scale codes; one stage before
-// their use the block decodes the codes into e4m3 (E2m1ToE4m3: 2^-6 times the value, exact) and
-// the scales into floats in a double-buffered tile, so both operands reach the MMAs (m16n8k32
-// e4m3) by ldmatrix. The arithmetic is the GEMV's (moe_fp4.cu): per group of 32 one MMA from zero,
-// its sums times the group's weight scale added into the block's sums; per block of 128 those
-// times the row's activation scale added into the accumulators; the 2^6 at the end. 5 stages (the
-// block's sums double the accumulators). k % 128 == 0 (whole blocks; the GEMV takes other k).
+// Tile. 128 rows × 256 weight rows, 8 warps as 2 (rows) × 4 (columns), a warp 64 rows × 64
+// columns of mma.sync m16n8k16 bf16 fragments with fp32 accumulators. W4A8's products are exact
+// bf16 products: an activation's e4m3 code times its block's power of two, and a weight's e2m1
+// code times its group's e8m0 power of two, are both bf16 values, and two bf16 values multiply
+// exactly in fp32. So the activations are expanded to bf16 once (DequantizeKernel) and the weights
+// a stage at a time in shared memory (e2m1 -> e4m3 by E2m1ToE4m3, e4m3 pairs -> f16 -> fp32 times
+// the scale, packed to bf16), and the tile is a plain bf16 GEMM: the products are the GEMV's
+// (moe_fp4.cu), summed in another fp32 order. (A tile of e4m3 MMAs with the group scales on its
+// fp32 sums, one MMA from zero per group and four FMAs after it, was instruction-bound at 144
+// TFLOP/s; this one reaches 181: docs/benchmarks.md, 2026-12-04 late.)
+// A stage is 128 bytes of k (64 bf16 values) of the activation rows and 32 bytes of each weight
+// row's codes, copied by cp.async four stages deep into shared memory rows whose 16-byte chunk c
+// sits at c ^ (row & 7): ldmatrix's 8 rows at one chunk and cp.async's whole rows both meet 8
+// distinct bank groups. The weights are decoded one stage ahead into a double-buffered tile; their
+// scale codes for all of k are copied once (k / 32 bytes a row). Rows past an expert's end and k
+// past the row are zero-filled (cp.async with 0 source bytes) and never stored; a warp skips the
+// MMAs of its 16-row fragments that lie wholly past the end (the 4K-token case's ~96-row experts:
+// a quarter of the work). k % 128 == 0 (whole activation blocks; the GEMV takes other k), and the
+// scale codes must fit shared memory (k up to 7,680).
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
@@ -54,6 +55,7 @@ constexpr int kTileRows = kGroupedTileRows;
 constexpr int kThreads = 256;
 constexpr int kRowBytes = 128, kRowChunks = kRowBytes / 16;  // a tile row's bytes of one stage
 constexpr int kWarpRows = 64, kRowFrags = kWarpRows / 16;
+constexpr std::size_t kMaxGroupedSmem = 227 * 1024;  // sm_90's largest dynamic shared memory a block
 
 __device__ __forceinline__ int Swizzled(int r, int c) { return r * kRowBytes + ((c ^ (r & 7)) << 4); }
 
@@ -143,92 +145,113 @@ __device__ __forceinline__ void StoreTile(const float (&acc)[kRowFrags][kColFrag
     }
 }
 
-// ---- FP4 (W4A8) ----
+// ---- FP4 (W4A8) as an exact bf16 product ----
 
-constexpr int kFp4Cols = 128, kFp4Stages = 5;
+constexpr int kFp4Cols = 256, kFp4Stages = 4;
 constexpr int kFp4WarpCols = kFp4Cols / 4, kFp4ColFrags = kFp4WarpCols / 8;
-constexpr int kGroups = kRowBytes / 32;  // weight groups of a stage: one activation block
-// A stage: the activations' codes (swizzled), the weights' packed codes (64 bytes a row, as
-// stored), their four scale codes a row and the activations' scale a row. A decoded tile: the
-// weights' e4m3 codes (swizzled) and their scales as floats, [group][column].
+constexpr int kStageValues = kRowBytes / 2;        // k values a stage: 128 bytes of bf16 a row
+constexpr int kStageGroups = kStageValues / 32;    // weight groups of a stage
+constexpr int kSteps = kRowBytes / 32;             // m16n8k16 k-steps a stage
+constexpr int kScalePad = 16;                      // bytes past a row's scale codes (banks, alignment)
+// A stage: the activations (bf16, swizzled) and the weights' packed codes (32 bytes a row, as
+// stored). A decoded tile: the weights as bf16 (swizzled). The weights' scale codes for the whole
+// of k, a row of k / 32 + kScalePad bytes each, are copied once.
 struct Fp4Smem {
   static constexpr std::size_t kA = std::size_t{kTileRows} * kRowBytes;
   static constexpr std::size_t kCodes = kA;
-  static constexpr std::size_t kScaleCodes = kCodes + std::size_t{kFp4Cols} * kRowBytes / 2;
-  static constexpr std::size_t kActScales = kScaleCodes + std::size_t{kFp4Cols} * kGroups;
-  static constexpr std::size_t kStage = kActScales + std::size_t{kTileRows} * sizeof(float);
-  static constexpr std::size_t kWeights = 0, kWeightScales = std::size_t{kFp4Cols} * kRowBytes;
-  static constexpr std::size_t kDecoded = kWeightScales + std::size_t{kGroups} * kFp4Cols * sizeof(float);
-  static constexpr std::size_t kBytes = kFp4Stages * kStage + 2 * kDecoded;
+  static constexpr std::size_t kStage = kCodes + std::size_t{kFp4Cols} * kStageValues / 2;
+  static constexpr std::size_t kDecoded = std::size_t{kFp4Cols} * kRowBytes;
+  static constexpr std::size_t kScales = kFp4Stages * kStage + 2 * kDecoded;
+  __host__ __device__ static std::size_t ScaleRow(std::int64_t k) { return static_cast<std::size_t>((k / 32 + 15) / 16 * 16 + kScalePad); }
+  __host__ __device__ static std::size_t Bytes(std::int64_t k) { return kScales + kFp4Cols * ScaleRow(k); }
 };
 static_assert(Fp4Smem::kStage % 16 == 0 && Fp4Smem::kDecoded % 16 == 0, "16-byte aligned regions");
 
-// A stage's weight codes and scale codes into a decoded tile: 16 e4m3 codes from 8 bytes a step.
-__device__ __forceinline__ void DecodeStage(unsigned char* decoded, const unsigned char* stage) {
-  constexpr int kPieces = kFp4Cols * kRowChunks;  // 16-byte chunks of the decoded tile
+// Eight e2m1 codes (w, value i in nibble i) times their group's e8m0 scale as eight bf16: through
+// e4m3 (E2m1ToE4m3: 2^-6 times the value) and f16 pairs, then times scale · 2^6 in fp32. Every
+// step is exact (a code times a power of two is a bf16 value; 0xFF gives NaN, as the GEMV's).
+__device__ __forceinline__ uint4 DecodeToBf16(std::uint32_t w, float scale64) {
+  std::uint32_t e[2];
+  E2m1ToE4m3(w, e[0], e[1]);
+  std::uint32_t out[4];
 #pragma unroll
-  for (int j = 0; j < kPieces / kThreads; ++j) {
-    const int q = static_cast<int>(threadIdx.x) + j * kThreads, r = q / kRowChunks, c = q % kRowChunks;
-    const uint2 raw = *reinterpret_cast<const uint2*>(stage + Fp4Smem::kCodes + r * (kRowBytes / 2) + 8 * c);
-    uint4 v;
-    E2m1ToE4m3(raw.x, v.x, v.y);
-    E2m1ToE4m3(raw.y, v.z, v.w);
-    *reinterpret_cast<uint4*>(decoded + Fp4Smem::kWeights + Swizzled(r, c)) = v;
+  for (int h = 0; h < 4; ++h) {
+    const auto pair = static_cast<__nv_fp8x2_storage_t>(e[h >> 1] >> (16 * (h & 1)));
+    const __half2 f = __half2(__nv_cvt_fp8x2_to_halfraw2(pair, __NV_E4M3));
+    const float2 v = __half22float2(f);
+    out[h] = Bf16Pair(v.x * scale64, v.y * scale64);
   }
-  float* scales = reinterpret_cast<float*>(decoded + Fp4Smem::kWeightScales);
+  return make_uint4(out[0], out[1], out[2], out[3]);
+}
+
+// A stage's weight codes into a decoded tile (chunk c of row r: values 8c .. 8c + 7 of the stage,
+// group c / 4), scales from the whole-k scale codes.
+__device__ __forceinline__ void DecodeStage(unsigned char* decoded, const unsigned char* stage,
+                                            const unsigned char* scale_codes, std::size_t scale_row, int i) {
+  constexpr int kChunks = kStageValues / 8;  // 16-byte chunks of a decoded row
 #pragma unroll
-  for (int j = 0; j < kFp4Cols * kGroups / kThreads; ++j) {
-    const int q = static_cast<int>(threadIdx.x) + j * kThreads, col = q % kFp4Cols, g = q / kFp4Cols;
-    scales[g * kFp4Cols + col] = ScaleOfExact(stage[Fp4Smem::kScaleCodes + col * kGroups + g], 0);
+  for (int j = 0; j < kFp4Cols * kChunks / kThreads; ++j) {
+    const int q = static_cast<int>(threadIdx.x) + j * kThreads, r = q / kChunks, c = q % kChunks;
+    const std::uint32_t w = *reinterpret_cast<const std::uint32_t*>(stage + Fp4Smem::kCodes + r * (kStageValues / 2) + 4 * c);
+    const float scale = ScaleOfExact(scale_codes[r * scale_row + i * kStageGroups + c / 4], 0);
+    *reinterpret_cast<uint4*>(decoded + Swizzled(r, c)) = DecodeToBf16(w, scale * 64.0f);
   }
 }
 
-// Quantized rows xq [pairs, k] (scales xs [pairs, k / 128]) times the tile's expert weight (codes
-// [m, k / 2], scale codes [m, k / 32]) into out [pairs, m].
+// bf16 rows x [pairs, k] (the quantized activations' exact values) times the tile's expert weight
+// (codes [m, k / 2], scale codes [m, k / 32]) into out [pairs, m].
 __global__ void __launch_bounds__(kThreads, 1)
-    GroupedFp4Kernel(const std::uint8_t* xq, const float* xs, const ExpertRun* tiles, const std::int32_t* tile_count,
+    GroupedFp4Kernel(const __nv_bfloat16* x, const ExpertRun* tiles, const std::int32_t* tile_count,
                      std::int64_t first, const std::uint8_t* const* w, const std::uint8_t* const* w_scale,
                      std::int64_t m, std::int64_t k, void* out, Elem oe) {
   const std::int64_t index = first + blockIdx.y;
   if (tile_count != nullptr && index >= *tile_count) return;
   extern __shared__ __align__(128) unsigned char smem[];
   unsigned char* decoded = smem + kFp4Stages * Fp4Smem::kStage;
+  unsigned char* scale_codes = smem + Fp4Smem::kScales;
   const ExpertRun tile = tiles[index];
-  const std::int64_t col0 = std::int64_t{blockIdx.x} * kFp4Cols, blocks = k / kRowBytes;
-  const std::uint8_t* rows = xq + tile.row0 * k;
-  const float* row_scales = xs + tile.row0 * blocks;
+  const std::int64_t col0 = std::int64_t{blockIdx.x} * kFp4Cols, ld = 2 * k;
+  const auto* rows = reinterpret_cast<const unsigned char*>(x) + tile.row0 * ld;
   const std::uint8_t* codes = w[tile.expert];
-  const std::uint8_t* scale_codes = w_scale[tile.expert];
-  const auto a_row = [&](int r) { return r < tile.rows ? rows + r * k : nullptr; };
-  const int stages = static_cast<int>(blocks);
+  const std::size_t scale_row = Fp4Smem::ScaleRow(k);
+  const auto a_row = [&](int r) { return r < tile.rows ? rows + r * ld : nullptr; };
+  const int stages = static_cast<int>(k / kStageValues);
+  // The weights' scale codes for all of k (k / 32 bytes a row, a multiple of 4): 16-byte copies
+  // when every row's codes are 16-byte aligned, else 4-byte ones.
+  {
+    const std::uint8_t* scales = w_scale[tile.expert];
+    const std::int64_t row_bytes = k / 32;
+    const int piece = row_bytes % 16 == 0 ? 16 : 4, pieces = static_cast<int>(row_bytes / piece);
+    for (int q = threadIdx.x; q < kFp4Cols * pieces; q += kThreads) {
+      const int r = q / pieces, at = (q % pieces) * piece;
+      const bool ok = col0 + r < m;
+      const std::uint8_t* src = ok ? scales + (col0 + r) * row_bytes + at : scales;
+      if (piece == 16)
+        CpAsync16(scale_codes + r * scale_row + at, src, ok ? 16 : 0);
+      else
+        CpAsync4(scale_codes + r * scale_row + at, src, ok ? 4 : 0);
+    }
+  }
   const auto load = [&](int i) {
     if (i < stages) {
       unsigned char* s = smem + (i % kFp4Stages) * Fp4Smem::kStage;
-      CopyStage<kTileRows>(s, a_row, std::int64_t{i} * kRowBytes, k, xq);
-      constexpr int kCodeChunks = kRowBytes / 2 / 16;  // 16-byte chunks of a weight row's codes a stage
+      CopyStage<kTileRows>(s, a_row, std::int64_t{i} * kRowBytes, ld, x);
+      constexpr int kCodeChunks = kStageValues / 2 / 16;  // 16-byte chunks of a weight row's codes a stage
 #pragma unroll
       for (int j = 0; j < kFp4Cols * kCodeChunks / kThreads; ++j) {
         const int q = static_cast<int>(threadIdx.x) + j * kThreads, r = q / kCodeChunks, c = q % kCodeChunks;
         const bool ok = col0 + r < m;
-        CpAsync16(s + Fp4Smem::kCodes + r * (kRowBytes / 2) + 16 * c,
-                  ok ? codes + (col0 + r) * (k / 2) + std::int64_t{i} * (kRowBytes / 2) + 16 * c : codes, ok ? 16 : 0);
-      }
-      const int r = threadIdx.x % kTileRows;
-      if (threadIdx.x < kTileRows) {  // the four scale codes of weight row col0 + r
-        const bool ok = col0 + r < m;
-        CpAsync4(s + Fp4Smem::kScaleCodes + r * kGroups,
-                 ok ? scale_codes + (col0 + r) * (k / 32) + std::int64_t{i} * kGroups : scale_codes, ok ? 4 : 0);
-      } else {  // the activation scale of tile row r
-        const bool ok = r < tile.rows;
-        CpAsync4(s + Fp4Smem::kActScales + r * sizeof(float), ok ? row_scales + r * blocks + i : xs, ok ? 4 : 0);
+        CpAsync16(s + Fp4Smem::kCodes + r * (kStageValues / 2) + 16 * c,
+                  ok ? codes + (col0 + r) * (k / 2) + std::int64_t{i} * (kStageValues / 2) + 16 * c : codes,
+                  ok ? 16 : 0);
       }
     }
-    CpAsyncCommit();
+    CpAsyncCommit();  // an empty group past the end keeps the wait counts uniform
   };
-  for (int i = 0; i < kFp4Stages - 1; ++i) load(i);
+  for (int i = 0; i < kFp4Stages - 1; ++i) load(i);  // the scale codes ride in stage 0's group
   CpAsyncWait<kFp4Stages - 2>();
   __syncthreads();
-  DecodeStage(decoded, smem);
+  DecodeStage(decoded, smem, scale_codes, scale_row, 0);
 
   const WarpPlace w_at = PlaceOf(tile.rows);
   float acc[kRowFrags][kFp4ColFrags][4] = {};
@@ -239,54 +262,45 @@ __global__ void __launch_bounds__(kThreads, 1)
     __syncthreads();
     load(i + kFp4Stages - 1);
     if (i + 1 < stages)
-      DecodeStage(decoded + ((i + 1) & 1) * Fp4Smem::kDecoded, smem + ((i + 1) % kFp4Stages) * Fp4Smem::kStage);
+      DecodeStage(decoded + ((i + 1) & 1) * Fp4Smem::kDecoded, smem + ((i + 1) % kFp4Stages) * Fp4Smem::kStage,
+                  scale_codes, scale_row, i + 1);
     if (w_at.live == 0) continue;
-    const unsigned char* stage = smem + (i % kFp4Stages) * Fp4Smem::kStage;
-    const unsigned char* dec = decoded + (i & 1) * Fp4Smem::kDecoded;
-    const float* wsc = reinterpret_cast<const float*>(dec + Fp4Smem::kWeightScales);
-    float block[kRowFrags][kFp4ColFrags][4];
+    const unsigned char* a = smem + (i % kFp4Stages) * Fp4Smem::kStage;
+    const unsigned char* b = decoded + (i & 1) * Fp4Smem::kDecoded;
 #pragma unroll
-    for (int g = 0; g < kGroups; ++g) {
+    for (int st = 0; st < kSteps; ++st) {
       std::uint32_t bf[kFp4ColFrags][2];
-      LoadB<kFp4ColFrags>(bf, dec + Fp4Smem::kWeights, w_at.wn * kFp4WarpCols, g);
-      float2 sc[kFp4ColFrags];
-#pragma unroll
-      for (int nf = 0; nf < kFp4ColFrags; ++nf)
-        sc[nf] = *reinterpret_cast<const float2*>(wsc + g * kFp4Cols + w_at.wn * kFp4WarpCols + 8 * nf + 2 * w_at.t);
+      LoadB<kFp4ColFrags>(bf, b, w_at.wn * kFp4WarpCols, st);
 #pragma unroll
       for (int mf = 0; mf < kRowFrags; ++mf) {
         if (mf >= w_at.live) continue;
         std::uint32_t af[4];
-        LoadA(af, stage, w_at.wm * kWarpRows + 16 * mf, g);
+        LoadA(af, a, w_at.wm * kWarpRows + 16 * mf, st);
 #pragma unroll
-        for (int nf = 0; nf < kFp4ColFrags; ++nf) {
-          float d[4];
-          MmaE4m3Product(d, af[0], af[1], af[2], af[3], bf[nf][0], bf[nf][1]);
-          // Slots 0 and 2 are column 2t (scale .x), 1 and 3 column 2t + 1 (.y).
-          float* b = block[mf][nf];
-          b[0] = fmaf(d[0], sc[nf].x, g == 0 ? 0.0f : b[0]);
-          b[1] = fmaf(d[1], sc[nf].y, g == 0 ? 0.0f : b[1]);
-          b[2] = fmaf(d[2], sc[nf].x, g == 0 ? 0.0f : b[2]);
-          b[3] = fmaf(d[3], sc[nf].y, g == 0 ? 0.0f : b[3]);
-        }
-      }
-    }
-    const float* act_scale = reinterpret_cast<const float*>(stage + Fp4Smem::kActScales);
-#pragma unroll
-    for (int mf = 0; mf < kRowFrags; ++mf) {
-      if (mf >= w_at.live) continue;
-      const int r = w_at.wm * kWarpRows + 16 * mf + w_at.gid;
-      const float xa = act_scale[r], xb = act_scale[r + 8];
-#pragma unroll
-      for (int nf = 0; nf < kFp4ColFrags; ++nf) {
-        acc[mf][nf][0] = fmaf(block[mf][nf][0], xa, acc[mf][nf][0]);
-        acc[mf][nf][1] = fmaf(block[mf][nf][1], xa, acc[mf][nf][1]);
-        acc[mf][nf][2] = fmaf(block[mf][nf][2], xb, acc[mf][nf][2]);
-        acc[mf][nf][3] = fmaf(block[mf][nf][3], xb, acc[mf][nf][3]);
+        for (int nf = 0; nf < kFp4ColFrags; ++nf)
+          MmaBf16(acc[mf][nf], af[0], af[1], af[2], af[3], bf[nf][0], bf[nf][1]);
       }
     }
   }
-  StoreTile<kFp4ColFrags>(acc, w_at, tile, col0 + w_at.wn * kFp4WarpCols, m, 64.0f, out, oe);  // the decode's 2^-6
+  StoreTile<kFp4ColFrags>(acc, w_at, tile, col0 + w_at.wn * kFp4WarpCols, m, 1.0f, out, oe);
+}
+
+// The quantized activations' exact values as bf16 (an e4m3 code times its block's power of two),
+// eight a thread.
+__global__ void DequantizeKernel(const std::uint8_t* codes, const float* scales, std::int64_t n, std::int64_t k,
+                                 __nv_bfloat16* out) {
+  const std::int64_t i = (blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x) * 8;
+  if (i >= n * k) return;
+  const float scale = scales[(i / k) * (k / kRowBytes) + (i % k) / kRowBytes];
+  const uint2 c = *reinterpret_cast<const uint2*>(codes + i);
+  std::uint32_t o[4];
+#pragma unroll
+  for (int h = 0; h < 4; ++h) {
+    const auto pair = static_cast<__nv_fp8x2_storage_t>((h < 2 ? c.x : c.y) >> (16 * (h & 1)));
+    const float2 v = __half22float2(__half2(__nv_cvt_fp8x2_to_halfraw2(pair, __NV_E4M3)));
+    o[h] = Bf16Pair(v.x * scale, v.y * scale);
+  }
+  *reinterpret_cast<uint4*>(out + i) = make_uint4(o[0], o[1], o[2], o[3]);
 }
 
 // Dynamic shared memory past 48 KB is a function attribute, set once per device.
@@ -307,7 +321,9 @@ void ForEachGridSlice(std::int64_t max_tiles, const Launch& launch) {
 
 }  // namespace
 
-bool GroupedGemmFp4Takes(std::int64_t k) { return k > 0 && k % kRowBytes == 0; }
+bool GroupedGemmFp4Takes(std::int64_t k) {
+  return k > 0 && k % kRowBytes == 0 && Fp4Smem::Bytes(k) <= kMaxGroupedSmem;
+}
 
 void GroupedGemmFp4(CudaContext& ctx, const Fp4Input& x, const ExpertRun* tiles, const std::int32_t* tile_count,
                     std::int64_t max_tiles, const void* const* expert_codes, const void* const* expert_scales,
@@ -317,18 +333,23 @@ void GroupedGemmFp4(CudaContext& ctx, const Fp4Input& x, const ExpertRun* tiles,
   FISSION_CHECK(GroupedGemmFp4Takes(k) && codes.dtype == DType::kF8E4M3 &&
                     x.scales.tensor().numel() == pairs * (k / kRowBytes) && Aligned16(codes.data) &&
                     Aligned16(out.data) && out.shape[-1] == m && out.numel() / m == pairs,
-                "GroupedGemmFp4 takes e4m3 rows [pairs, k] with k % 128 == 0 (whole activation blocks) into a "
-                "16-byte aligned out [pairs, ", m, "]; got x ", codes.shape.ToString(), " ", DTypeName(codes.dtype),
-                ", out ", out.shape.ToString());
+                "GroupedGemmFp4 takes e4m3 rows [pairs, k] with k % 128 == 0 (whole activation blocks) and k ≤ ",
+                ((kMaxGroupedSmem - Fp4Smem::kScales) / kFp4Cols - kScalePad) / 16 * 16 * 32,
+                " (its scale codes in shared memory) into a 16-byte aligned out [pairs, ", m, "]; got x ",
+                codes.shape.ToString(), " ", DTypeName(codes.dtype), ", out ", out.shape.ToString());
   if (max_tiles == 0 || pairs == 0) return;
+  Buffer rows(DType::kBF16, Shape{pairs, k}, ctx.allocator());
+  DequantizeKernel<<<static_cast<unsigned>((pairs * k / 8 + 255) / 256), 256, 0, ctx.stream()>>>(
+      x.codes.ptr<std::uint8_t>(), x.scales.ptr<float>(), pairs, k, rows.ptr<__nv_bfloat16>());
+  FISSION_LAUNCHED();
   const auto* w = reinterpret_cast<const std::uint8_t* const*>(expert_codes);
   const auto* ws = reinterpret_cast<const std::uint8_t* const*>(expert_scales);
-  AllowSharedMemory<GroupedFp4Kernel>(ctx, Fp4Smem::kBytes);
+  const std::size_t smem = Fp4Smem::Bytes(k);
+  AllowSharedMemory<GroupedFp4Kernel>(ctx, kMaxGroupedSmem);
   const unsigned col_tiles = static_cast<unsigned>((m + kFp4Cols - 1) / kFp4Cols);
   ForEachGridSlice(max_tiles, [&](std::int64_t first, unsigned count) {
-    GroupedFp4Kernel<<<dim3(col_tiles, count), kThreads, Fp4Smem::kBytes, ctx.stream()>>>(
-        x.codes.ptr<std::uint8_t>(), x.scales.ptr<float>(), tiles, tile_count, first, w, ws, m, k, out.data,
-        ElemOf(out));
+    GroupedFp4Kernel<<<dim3(col_tiles, count), kThreads, smem, ctx.stream()>>>(
+        rows.ptr<__nv_bfloat16>(), tiles, tile_count, first, w, ws, m, k, out.data, ElemOf(out));
     FISSION_LAUNCHED();
   });
 }
