@@ -1,8 +1,8 @@
 // Pieces of the tensor-core GEMVs (fp8.cu, gemv_bf16.cu, moe_mx.cu, moe_fp4.cu; the indexer's
 // scores in dsa_indexer.cu and the experts' grouped GEMMs in moe_grouped.cu use the MMAs too).
 //
-// MmaE4m3: one mma.sync m16n8k32 e4m3 x e4m3 -> fp32, accumulating into d (MmaE4m3Product: from
-// zero). MmaBf16: one mma.sync m16n8k16 bf16 x bf16 -> fp32. Bf16Pair / LoadBf16x8: activations
+// MmaE4m3: one mma.sync m16n8k32 e4m3 x e4m3 -> fp32, accumulating into d. MmaBf16: one mma.sync
+// m16n8k16 bf16 x bf16 -> fp32. Bf16Pair / LoadBf16x8: activations
 // as packed bf16 pairs (fp32 rounded to nearest even, or bf16 as stored). Prmt: the byte permute.
 //
 // StoreMmaTile, the GEMVs' epilogue: each of a block's kWarps warps holds an m16n8 accumulator
@@ -24,17 +24,6 @@ __device__ __forceinline__ void MmaE4m3(float (&d)[4], std::uint32_t a0, std::ui
       "{%0, %1, %2, %3};\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
-
-// The same MMA from a zero accumulator, d = a · b: one weight group's product, scaled before it is
-// summed (moe_grouped.cu). C is one zero register, not four cleared ones per MMA.
-__device__ __forceinline__ void MmaE4m3Product(float (&d)[4], std::uint32_t a0, std::uint32_t a1, std::uint32_t a2,
-                                               std::uint32_t a3, std::uint32_t b0, std::uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-      "{%10, %10, %10, %10};\n"
-      : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "f"(0.0f));
 }
 
 // A: a0 = row gid, k slots 2t, 2t + 1; a1 = row gid + 8, the same slots; a2, a3 = slots 2t + 8,
