@@ -1,6 +1,8 @@
 // DeepSeek-V4's compressors and its attention on CUDA (kernels/v4_ops.h; the CPU reference is
 // kernels/cpu/cpu_v4_attention.cc), fp32 throughout: results differ from the CPU's by summation
-// order and exp's last bits only.
+// order and exp's last bits only. At head_dim 512 over a ring and entries stored as bf16 or FP8,
+// V4Attention launches the tensor-core kernel of v4_flash.cu instead (V4FlashTakes, a rule on
+// shapes and storage); the host side below, the splits and their merge are the same for both.
 //
 // Compress: one block per closed window, a thread per channel, computing the CPU's softmax over
 // the window's slots (maximum, sum of exponentials, weighted sum). A slot's row comes from its
