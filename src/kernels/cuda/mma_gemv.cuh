@@ -1,8 +1,9 @@
 // Pieces of the tensor-core GEMVs (fp8.cu, gemv_bf16.cu, moe_mx.cu, moe_fp4.cu; the indexer's
 // scores in dsa_indexer.cu and the experts' grouped GEMMs in moe_grouped.cu use the MMAs too).
 //
-// MmaE4m3: one mma.sync m16n8k32 e4m3 x e4m3 -> fp32, accumulating into d. MmaBf16: one mma.sync
-// m16n8k16 bf16 x bf16 -> fp32. Bf16Pair / LoadBf16x8: activations
+// MmaE4m3: one mma.sync m16n8k32 e4m3 x e4m3 -> fp32, accumulating into d (sm_90 has no e4m3
+// mma.sync of its own: it compiles to e4m3 -> f16 conversions of both operands and two f16 MMAs;
+// only wgmma multiplies e4m3 natively). MmaBf16: one mma.sync m16n8k16 bf16 x bf16 -> fp32. Bf16Pair / LoadBf16x8: activations
 // as packed bf16 pairs (fp32 rounded to nearest even, or bf16 as stored). Prmt: the byte permute.
 //
 // StoreMmaTile, the GEMVs' epilogue: each of a block's kWarps warps holds an m16n8 accumulator
