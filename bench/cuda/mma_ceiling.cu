@@ -21,20 +21,25 @@ __global__ void MmaLoop(int iters, float* sink) {
   b[0] = 0x38383838u ^ blockIdx.x;
   b[1] = 0x34343434u ^ blockIdx.x;
   for (int i = 0; i < iters; ++i) {
+    // The operands change every iteration as far as the compiler knows, and differ by chain: sm_90's
+    // e4m3 mma.sync is conversions and f16 MMAs into a fresh register plus an add of the
+    // accumulator, whose products would otherwise be computed once, outside the loop.
+    asm volatile("" : "+r"(a[0]), "+r"(a[1]), "+r"(a[2]), "+r"(a[3]), "+r"(b[0]), "+r"(b[1]));
 #pragma unroll
     for (int c = 0; c < kChains; ++c) {
+      const std::uint32_t b0 = b[0] ^ (0x01010101u * c), b1 = b[1] ^ (0x01010101u * c);
       if constexpr (kFp8) {
         asm volatile(
             "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
             "{%0,%1,%2,%3};\n"
             : "+f"(d[c][0]), "+f"(d[c][1]), "+f"(d[c][2]), "+f"(d[c][3])
-            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
       } else {
         asm volatile(
             "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
             "{%0,%1,%2,%3};\n"
             : "+f"(d[c][0]), "+f"(d[c][1]), "+f"(d[c][2]), "+f"(d[c][3])
-            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
       }
     }
   }
