@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <limits>
 #include <memory>
+#include <string>
 
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_context.h"
@@ -254,6 +255,14 @@ std::vector<float> Reference(const Case& c, const Experts& ex, Inputs& in) {
   return in.CpuExperts(ex.Views(false, true), ex.Views(false, false), c.limit);
 }
 
+// The operation itself over device weight views, with the given prefill path, into d.out.
+void RunFp4(const Case& c, const std::vector<WeightView>& gu, const std::vector<WeightView>& dn, DeviceInputs& d,
+            ExpertsPrefill prefill = ExpertsPrefill::kGrouped) {
+  const std::vector<Tensor> gu_codes = ValuesOf(gu), dn_codes = ValuesOf(dn);
+  MoeExpertsFp4(Gpu().context(), d.x, d.ids, d.weights, gu_codes, ScalesOf(gu), dn_codes, ScalesOf(dn), d.out,
+                c.limit, prefill);
+}
+
 // Without a clamp through the backend's MoeExperts (its dispatch on the format); with one through
 // the operation itself, as DeepSeek-V4's experts call it.
 void RunGpu(const Case& c, const Experts& ex, DeviceInputs& d) {
@@ -261,10 +270,7 @@ void RunGpu(const Case& c, const Experts& ex, DeviceInputs& d) {
     Gpu().MoeExperts(d.x, d.ids, d.weights, ex.Views(true, true), ex.Views(true, false), d.out);
     return;
   }
-  const std::vector<WeightView> gu = ex.Views(true, true), dn = ex.Views(true, false);
-  const std::vector<Tensor> gu_codes = ValuesOf(gu), dn_codes = ValuesOf(dn);
-  MoeExpertsFp4(Gpu().context(), d.x, d.ids, d.weights, gu_codes, ScalesOf(gu), dn_codes, ScalesOf(dn), d.out,
-                c.limit);
+  RunFp4(c, ex.Views(true, true), ex.Views(true, false), d);
 }
 
 void ExpectClose(const Case& c, const std::vector<float>& got, const std::vector<float>& ref) {
@@ -326,10 +332,8 @@ TEST(CudaMoeFp4, PrefillGroupedGemmMatchesCpuAndTheGemv) {
     Inputs in(c, rng);
     DeviceInputs d(c, in);
     const std::vector<WeightView> gu = ex.Views(true, true), dn = ex.Views(true, false);
-    const std::vector<Tensor> gu_codes = ValuesOf(gu), dn_codes = ValuesOf(dn);
     const auto run = [&](ExpertsPrefill prefill) {
-      MoeExpertsFp4(Gpu().context(), d.x, d.ids, d.weights, gu_codes, ScalesOf(gu), dn_codes, ScalesOf(dn), d.out,
-                    c.limit, prefill);
+      RunFp4(c, gu, dn, d, prefill);
       return ToHost(d.out);
     };
     const std::vector<float> grouped = run(ExpertsPrefill::kGrouped), gemv = run(ExpertsPrefill::kPerExpert);
@@ -363,61 +367,48 @@ TEST(CudaMoeFp4, V4FlashPrefillGroupedGemmMatchesTheGemv) {
   }
   Inputs in(c, rng);
   DeviceInputs d(c, in);
-  const std::vector<Tensor> gu_codes = ValuesOf(gu), dn_codes = ValuesOf(dn);
   const auto run = [&](ExpertsPrefill prefill) {
-    MoeExpertsFp4(Gpu().context(), d.x, d.ids, d.weights, gu_codes, ScalesOf(gu), dn_codes, ScalesOf(dn), d.out,
-                  c.limit, prefill);
+    RunFp4(c, gu, dn, d, prefill);
     return ToHost(d.out);
   };
   const std::vector<float> grouped = run(ExpertsPrefill::kGrouped);
   ExpectClose(c, grouped, run(ExpertsPrefill::kPerExpert));
 }
 
-// A decode call captured once replays new activations and routing bit for bit as an eager call
-// computes them: the plan, the gather and the run list are rebuilt on the device every time, and
-// no constant is uploaded during the capture.
-TEST(CudaMoeFp4, CapturedDecodeReplaysNewRouting) {
-  FISSION_REQUIRE_GPU();
-  std::mt19937 rng(65);
-  CudaContext& ctx = Gpu().context();
-  for (float limit : {0.0f, 0.75f}) {
-    const Case c{8, 31, 6, 512, 256, true, DType::kBF16, limit};
-    Experts ex(c, rng);
-    Inputs first(c, rng), second(c, rng);
-    DeviceInputs d(c, first);
-    RunGpu(c, ex, d);  // eager: builds the experts' pointer tables
-
-    CapturedGraph graph(ctx, [&] { RunGpu(c, ex, d); });
-    EXPECT_FALSE(graph.uploaded_constants()) << "the decode path uploaded constants";
-
-    d.Load(second);
-    graph.Launch();
-    const std::vector<float> replayed = ToHost(d.out);
-    ExpectClose(c, replayed, Reference(c, ex, second));
-    RunGpu(c, ex, d);
-    EXPECT_TRUE(SameBits(ToHost(d.out), replayed)) << "limit " << limit << ": replay and eager call differ";
-  }
-}
-
-// The prefill path (the grouped GEMM) plans on the device too: a captured 300-token call replays
-// new routing bit for bit as an eager call computes it.
-TEST(CudaMoeFp4, CapturedPrefillReplaysNewRouting) {
-  FISSION_REQUIRE_GPU();
-  std::mt19937 rng(69);
-  CudaContext& ctx = Gpu().context();
-  const Case c{300, 13, 4, 256, 128, true, DType::kBF16, 0.0f};
+// A call captured once replays new activations and routing bit for bit as an eager call computes
+// them: the plan, the gather and the run list are rebuilt on the device every time, and no constant
+// is uploaded during the capture.
+void ExpectReplaysNewRouting(const Case& c, std::mt19937& rng, const std::string& what) {
   Experts ex(c, rng);
   Inputs first(c, rng), second(c, rng);
   DeviceInputs d(c, first);
-  RunGpu(c, ex, d);
-  CapturedGraph graph(ctx, [&] { RunGpu(c, ex, d); });
-  EXPECT_FALSE(graph.uploaded_constants()) << "the prefill path uploaded constants";
+  RunGpu(c, ex, d);  // eager: builds the experts' pointer tables
+
+  CapturedGraph graph(Gpu().context(), [&] { RunGpu(c, ex, d); });
+  EXPECT_FALSE(graph.uploaded_constants()) << what << " uploaded constants";
+
   d.Load(second);
   graph.Launch();
   const std::vector<float> replayed = ToHost(d.out);
   ExpectClose(c, replayed, Reference(c, ex, second));
   RunGpu(c, ex, d);
-  EXPECT_TRUE(SameBits(ToHost(d.out), replayed)) << "replay and eager call differ";
+  EXPECT_TRUE(SameBits(ToHost(d.out), replayed)) << what << ": replay and eager call differ";
+}
+
+// The decode path (the 8-row GEMV), without and with the clamp.
+TEST(CudaMoeFp4, CapturedDecodeReplaysNewRouting) {
+  FISSION_REQUIRE_GPU();
+  std::mt19937 rng(65);
+  for (float limit : {0.0f, 0.75f})
+    ExpectReplaysNewRouting(Case{8, 31, 6, 512, 256, true, DType::kBF16, limit}, rng,
+                            "the decode path, limit " + std::to_string(limit));
+}
+
+// The prefill path (the grouped GEMM) plans on the device too: a captured 300-token call.
+TEST(CudaMoeFp4, CapturedPrefillReplaysNewRouting) {
+  FISSION_REQUIRE_GPU();
+  std::mt19937 rng(69);
+  ExpectReplaysNewRouting(Case{300, 13, 4, 256, 128, true, DType::kBF16, 0.0f}, rng, "the prefill path");
 }
 
 }  // namespace
