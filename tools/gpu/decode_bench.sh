@@ -9,7 +9,9 @@
 #
 #   usage: bash tools/gpu/decode_bench.sh BINDIR [REFBIN]
 #   Environment: OUT (logs; default ./gpu-out), LAYERS (default 12), OUTPUT (default 256),
-#   BATCHES (default "1 64"), WEIGHTS (default "bf16 fp8").
+#   BATCHES (default "1 64"), WEIGHTS (default "bf16 fp8"), MODEL (another config directory, e.g.
+#   bench/configs/deepseek-v3 with LAYERS=4), EXTRA (more override fields, e.g.
+#   '"first_k_dense_replace": 1').
 # Log: $OUT/decode_bench.log (the table), $OUT/decode_<tag>.log (each run's stderr).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -22,14 +24,15 @@ INPUT=1024
 OUTPUT=${OUTPUT:-256}
 BATCHES=${BATCHES:-1 64}
 WEIGHTS=${WEIGHTS:-bf16 fp8}
-MODEL=bench/configs/moonlight-16b-a3b
+MODEL=${MODEL:-bench/configs/moonlight-16b-a3b}
+EXTRA=${EXTRA:+, $EXTRA}
 export NCCL_NVLS_ENABLE=0
 export LD_LIBRARY_PATH=$PWD/$BIN/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 LOG=$OUT/decode_bench.log
 FP8='"quantization_config": {"activation_scheme": "dynamic", "fmt": "e4m3", "quant_method": "fp8", "weight_block_size": [128, 128]}'
 
 override() {  # weights
-  if [[ $1 == fp8 ]]; then echo "{\"num_hidden_layers\": $LAYERS, $FP8}"; else echo "{\"num_hidden_layers\": $LAYERS}"; fi
+  if [[ $1 == fp8 ]]; then echo "{\"num_hidden_layers\": $LAYERS$EXTRA, $FP8}"; else echo "{\"num_hidden_layers\": $LAYERS$EXTRA}"; fi
 }
 
 prompts() {  # batch file
