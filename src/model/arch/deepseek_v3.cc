@@ -37,10 +37,12 @@ Buffer DeepseekV3Model::Hidden(const StepContext& step) {
   Embed(step, h);
   for (std::size_t i = 0; i < layers_.size(); ++i) {
     const DeepseekLayer& layer = layers_[i];
-    layer.Forward(step, h, x, y, [&](const Tensor& in, const Tensor& out) {
+    const auto attend = [&](const Tensor& in, const Tensor& out) {
       layer.attention->Forward(step, in, step.memory->entries(0, static_cast<int>(i)), out);
-    });
+    };
+    layer.Forward(step, h, x, y, attend, /*residual_in_y=*/i > 0);
   }
+  if (!layers_.empty()) step.backend->Add(h, y, h);  // the last layer's feed-forward
   return h;
 }
 

@@ -16,13 +16,16 @@ DeepseekLayer::DeepseekLayer(const io::ModelConfig& c, std::string layer_prefix,
 }
 
 void DeepseekLayer::Forward(const StepContext& step, const Tensor& h, const Tensor& x, const Tensor& y,
-                            const Attend& attend) const {
+                            const Attend& attend, bool residual_in_y) const {
   kernels::Backend& b = *step.backend;
-  b.RmsNorm(h, input_layernorm, norm_eps, x);
+  if (residual_in_y) {
+    b.AddRmsNorm(h, y, input_layernorm, norm_eps, x);
+  } else {
+    b.RmsNorm(h, input_layernorm, norm_eps, x);
+  }
   attend(x, y);
   b.AddRmsNorm(h, y, post_attention_layernorm, norm_eps, x);
   feed_forward->Run(step, x, y);
-  b.Add(h, y, h);
 }
 
 CacheClass MlaLatentClass(const io::ModelConfig& config, kernels::LatentFormat format, DType exact_dtype,

@@ -20,10 +20,14 @@ struct DeepseekLayer {
   // decoder, which is MoE whatever its index).
   DeepseekLayer(const io::ModelConfig& config, std::string prefix, bool moe, WeightLoader& loader,
                 const RopeTables& rope, const RankInfo& rank, kernels::LatentFormat latent_format);
-  // h += attend(input_layernorm(h)); h += feed_forward(post_attention_layernorm(h)). `attend(x, y)`
+  // h += attend(input_layernorm(h)); y = feed_forward(post_attention_layernorm(h)). `attend(x, y)`
   // writes the attention output of x into y; x and y are [rows, hidden] scratch the caller shares.
+  // The feed-forward's output is left in y, not yet added to h: the next layer adds it inside its
+  // first norm (`residual_in_y`: h += y, then the norm, one AddRmsNorm instead of an Add and a
+  // RmsNorm, the same bits), and after the last layer the caller adds it.
   using Attend = std::function<void(const Tensor& x, const Tensor& y)>;
-  void Forward(const StepContext& step, const Tensor& h, const Tensor& x, const Tensor& y, const Attend& attend) const;
+  void Forward(const StepContext& step, const Tensor& h, const Tensor& x, const Tensor& y, const Attend& attend,
+               bool residual_in_y) const;
 
   std::string prefix;
   float norm_eps;

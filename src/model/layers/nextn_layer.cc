@@ -35,11 +35,14 @@ void NextnLayer::Forward(const StepContext& step, const Tensor& embedded, const 
   b.RmsNorm(previous, hnorm_, eps_, x);  // `previous` is only read (a graph's fixed input rows)
   b.Linear(embedded, eh_embed_, h);
   b.Linear(x, eh_hidden_, y);
-  b.Add(h, y, h);
   const Tensor cache = step.memory->entries(first_class, 0);
-  decoder_.Forward(step, h, x, y,
-                   [&](const Tensor& in, const Tensor& attn_out) { decoder_.attention->Forward(step, in, cache, attn_out); });
-  b.RmsNorm(h, shared_head_norm_, eps_, out);
+  // eh_proj is the sum of its two halves: the decoder adds the hidden half (y) inside its first
+  // norm, and its own feed-forward inside the head's norm.
+  decoder_.Forward(
+      step, h, x, y,
+      [&](const Tensor& in, const Tensor& attn_out) { decoder_.attention->Forward(step, in, cache, attn_out); },
+      /*residual_in_y=*/true);
+  b.AddRmsNorm(h, y, shared_head_norm_, eps_, out);
 }
 
 std::vector<std::string> NextnLayer::MissingTensors(const std::string& prefix,
