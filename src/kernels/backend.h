@@ -34,6 +34,9 @@ struct MoeRouting {
   std::int64_t topk_group = 1;
   bool norm_topk_prob = true;
   float routed_scaling_factor = 1.0f;
+  // Experts every token takes, appended after the routed choices: columns top_k + s hold expert
+  // num_experts + s with weight 1 (DeepSeekMoE's shared experts run with the routed ones).
+  std::int64_t shared_experts = 0;
 };
 
 // A device's memory as the driver reports it (the KV pool is sized from it).
@@ -91,7 +94,8 @@ class Backend {
   // skips its row (the padding rows of a captured decode step).
   virtual void WriteKv(const Tensor& rows, std::span<const std::int64_t> slots, const Tensor& cache) = 0;
   // DeepSeekMoE routing: sigmoid scores, bias added for selection only, group-limited top-k,
-  // optional renormalisation, routed scaling. ids: I32 [n, top_k], weights: F32 [n, top_k].
+  // optional renormalisation, routed scaling, then routing.shared_experts always-on columns.
+  // ids: I32 [n, top_k + shared_experts], weights: F32 [n, top_k + shared_experts].
   virtual void MoeRoute(const Tensor& router_logits, const Tensor& bias, const MoeRouting& routing,
                         const Tensor& topk_ids, const Tensor& topk_weights) = 0;
   // Routed experts: out[t] = Σ_k weights[t,k] · down_e(silu(gate_e x) · up_e x) with e = ids[t,k];

@@ -18,22 +18,25 @@ TEST(CudaMoe, RouteMatchesCpuIdsAndWeights) {
   MoeRouting v3{256, 8, 8, 4, true, 2.5f};     // DeepSeek-V3
   MoeRouting flat{64, 6, 1, 1, false, 1.0f};    // no groups, no renormalisation
   MoeRouting small{16, 4, 4, 2, true, 1.0f};    // tiny test checkpoints' shape
-  for (const MoeRouting& r : {v3, flat, small})
+  MoeRouting shared = small;                    // two shared experts appended (Moonlight's count)
+  shared.shared_experts = 2;
+  for (const MoeRouting& r : {v3, flat, small, shared})
     for (int n : {1, 17, 513}) {
+      const std::int64_t columns = r.top_k + r.shared_experts;
       auto logits = Random(n * r.num_experts, rng, 2.0f);
       auto bias = Random(r.num_experts, rng, 0.1f);
-      std::vector<float> ref_w(n * r.top_k);
-      std::vector<std::int32_t> ref_ids(n * r.top_k);
+      std::vector<float> ref_w(n * columns);
+      std::vector<std::int32_t> ref_ids(n * columns);
       Tensor hid;
       hid.data = ref_ids.data();
       hid.dtype = DType::kI32;
-      hid.shape = Shape{n, r.top_k};
+      hid.shape = Shape{n, columns};
       Cpu().MoeRoute(HostView(logits, Shape{n, r.num_experts}), HostView(bias, Shape{r.num_experts}), r, hid,
-                     HostView(ref_w, Shape{n, r.top_k}));
+                     HostView(ref_w, Shape{n, columns}));
       Buffer dl = ToDevice(DType::kF32, Shape{n, r.num_experts}, logits),
              db = ToDevice(DType::kF32, Shape{r.num_experts}, bias),
-             ids = ToDevice(DType::kI32, Shape{n, r.top_k}, std::vector<float>(n * r.top_k, -1.0f)),
-             w = Poisoned(DType::kF32, Shape{n, r.top_k});
+             ids = ToDevice(DType::kI32, Shape{n, columns}, std::vector<float>(n * columns, -1.0f)),
+             w = Poisoned(DType::kF32, Shape{n, columns});
       Gpu().MoeRoute(dl, db, r, ids, w);
       EXPECT_EQ(IdsToHost(ids), ref_ids) << r.num_experts << " experts, n=" << n;
       EXPECT_LT(RelErr(ToHost(w), ref_w), 1e-5) << r.num_experts << " experts, n=" << n;

@@ -22,8 +22,9 @@ std::vector<std::int32_t> TopK(const std::vector<float>& values, std::int64_t k)
 void MoeRoute(const Tensor& router_logits, const Tensor& bias, const MoeRouting& r, const Tensor& topk_ids,
               const Tensor& topk_weights) {
   const std::int64_t n = router_logits.shape[0], experts = r.num_experts;
-  const std::int64_t per_group = experts / r.n_group;
-  FISSION_CHECK(router_logits.shape[1] == experts && bias.numel() == experts);
+  const std::int64_t per_group = experts / r.n_group, columns = r.top_k + r.shared_experts;
+  FISSION_CHECK(router_logits.shape[1] == experts && bias.numel() == experts && r.shared_experts >= 0 &&
+                topk_ids.numel() == n * columns && topk_weights.numel() == n * columns);
   const float* b = bias.ptr<float>();
   std::vector<float> scores(experts), choice(experts), group_scores(r.n_group);
   for (std::int64_t t = 0; t < n; ++t) {
@@ -53,11 +54,17 @@ void MoeRoute(const Tensor& router_logits, const Tensor& bias, const MoeRouting&
     std::sort(chosen.begin(), chosen.end());  // a fixed order for the weighted sum
     float sum = 0.0f;
     for (std::int32_t e : chosen) sum += scores[e];
+    std::int32_t* ids = topk_ids.ptr<std::int32_t>() + t * columns;
+    float* weights = topk_weights.ptr<float>() + t * columns;
     for (std::int64_t k = 0; k < r.top_k; ++k) {
       float w = scores[chosen[k]];
       if (r.norm_topk_prob) w = w / (sum + 1e-20f);
-      topk_ids.ptr<std::int32_t>()[t * r.top_k + k] = chosen[k];
-      topk_weights.ptr<float>()[t * r.top_k + k] = w * r.routed_scaling_factor;
+      ids[k] = chosen[k];
+      weights[k] = w * r.routed_scaling_factor;
+    }
+    for (std::int64_t s = 0; s < r.shared_experts; ++s) {
+      ids[r.top_k + s] = static_cast<std::int32_t>(experts + s);
+      weights[r.top_k + s] = 1.0f;
     }
   }
 }

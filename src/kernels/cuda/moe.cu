@@ -22,7 +22,7 @@ constexpr int kMaxTopK = 32;
 
 // One warp per token. Shared memory: scores, choice-or-masked values, and a taken flag per expert.
 __global__ void MoeRouteKernel(const void* logits, Elem le, const void* bias, Elem be, int experts, int n_group,
-                               int topk_group, int top_k, bool norm, float scaling, std::int32_t* ids,
+                               int topk_group, int top_k, int shared, bool norm, float scaling, std::int32_t* ids,
                                float* weights) {
   extern __shared__ float smem[];
   float* scores = smem;
@@ -80,11 +80,16 @@ __global__ void MoeRouteKernel(const void* logits, Elem le, const void* bias, El
     SortAscending(chosen, top_k);
     float sum = 0.0f;
     for (int i = 0; i < top_k; ++i) sum += scores[chosen[i]];
+    const std::int64_t row = t * (top_k + shared);
     for (int i = 0; i < top_k; ++i) {
       float w = scores[chosen[i]];
       if (norm) w = w / (sum + 1e-20f);
-      ids[t * top_k + i] = chosen[i];
-      weights[t * top_k + i] = w * scaling;
+      ids[row + i] = chosen[i];
+      weights[row + i] = w * scaling;
+    }
+    for (int s = 0; s < shared; ++s) {  // always-on experts after the routed ones
+      ids[row + top_k + s] = experts + s;
+      weights[row + top_k + s] = 1.0f;
     }
   }
 }
@@ -199,13 +204,17 @@ void MoeRoute(CudaContext& ctx, const Tensor& router_logits, const Tensor& bias,
                     r.top_k <= kMaxTopK && r.top_k <= experts * r.topk_group / r.n_group,
                 "MoeRoute configuration: ", experts, " experts, ", r.n_group, " groups, top ", r.topk_group,
                 " groups, top_k ", r.top_k);
-  FISSION_CHECK(topk_ids.dtype == DType::kI32 && topk_weights.dtype == DType::kF32 &&
-                topk_ids.numel() == n * r.top_k && topk_weights.numel() == n * r.top_k, "MoeRoute outputs");
+  const std::int64_t columns = r.top_k + r.shared_experts;
+  FISSION_CHECK(topk_ids.dtype == DType::kI32 && topk_weights.dtype == DType::kF32 && r.shared_experts >= 0 &&
+                topk_ids.numel() == n * columns && topk_weights.numel() == n * columns, "MoeRoute outputs: ids ",
+                topk_ids.shape.ToString(), ", weights ", topk_weights.shape.ToString(), " for ", n, " tokens and ",
+                columns, " columns");
   if (n == 0) return;
   const std::size_t smem = static_cast<std::size_t>(experts) * 3 * sizeof(float);
   MoeRouteKernel<<<static_cast<unsigned>(n), 32, smem, ctx.stream()>>>(
       router_logits.data, ElemOf(router_logits), bias.data, ElemOf(bias), static_cast<int>(experts),
-      static_cast<int>(r.n_group), static_cast<int>(r.topk_group), static_cast<int>(r.top_k), r.norm_topk_prob,
+      static_cast<int>(r.n_group), static_cast<int>(r.topk_group), static_cast<int>(r.top_k),
+      static_cast<int>(r.shared_experts), r.norm_topk_prob,
       r.routed_scaling_factor, topk_ids.ptr<std::int32_t>(), topk_weights.ptr<float>());
   FISSION_LAUNCHED();
 }

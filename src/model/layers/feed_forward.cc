@@ -53,17 +53,48 @@ DeepseekMoe::DeepseekMoe(const io::ModelConfig& c, const std::string& prefix, We
     if (!(gate_up_[e].format == format) || !(down_[e].format == format))
       Fail(prefix, "experts.", e, ": gate_up is ", gate_up_[e].format.Name(), " and down ", down_[e].format.Name(),
            " where expert 0's gate_up is ", format.Name(), "; the routed experts must all have one format");
-    gate_up_views_.push_back(gate_up_[e].view());
-    down_views_.push_back(down_[e].view());
   }
   if (c.n_shared_experts > 0) {
     const std::int64_t shared_inter = c.moe_intermediate_size * c.n_shared_experts;
-    shared_ = std::make_unique<SwiGluMlp>(prefix + "shared_experts.", c.hidden_size, shared_inter,
-                                          expert_parallel_ ? Range{0, shared_inter}
-                                                           : EvenPart(shared_inter, rank.world_size(), rank.world_rank(),
-                                                                      "shared experts' intermediate size"),
-                                          loader);
+    if (expert_parallel_ || !LoadSharedAsExperts(c, prefix + "shared_experts.", part, loader)) {
+      shared_ = std::make_unique<SwiGluMlp>(
+          prefix + "shared_experts.", c.hidden_size, shared_inter,
+          expert_parallel_ ? Range{0, shared_inter}
+                           : EvenPart(shared_inter, rank.world_size(), rank.world_rank(), "shared experts' intermediate size"),
+          loader);
+    }
   }
+  for (std::size_t e = 0; e < gate_up_.size(); ++e) {
+    gate_up_views_.push_back(gate_up_[e].view());
+    down_views_.push_back(down_[e].view());
+  }
+}
+
+// The shared experts' intermediate units are n_shared_experts pieces of moe_intermediate_size, and
+// the MLP is the sum of its pieces' MLPs (SiLU·up is per unit, down is linear), so piece i is an
+// expert like the routed ones that every token takes with weight 1: routing appends them
+// (MoeRouting::shared_experts) and the experts operation runs them in the routed experts' launches
+// instead of a dense MLP and an add beside them. Each piece is a product of its own, so a token's
+// sum does not depend on the batch. A rank keeps its tensor-parallel part of each piece, as of
+// every routed expert. Expert parallelism keeps the dense MLP (its dispatch moves routed pairs only).
+bool DeepseekMoe::LoadSharedAsExperts(const io::ModelConfig& c, const std::string& prefix, Range part,
+                                      WeightLoader& loader) {
+  const std::int64_t inter = c.moe_intermediate_size, shared_inter = inter * c.n_shared_experts;
+  std::vector<Weight> gate_up, down;
+  for (std::int64_t i = 0; i < c.n_shared_experts; ++i) {
+    const Range piece{i * inter + part.begin, i * inter + part.stop(inter)};
+    gate_up.push_back(loader.LoadLinearStacked(prefix + "gate_proj.weight", prefix + "up_proj.weight",
+                                               Shape{shared_inter, c.hidden_size}, piece));
+    down.push_back(loader.LoadLinearCols(prefix + "down_proj.weight", Shape{c.hidden_size, shared_inter}, piece,
+                                         /*allow_fp8=*/gate_up.back().quantized()));
+    if (!(gate_up.back().format == gate_up_[0].format) || !(down.back().format == gate_up_[0].format)) return false;
+  }
+  for (std::size_t i = 0; i < gate_up.size(); ++i) {
+    gate_up_.push_back(std::move(gate_up[i]));
+    down_.push_back(std::move(down[i]));
+  }
+  routing_.shared_experts = c.n_shared_experts;
+  return true;
 }
 
 void DeepseekMoe::Route(kernels::Backend& b, const Tensor& x, const Tensor& ids, const Tensor& weights) const {
@@ -92,9 +123,9 @@ void DeepseekMoe::RunExpertParallel(const StepContext& step, const Tensor& x, co
 }
 
 void DeepseekMoe::Forward(kernels::Backend& b, const Tensor& x, const Tensor& out) const {
-  const std::int64_t n = x.shape[0];
-  Buffer ids(DType::kI32, Shape{n, routing_.top_k}, b.allocator());
-  Buffer weights(DType::kF32, Shape{n, routing_.top_k}, b.allocator());
+  const std::int64_t n = x.shape[0], columns = routing_.top_k + routing_.shared_experts;
+  Buffer ids(DType::kI32, Shape{n, columns}, b.allocator());
+  Buffer weights(DType::kF32, Shape{n, columns}, b.allocator());
   Route(b, x, ids, weights);
   b.MoeExperts(x, ids, weights, gate_up_views_, down_views_, out);
   if (shared_) {

@@ -41,14 +41,18 @@ class DeepseekMoe {
 
  private:
   void Route(kernels::Backend& b, const Tensor& x, const Tensor& ids, const Tensor& weights) const;
+  // Loads the shared experts as pieces behind the routed ones (see feed_forward.cc); false, with
+  // nothing kept, when a piece does not load in the routed experts' format.
+  bool LoadSharedAsExperts(const io::ModelConfig& c, const std::string& prefix, Range part, WeightLoader& loader);
   bool expert_parallel_ = false;
   kernels::MoeRouting routing_;
   Buffer router_;  // [E, H]
   Buffer bias_;    // [E] e_score_correction_bias
-  // Routed experts, all of one format (the experts operation takes one).
+  // Routed experts, all of one format (the experts operation takes one), then the shared experts'
+  // pieces when they run with them (routing_.shared_experts of them).
   std::vector<Weight> gate_up_, down_;
   std::vector<WeightView> gate_up_views_, down_views_;
-  std::unique_ptr<SwiGluMlp> shared_;
+  std::unique_ptr<SwiGluMlp> shared_;  // the shared experts as a dense MLP beside the routed ones
 };
 
 // The feed-forward of a DeepSeek-family layer: DeepSeekMoE (`moe`) or the dense MLP, under `prefix`
