@@ -1,5 +1,5 @@
 // Linear (fp32 and bf16 through cuBLASLt; bf16 with up to 8 tokens through the tensor-core GEMV and
-// fp32 with up to 8 tokens through the fp32 GEMV and more on narrow weights through the tiled fp32 kernel,
+// fp32 with up to 256 tokens through the fp32 GEMV and more on narrow weights through the tiled fp32 kernel,
 // ragged rows and a partial 64-wide chunk of k included) and the FP8 block-scaled Linear, against
 // the CPU.
 #include "kernels/cpu/cpu_ops.h"
@@ -38,9 +38,9 @@ TEST(CudaLinear, MatchesCpuAcrossDtypesAndRaggedShapes) {
     }
 }
 
-// fp32 weights with up to 8 tokens (the GEMV of gemv_f32.cu: DeepSeek-V4's routers at decode) and
-// with more (gemm_f32.cu, at prefill): a token's row is the same bits whichever tokens share its
-// step, within each kernel's range of token counts.
+// fp32 weights with up to kDeviceRoutedTokens tokens (the GEMV of gemv_f32.cu: the routers at
+// decode) and with more (gemm_f32.cu, at prefill): a token's row is the same bits whichever tokens
+// share its step, within each kernel's range of token counts.
 TEST(CudaLinear, Fp32GemvRowsDoNotDependOnTheBatch) {
   FISSION_REQUIRE_GPU();
   std::mt19937 rng(11);
@@ -57,14 +57,26 @@ TEST(CudaLinear, Fp32GemvRowsDoNotDependOnTheBatch) {
     const std::vector<float> alone = ToHost(one);
     EXPECT_TRUE(std::equal(alone.begin(), alone.end(), together.begin() + t * m)) << "token " << t;
   }
-  // More tokens (the tiled fp32 kernel): the first 64 of 200 tokens give the bits they give alone.
-  const auto many = Random(200 * k, rng);
-  Buffer big = Poisoned(DType::kF32, Shape{200, m}), part = Poisoned(DType::kF32, Shape{64, m});
-  Gpu().Linear(ToDevice(DType::kF32, Shape{200, k}, many), dw.tensor(), big);
-  Gpu().Linear(ToDevice(DType::kF32, Shape{64, k}, std::vector<float>(many.begin(), many.begin() + 64 * k)), dw.tensor(),
-               part);
-  const std::vector<float> all200 = ToHost(big), first64 = ToHost(part);
-  EXPECT_TRUE(std::equal(first64.begin(), first64.end(), all200.begin())) << "the tiled fp32 kernel";
+  // 200 tokens (the GEMV's token groups): every row the bits of the same token alone.
+  const auto some = Random(200 * k, rng);
+  Buffer two_hundred = Poisoned(DType::kF32, Shape{200, m});
+  Gpu().Linear(ToDevice(DType::kF32, Shape{200, k}, some), dw.tensor(), two_hundred);
+  const std::vector<float> rows200 = ToHost(two_hundred);
+  for (std::int64_t t : {0, 8, 13, 199}) {
+    Buffer one = Poisoned(DType::kF32, Shape{1, m});
+    Gpu().Linear(ToDevice(DType::kF32, Shape{1, k}, std::vector<float>(some.begin() + t * k, some.begin() + (t + 1) * k)),
+                 dw.tensor(), one);
+    const std::vector<float> alone = ToHost(one);
+    EXPECT_TRUE(std::equal(alone.begin(), alone.end(), rows200.begin() + t * m)) << "token " << t << " of 200";
+  }
+  // More tokens (the tiled fp32 kernel): the first 300 of 400 tokens give the bits they give alone.
+  const auto many = Random(400 * k, rng);
+  Buffer big = Poisoned(DType::kF32, Shape{400, m}), part = Poisoned(DType::kF32, Shape{300, m});
+  Gpu().Linear(ToDevice(DType::kF32, Shape{400, k}, many), dw.tensor(), big);
+  Gpu().Linear(ToDevice(DType::kF32, Shape{300, k}, std::vector<float>(many.begin(), many.begin() + 300 * k)),
+               dw.tensor(), part);
+  const std::vector<float> all400 = ToHost(big), first300 = ToHost(part);
+  EXPECT_TRUE(std::equal(first300.begin(), first300.end(), all400.begin())) << "the tiled fp32 kernel";
 }
 
 // e4m3 codes of host floats that are e4m3 values, as the CPU's FP8 operations take them.

@@ -59,6 +59,11 @@ __device__ __forceinline__ void StoreF(void* p, std::int64_t i, Elem e, float v)
     static_cast<__nv_bfloat16*>(p)[i] = __float2bfloat16_rn(v);
 }
 
+// What LoadF gives back after StoreF(v) in an element of type e.
+__device__ __forceinline__ float RoundAs(Elem e, float v) {
+  return e == Elem::kF32 ? v : __bfloat162float(__float2bfloat16_rn(v));
+}
+
 // silu(gate) · up; with limit > 0 DeepSeek-V4's clamp first, the gate from above and up to
 // [-limit, limit] (kernels/v4_ops.h, ClampedSwiGlu): SiluMul and the kernels that fuse it.
 __device__ __forceinline__ float SiluMulOf(float g, float u, float limit) {

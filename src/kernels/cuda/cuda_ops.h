@@ -41,8 +41,8 @@ void Linear(CudaContext& ctx, const Tensor& x, const Tensor& w, const Tensor& ou
 // tensor cores, reading the weight once; Bf16GemvTakes says whether the shapes and alignment fit.
 bool Bf16GemvTakes(const Tensor& x, const Tensor& w, const Tensor& out);
 void Bf16Gemv(CudaContext& ctx, const Tensor& x, const Tensor& w, const Tensor& out);
-// The same for fp32 weights and activations (gemv_f32.cu: fp32 arithmetic, a block per weight row,
-// up to 8 tokens, k % 4 == 0 and 16-byte aligned rows).
+// The same for fp32 weights and activations (gemv_f32.cu: fp32 arithmetic, a block per weight row
+// and 8 tokens, up to kDeviceRoutedTokens tokens, k % 4 == 0 and 16-byte aligned rows).
 bool F32GemvTakes(const Tensor& x, const Tensor& w, const Tensor& out);
 void F32Gemv(CudaContext& ctx, const Tensor& x, const Tensor& w, const Tensor& out);
 // More tokens on narrow fp32 weights (gemm_f32.cu: fp32 arithmetic, 64 × 64 tiles, at most 512

@@ -44,37 +44,90 @@ __global__ void EmbeddingKernel(const void* table, Elem te, std::int64_t rows, c
 
 // Row-wise RMSNorm of the first d of `width` values, the rest copied. With `residual` (AddRmsNorm)
 // the row is first the sum x + residual, stored back into x (its own dtype) and normalised as
-// stored, so the fused form gives the bits of Add then RmsNorm. Each element is read and written
-// by the same thread.
-template <bool kAdd>
-__global__ void RmsNormKernel(void* x, Elem xe, const void* residual, Elem re, const void* w, Elem we, void* out,
-                              Elem oe, std::int64_t d, std::int64_t width, float eps) {
-  const std::int64_t row = blockIdx.x;
-  const std::int64_t base = row * width;
-  if constexpr (kAdd)
-    for (std::int64_t j = threadIdx.x; j < width; j += blockDim.x)
-      StoreF(x, base + j, xe, LoadF(x, base + j, xe) + LoadF(residual, base + j, re));
+// stored, so the fused form gives the bits of Add then RmsNorm. Thread i takes values i, i +
+// kThreads, ...: with kHeld > 0 (width ≤ kThreads · kHeld, every model's hidden size) it loads all
+// of them, the residual and the weight at once and keeps them in registers, so a row costs one
+// memory round trip instead of three; wider rows (kHeld 0) are read again in each pass. The sums
+// run in the same order either way.
+template <bool kAdd, int kHeld>
+__global__ void __launch_bounds__(kThreads) RmsNormKernel(void* x, Elem xe, const void* residual, Elem re, const void* w,
+                                                          Elem we, void* out, Elem oe, std::int64_t d, std::int64_t width,
+                                                          float eps) {
+  const std::int64_t base = blockIdx.x * width;
+  constexpr bool kInRegisters = kHeld > 0;
+  float v[kInRegisters ? kHeld : 1], wv[kInRegisters ? kHeld : 1];
   float sum = 0.0f;
-  for (std::int64_t j = threadIdx.x; j < d; j += blockDim.x) {
-    const float v = LoadF(x, base + j, xe);
-    sum += v * v;
+  if constexpr (kInRegisters) {
+    float r[kHeld];
+#pragma unroll
+    for (int i = 0; i < kHeld; ++i) {
+      const int j = static_cast<int>(threadIdx.x) + i * kThreads;
+      v[i] = j < width ? LoadF(x, base + j, xe) : 0.0f;
+      if constexpr (kAdd) r[i] = j < width ? LoadF(residual, base + j, re) : 0.0f;
+      wv[i] = j < d ? LoadF(w, j, we) : 0.0f;
+    }
+#pragma unroll
+    for (int i = 0; i < kHeld; ++i) {
+      const int j = static_cast<int>(threadIdx.x) + i * kThreads;
+      if constexpr (kAdd) {
+        if (j < width) {
+          StoreF(x, base + j, xe, v[i] + r[i]);
+          v[i] = RoundAs(xe, v[i] + r[i]);
+        }
+      }
+      if (j < d) sum += v[i] * v[i];
+    }
+  } else {
+    if constexpr (kAdd)
+      for (std::int64_t j = threadIdx.x; j < width; j += kThreads)
+        StoreF(x, base + j, xe, LoadF(x, base + j, xe) + LoadF(residual, base + j, re));
+    for (std::int64_t j = threadIdx.x; j < d; j += kThreads) {
+      const float value = LoadF(x, base + j, xe);
+      sum += value * value;
+    }
   }
   __shared__ float partial[kThreads / 32];
   for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
   if ((threadIdx.x & 31) == 0) partial[threadIdx.x >> 5] = sum;
   __syncthreads();
   if (threadIdx.x < 32) {
-    float s = threadIdx.x < blockDim.x / 32 ? partial[threadIdx.x] : 0.0f;
+    float s = threadIdx.x < kThreads / 32 ? partial[threadIdx.x] : 0.0f;
     for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
     if (threadIdx.x == 0) partial[0] = s;
   }
   __syncthreads();
   const float inv = 1.0f / sqrtf(partial[0] / static_cast<float>(d) + eps);
   // Every thread has read its inputs before any writes (x and out may alias), guaranteed by the barrier.
-  for (std::int64_t j = threadIdx.x; j < width; j += blockDim.x) {
-    const float v = LoadF(x, base + j, xe);
-    StoreF(out, base + j, oe, j < d ? LoadF(w, j, we) * (v * inv) : v);
+  if constexpr (kInRegisters) {
+#pragma unroll
+    for (int i = 0; i < kHeld; ++i) {
+      const int j = static_cast<int>(threadIdx.x) + i * kThreads;
+      if (j < width) StoreF(out, base + j, oe, j < d ? wv[i] * (v[i] * inv) : v[i]);
+    }
+  } else {
+    for (std::int64_t j = threadIdx.x; j < width; j += kThreads) {
+      const float value = LoadF(x, base + j, xe);
+      StoreF(out, base + j, oe, j < d ? LoadF(w, j, we) * (value * inv) : value);
+    }
   }
+}
+
+template <bool kAdd, int kHeld>
+void LaunchRmsNormAs(CudaContext& ctx, std::int64_t rows, void* x, Elem xe, const void* residual, Elem re,
+                     const void* w, Elem we, void* out, Elem oe, std::int64_t d, std::int64_t width, float eps) {
+  RmsNormKernel<kAdd, kHeld><<<static_cast<unsigned>(rows), kThreads, 0, ctx.stream()>>>(x, xe, residual, re, w, we, out,
+                                                                                         oe, d, width, eps);
+  FISSION_LAUNCHED();
+}
+
+// Registers for as few values a thread as the row needs (more cost occupancy at prefill sizes).
+template <bool kAdd>
+void LaunchRmsNorm(CudaContext& ctx, std::int64_t rows, void* x, Elem xe, const void* residual, Elem re, const void* w,
+                   Elem we, void* out, Elem oe, std::int64_t d, std::int64_t width, float eps) {
+  if (width <= 8 * kThreads) return LaunchRmsNormAs<kAdd, 8>(ctx, rows, x, xe, residual, re, w, we, out, oe, d, width, eps);
+  if (width <= 32 * kThreads)
+    return LaunchRmsNormAs<kAdd, 32>(ctx, rows, x, xe, residual, re, w, we, out, oe, d, width, eps);
+  LaunchRmsNormAs<kAdd, 0>(ctx, rows, x, xe, residual, re, w, we, out, oe, d, width, eps);
 }
 
 // Sum of v over the block (kThreads threads); `partial` holds kThreads / 32 floats. Every thread
@@ -190,9 +243,8 @@ void RmsNorm(CudaContext& ctx, const Tensor& x, const Tensor& weight, float eps,
   const std::int64_t n = x.numel() / width;
   FISSION_CHECK(width >= d && out.numel() == x.numel(), "RmsNorm x", x.shape.ToString(), " weight ", d);
   if (n == 0) return;
-  RmsNormKernel<false><<<static_cast<unsigned>(n), kThreads, 0, ctx.stream()>>>(
-      x.data, ElemOf(x), nullptr, Elem::kF32, weight.data, ElemOf(weight), out.data, ElemOf(out), d, width, eps);
-  FISSION_LAUNCHED();
+  LaunchRmsNorm<false>(ctx, n, x.data, ElemOf(x), nullptr, Elem::kF32, weight.data, ElemOf(weight), out.data,
+                       ElemOf(out), d, width, eps);
 }
 
 void AddRmsNorm(CudaContext& ctx, const Tensor& h, const Tensor& y, const Tensor& weight, float eps,
@@ -202,9 +254,8 @@ void AddRmsNorm(CudaContext& ctx, const Tensor& h, const Tensor& y, const Tensor
   FISSION_CHECK(width >= d && y.numel() == h.numel() && out.numel() == h.numel() && y.data != h.data,
                 "AddRmsNorm h", h.shape.ToString(), " y", y.shape.ToString(), " weight ", d);
   if (n == 0) return;
-  RmsNormKernel<true><<<static_cast<unsigned>(n), kThreads, 0, ctx.stream()>>>(
-      h.data, ElemOf(h), y.data, ElemOf(y), weight.data, ElemOf(weight), out.data, ElemOf(out), d, width, eps);
-  FISSION_LAUNCHED();
+  LaunchRmsNorm<true>(ctx, n, h.data, ElemOf(h), y.data, ElemOf(y), weight.data, ElemOf(weight), out.data,
+                      ElemOf(out), d, width, eps);
 }
 
 void LayerNorm(CudaContext& ctx, const Tensor& x, const Tensor& weight, const Tensor& bias, float eps,

@@ -1,8 +1,8 @@
 // Dense Linear through cuBLASLt: bf16 weights take bf16 activations (fp32 activations are converted
 // first) and write bf16 or fp32; fp32 weights run an fp32 GEMM (full fp32 arithmetic, no TF32).
-// Up to 8 tokens on bf16 weights take the tensor-core GEMV of gemv_bf16.cu instead, and on fp32
-// weights (fp32 activations) the GEMV of gemv_f32.cu; more tokens on narrow fp32 weights the
-// tiled kernel of gemm_f32.cu.
+// Up to 8 tokens on bf16 weights take the tensor-core GEMV of gemv_bf16.cu instead, and up to
+// kDeviceRoutedTokens on fp32 weights (fp32 activations) the GEMV of gemv_f32.cu; more tokens on
+// narrow fp32 weights the tiled kernel of gemm_f32.cu.
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/cuda_ops.h"
 

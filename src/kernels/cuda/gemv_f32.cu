@@ -1,13 +1,16 @@
-// fp32 Linear for a few tokens (decode): out[n, m] = x[n, k] · w[m, k]ᵀ with fp32 weights, in
-// fp32 (DeepSeek-V4's routers, which checkpoints store in fp32; every Linear of an fp32 model).
+// fp32 Linear for decode-sized calls: out[n, m] = x[n, k] · w[m, k]ᵀ with fp32 weights, in fp32
+// (the DeepSeek routers, which checkpoints store in fp32; every Linear of an fp32 model).
 // cuBLASLt's fp32 GEMM reads a [256, 4096] router for one token at about 60 GB/s (66 µs on the
-// H200); this reads each weight row once with 16-byte loads spread over a block.
+// H200); this reads each weight row once per 8 tokens with 16-byte loads spread over a block.
 //
-// A block of kWarps warps per weight row: warp w takes the float4 chunks w, w + kWarps, ... of the
-// row, each lane every 32nd of those, and keeps one sum per token; lane sums are added by a fixed
-// shuffle tree and the warps' in warp order, so a token's result does not depend on the other
-// tokens of the step (nor on timing). x rows (≤ 8 tokens, read by every block) come from L1/L2.
-// k % 4 == 0 and 16-byte aligned rows.
+// A block of kWarps warps per (weight row, group of 8 tokens): warp w takes the float4 chunks w,
+// w + kWarps, ... of the row, each lane every 32nd of those, and keeps one sum per token; lane
+// sums are added by a fixed shuffle tree and the warps' in warp order, so a token's result does
+// not depend on the other tokens of the step (nor on timing) anywhere in the kernel's range. The
+// x rows and the weight row are read by many blocks: L2 serves them after the first. Up to
+// kDeviceRoutedTokens tokens: with 64 tokens the tiled kernel of gemm_f32.cu ran a [64, 2048]
+// router as one block (92 µs a layer on an H100); this runs 512 blocks. k % 4 == 0 and 16-byte
+// aligned rows.
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/cuda_ops.h"
 
@@ -20,7 +23,11 @@ __global__ void __launch_bounds__(kWarps * 32) F32GemvKernel(const float* x, int
                                                              void* out, Elem oe, std::int64_t m) {
   __shared__ float partial[kWarps][kTokens];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const std::int64_t row = blockIdx.x, chunks = k / 4;
+  const std::int64_t row = blockIdx.x, chunks = k / 4, t0 = static_cast<std::int64_t>(blockIdx.y) * kTokens;
+  // This block's tokens: x and out rows from t0, n of them.
+  x += t0 * k;
+  out = static_cast<char*>(out) + t0 * m * (oe == Elem::kF32 ? sizeof(float) : sizeof(__nv_bfloat16));
+  n = static_cast<int>(n - t0 < kTokens ? n - t0 : kTokens);
   const auto* w4 = reinterpret_cast<const float4*>(w + row * k);
   float acc[kTokens];
 #pragma unroll
@@ -56,15 +63,16 @@ __global__ void __launch_bounds__(kWarps * 32) F32GemvKernel(const float* x, int
 bool F32GemvTakes(const Tensor& x, const Tensor& w, const Tensor& out) {
   const std::int64_t k = w.shape[1], n = x.numel() / k;
   return w.dtype == DType::kF32 && x.dtype == DType::kF32 && (out.dtype == DType::kF32 || out.dtype == DType::kBF16) &&
-         n >= 1 && n <= kTokens && k % 4 == 0 && Aligned16(x.data) && Aligned16(w.data);
+         n >= 1 && n <= kDeviceRoutedTokens && k % 4 == 0 && Aligned16(x.data) && Aligned16(w.data);
 }
 
 void F32Gemv(CudaContext& ctx, const Tensor& x, const Tensor& w, const Tensor& out) {
   const std::int64_t m = w.shape[0], k = w.shape[1], n = x.numel() / k;
   FISSION_CHECK(F32GemvTakes(x, w, out) && m < (std::int64_t{1} << 31), "F32Gemv: x", x.shape.ToString(), " w",
                 w.shape.ToString(), " out", out.shape.ToString());
-  F32GemvKernel<<<static_cast<unsigned>(m), kWarps * 32, 0, ctx.stream()>>>(x.ptr<float>(), static_cast<int>(n),
-                                                                            w.ptr<float>(), k, out.data, ElemOf(out), m);
+  const dim3 grid(static_cast<unsigned>(m), static_cast<unsigned>((n + kTokens - 1) / kTokens));
+  F32GemvKernel<<<grid, kWarps * 32, 0, ctx.stream()>>>(x.ptr<float>(), static_cast<int>(n), w.ptr<float>(), k,
+                                                       out.data, ElemOf(out), m);
   FISSION_LAUNCHED();
 }
 

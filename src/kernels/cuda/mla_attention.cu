@@ -215,6 +215,8 @@ namespace mla {
 __global__ void MergeKernel(const float* part_o, const float* part_lse, int num_splits, std::int64_t total_rows,
                             int dv, const std::int64_t* rows, void* out, Elem oe) {
   __shared__ float weight[kMaxSplits];
+  __shared__ int live[kMaxSplits];  // the splits of nonzero weight, ascending
+  __shared__ int live_count;
   __shared__ float reduce[32];
   const std::int64_t row = rows != nullptr ? rows[blockIdx.x] : static_cast<std::int64_t>(blockIdx.x);
   float mx = -INFINITY;
@@ -240,12 +242,27 @@ __global__ void MergeKernel(const float* part_o, const float* part_lse, int num_
   den = 0.0f;
   for (int w = 0; w < static_cast<int>(blockDim.x >> 5); ++w) den += reduce[w];
   const float inv = den > 0.0f ? 1.0f / den : 0.0f;
+  // A decode step's split count fills the chip whatever the context, so most splits of a short
+  // one saw no key: list the others once (warp 0, by ballots), and the column sums loop over them
+  // alone, in the same ascending order.
+  if (threadIdx.x < 32) {
+    int count = 0;
+    for (int s0 = 0; s0 < num_splits; s0 += 32) {
+      const int s = s0 + static_cast<int>(threadIdx.x);
+      const bool on = s < num_splits && weight[s] != 0.0f;
+      const unsigned mask = __ballot_sync(0xffffffffu, on);
+      if (on) live[count + __popc(mask & ((1u << threadIdx.x) - 1u))] = s;
+      count += __popc(mask);
+    }
+    if (threadIdx.x == 0) live_count = count;
+  }
+  __syncthreads();
   for (int c = threadIdx.x; c < dv; c += blockDim.x) {
     float num = 0.0f;
 #pragma unroll 8
-    for (int s = 0; s < num_splits; ++s) {
-      const float w = weight[s];
-      if (w != 0.0f) num += w * part_o[(s * total_rows + row) * dv + c];
+    for (int i = 0; i < live_count; ++i) {
+      const int s = live[i];
+      num += weight[s] * part_o[(s * total_rows + row) * dv + c];
     }
     StoreF(out, row * dv + c, oe, num * inv);
   }

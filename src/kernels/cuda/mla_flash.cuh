@@ -496,7 +496,7 @@ __global__ void __launch_bounds__(kThreads, (RB == 1 || DQK <= 192) ? 2 : 1) Fla
 // Merges the splits of row (token, head) by their log-sum-exp (log2 units). The split weights are
 // computed once per row into shared memory; the column sums then issue independent loads. Block b
 // merges row rows[b], or row b when rows is null (every row: a pure decode step). A split of
-// weight 0 (lse -inf: no key seen) is not read. Defined once, in mla_attention.cu (the sparse
+// weight 0 (lse -inf: no key seen) is skipped, its partial not read. Defined once, in mla_attention.cu (the sparse
 // attention of dsa_sparse_mla.cu launches it too).
 constexpr int kMaxSplits = 1024;
 __global__ void MergeKernel(const float* part_o, const float* part_lse, int num_splits, std::int64_t total_rows,
