@@ -77,6 +77,29 @@ TEST(V4Config, ReadsThePublishedFlashConfig) {
   EXPECT_EQ(c.qk_nope_head_dim, 448);
 }
 
+// V4-Pro (bench/configs/deepseek-v4-pro): 61 layers, no sliding-only layer in the main stack
+// (layers 0 and 1 are HCA, then CSA and HCA alternate), the MTP layer's ratio last in the list.
+TEST(V4Config, ReadsTheProConfig) {
+  const ModelConfig c = LoadModelConfig(Dir("/bench/configs/deepseek-v4-pro"));
+  ASSERT_TRUE(c.v4);
+  ASSERT_EQ(c.v4->attention.size(), 61u);
+  EXPECT_EQ(std::count(c.v4->attention.begin(), c.v4->attention.end(), V4Attention::kSliding), 0);
+  EXPECT_EQ(std::count(c.v4->attention.begin(), c.v4->attention.end(), V4Attention::kCsa), 30);
+  EXPECT_EQ(c.v4->attention[0], V4Attention::kHca);
+  EXPECT_EQ(c.v4->attention[1], V4Attention::kHca);
+  EXPECT_EQ(c.v4->attention[2], V4Attention::kCsa);
+  EXPECT_EQ(c.v4->attention[60], V4Attention::kCsa);
+  EXPECT_EQ(std::count(c.v4->hash_routed.begin(), c.v4->hash_routed.end(), true), 3);
+  EXPECT_EQ(c.hidden_size, 7168);
+  EXPECT_EQ(c.num_attention_heads, 128);
+  EXPECT_EQ(c.q_lora_rank, 1536);
+  EXPECT_EQ(c.v4->o_groups, 16);
+  EXPECT_EQ(c.n_routed_experts, 384);
+  EXPECT_EQ(c.moe_intermediate_size, 3072);
+  EXPECT_EQ(c.indexer->topk, 1024);
+  EXPECT_EQ(c.qk_nope_head_dim, 448);
+}
+
 TEST(V4Config, BadFieldsAreNamed) {
   Json j = PublishedTiny();
   j["compress_ratios"] = {0, 4};

@@ -107,6 +107,17 @@ TEST(DeepseekV4, Fp8HoldsMoreTokensPerByteAtFlashDims) {
   EXPECT_GT(exact / fp8, 2.0);
 }
 
+// V4-Pro's: 30 CSA layers (entries and index keys at a quarter of the tokens) and 31 HCA layers,
+// no sliding-only layer; what `fission model inspect bench/configs/deepseek-v4-pro` prints.
+TEST(DeepseekV4, DeclaresProMemoryPerToken) {
+  const io::ModelConfig pro = io::LoadModelConfig(std::string(FISSION_SOURCE_DIR) + "/bench/configs/deepseek-v4-pro");
+  auto bytes = [&](kernels::V4KvFormat format) {
+    return V4MemorySpec(pro, format, kernels::IndexKeyFormat::kFp8, DType::kBF16).bytes_per_token(256);
+  };
+  EXPECT_DOUBLE_EQ(bytes(kernels::V4KvFormat::kFp8), 30 * (583.0 / 4 + 132.0 / 4) + 31 * 583.0 / 128);
+  EXPECT_DOUBLE_EQ(bytes(kernels::V4KvFormat::kExact), 30 * (1024.0 / 4 + 132.0 / 4) + 31 * 1024.0 / 128);
+}
+
 // DP attention and EP have not landed for V4: refused by name before any weight is read.
 TEST(DeepseekV4, DataParallelAttentionAndExpertParallelismAreRefusedByName) {
   for (auto [dp, ep] : {std::pair{2, 1}, std::pair{1, 2}}) {
