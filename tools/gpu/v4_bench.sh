@@ -15,7 +15,8 @@
 #   EAGER (1: also decode with --disable-cuda-graph), TORCH (1: run the transformers reference),
 #   EXPERT_FORMAT (bf16, or fp4: the routed experts drawn and kept as FP4 with "expert_dtype": "fp4",
 #   as V4-Flash's checkpoint stores them; the roofline counts 4.25 bits a routed weight),
-#   KV ("auto fp8_e4m3": the cache dtypes to run), PROFILE (1: also FISSION_CUDA_OP_TIMING=1 tables, after the rates)
+#   KV ("auto fp8_e4m3": the cache dtypes to run), PROFILE (1: also FISSION_CUDA_OP_TIMING=1 tables, after the rates),
+#   MODEL (bench/configs/deepseek-v4-flash; bench/configs/deepseek-v4-pro for V4-Pro's dimensions, TORCH=0)
 # Every Fission run passes --warmup (its first prompt once, untimed), as the reference warms up.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -27,7 +28,7 @@ EXPERTS=${EXPERTS:-256}
 PREFILL=${PREFILL:-4096}
 CONTEXT=${CONTEXT:-1024}
 OUTPUT=${OUTPUT:-64}
-MODEL=bench/configs/deepseek-v4-flash
+MODEL=${MODEL:-bench/configs/deepseek-v4-flash}
 EXPERT_FORMAT=${EXPERT_FORMAT:-bf16}
 FP4_FIELD=$([[ $EXPERT_FORMAT == fp4 ]] && echo ', "expert_dtype": "fp4"')
 OVERRIDE="{\"num_hidden_layers\": $LAYERS, \"n_routed_experts\": $EXPERTS$FP4_FIELD}"
