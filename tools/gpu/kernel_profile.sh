@@ -9,7 +9,8 @@
 #   usage: bash tools/gpu/kernel_profile.sh BINDIR [TAG]
 #   Environment: OUT (default ./gpu-out), WEIGHTS (bf16 or fp8, default bf16), BATCH (default 1),
 #   LAYERS (default 12), INPUT (prompt tokens, default 200: a short prefill keeps the profiled
-#   kernels few), LIMIT (seconds, default 300).
+#   kernels few), LIMIT (seconds, default 300), REF_CSV (the same run's CSV from a reference build:
+#   the grouped table then shows its time beside each kernel and the change).
 # Log: $OUT/kernels_<TAG>.log (the tables), $OUT/kernels_<TAG>.csv (ncu's raw rows).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -43,5 +44,5 @@ timeout "$LIMIT" "$NCU" --clock-control none --cache-control none --metrics gpu_
   --cuda-graph-bs "$BATCH" --input /tmp/kernel_prompts.jsonl > /dev/null 2> "$OUT/kernels_$TAG.stderr"
 # ncu writes its CSV rows into the log file, after its own "==PROF==" lines.
 grep -v '^==' "$OUT/kernels_$TAG.ncu.log" > "$OUT/kernels_$TAG.csv"
-python3 tools/gpu/kernel_table.py "$OUT/kernels_$TAG.csv" \
+python3 tools/gpu/kernel_table.py "$OUT/kernels_$TAG.csv" ${REF_CSV:+--ref "$REF_CSV"} \
   "$WEIGHTS weights, batch $BATCH, $INPUT prompt tokens, $LAYERS layers, $(head -1 "$BIN/COMMIT" 2>/dev/null)" | tee "$OUT/kernels_$TAG.log"
