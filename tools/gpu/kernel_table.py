@@ -100,7 +100,7 @@ def main():
     parser.add_argument("csv")
     parser.add_argument("title", nargs="?")
     parser.add_argument("--ref", help="the same step of a reference build, as an ncu CSV")
-    args = parser.parse_args()
+    args = parser.parse_intermixed_args()
     step = last_step(args.csv)
     title = args.title or args.csv
     if step is None:
