@@ -71,8 +71,9 @@ __global__ void __launch_bounds__(kThreads) RmsNormKernel(void* x, Elem xe, cons
       const int j = static_cast<int>(threadIdx.x) + i * kThreads;
       if constexpr (kAdd) {
         if (j < width) {
-          StoreF(x, base + j, xe, v[i] + r[i]);
-          v[i] = RoundAs(xe, v[i] + r[i]);
+          const float added = v[i] + r[i];
+          StoreF(x, base + j, xe, added);
+          v[i] = RoundAs(xe, added);  // the row as stored, as Add then RmsNorm reads it
         }
       }
       if (j < d) sum += v[i] * v[i];

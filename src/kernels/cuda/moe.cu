@@ -189,11 +189,11 @@ __global__ void __launch_bounds__(kPlanThreads) PlanOnDeviceKernel(const std::in
     TakeRow(ids, p, top_k, experts, cursor, row_of_pair, token_of_row);
 }
 
-// One block per (token, kCombineColumns columns): the token's rows and weights are staged in
-// shared memory once, then a column's k products are independent loads, summed in k order. (A
-// block per token looping over the columns took 13 µs at batch 1: each column's loads waited on
-// the pair's row index.)
-constexpr int kCombineThreads = 256, kCombineColumns = 256, kMaxCombinePairs = 128;
+// One block per (token, kCombineThreads columns), a thread per column: the token's rows and
+// weights are staged in shared memory once, then a column's k products are independent loads,
+// summed in k order. (A block per token looping over the columns took 13 µs at batch 1: each
+// column's loads waited on the pair's row index.)
+constexpr int kCombineThreads = 256, kMaxCombinePairs = 128;
 __global__ void __launch_bounds__(kCombineThreads) CombineKernel(const float* y, const std::int32_t* row_of_pair,
                                                                  const float* weights, int top_k, std::int64_t hidden,
                                                                  void* out, Elem oe) {
@@ -205,15 +205,13 @@ __global__ void __launch_bounds__(kCombineThreads) CombineKernel(const float* y,
     w[k] = weights[t * top_k + k];
   }
   __syncthreads();
-  const std::int64_t j0 = static_cast<std::int64_t>(blockIdx.y) * kCombineColumns;
-  const std::int64_t j1 = j0 + kCombineColumns < hidden ? j0 + kCombineColumns : hidden;
-  for (std::int64_t j = j0 + threadIdx.x; j < j1; j += kCombineThreads) {
-    float acc = 0.0f;
+  const std::int64_t j = static_cast<std::int64_t>(blockIdx.y) * kCombineThreads + threadIdx.x;
+  if (j >= hidden) return;
+  float acc = 0.0f;
 #pragma unroll 8
-    for (int k = 0; k < top_k; ++k)
-      if (rows[k] >= 0) acc += y[static_cast<std::int64_t>(rows[k]) * hidden + j] * w[k];
-    StoreF(out, t * hidden + j, oe, acc);
-  }
+  for (int k = 0; k < top_k; ++k)
+    if (rows[k] >= 0) acc += y[static_cast<std::int64_t>(rows[k]) * hidden + j] * w[k];
+  StoreF(out, t * hidden + j, oe, acc);
 }
 
 }  // namespace
@@ -303,11 +301,11 @@ void CombineExperts(CudaContext& ctx, const ExpertRows& rows, const Tensor& y, c
                     const Tensor& out) {
   const std::int64_t n = topk_weights.shape[0], top_k = topk_weights.shape[1], hidden = y.shape[1];
   FISSION_CHECK(y.dtype == DType::kF32 && topk_weights.dtype == DType::kF32 && out.numel() == n * hidden &&
-                    top_k <= kMaxCombinePairs && (hidden + kCombineColumns - 1) / kCombineColumns <= 65535,
+                    top_k <= kMaxCombinePairs && (hidden + kCombineThreads - 1) / kCombineThreads <= 65535,
                 "CombineExperts arguments: y ", y.shape.ToString(), ", weights ", topk_weights.shape.ToString(),
                 ", out ", out.shape.ToString());
   if (n == 0) return;
-  const dim3 grid(static_cast<unsigned>(n), static_cast<unsigned>((hidden + kCombineColumns - 1) / kCombineColumns));
+  const dim3 grid(static_cast<unsigned>(n), static_cast<unsigned>((hidden + kCombineThreads - 1) / kCombineThreads));
   CombineKernel<<<grid, kCombineThreads, 0, ctx.stream()>>>(y.ptr<float>(), rows.row_of_pair.ptr<std::int32_t>(),
                                                             topk_weights.ptr<float>(), static_cast<int>(top_k), hidden,
                                                             out.data, ElemOf(out));
