@@ -9,7 +9,8 @@
 #
 #   usage: bash tools/gpu/decode_check.sh NEWBIN REFBIN
 #   NEWBIN holds fission and tests/fission_{kernels,model}_cuda_tests (tools/gpu/pack.sh); REFBIN
-#   at least fission. Environment: OUT (default ./gpu-out), STAGES (default "tests rates v3 profile").
+#   at least fission. Environment: OUT (default ./gpu-out), STAGES (default "tests rates v3 profile"),
+#   REF_PROFILES=0 (profile the new build alone: half the profile stage's time).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 NEW=$1
@@ -58,8 +59,9 @@ profile() {
   local batch input
   for batch in 1 64; do
     input=$([[ $batch == 1 ]] && echo 200 || echo 32)
-    OUT=$L LIMIT=150 BATCH=$batch INPUT=$input bash tools/gpu/kernel_profile.sh "$REF" "ref_b$batch" > /dev/null 2>&1
-    OUT=$L LIMIT=150 BATCH=$batch INPUT=$input REF_CSV=$L/kernels_ref_b$batch.csv \
+    [[ ${REF_PROFILES:-1} == 1 ]] &&
+      OUT=$L LIMIT=150 BATCH=$batch INPUT=$input bash tools/gpu/kernel_profile.sh "$REF" "ref_b$batch" > /dev/null 2>&1
+    OUT=$L LIMIT=150 BATCH=$batch INPUT=$input REF_CSV=$([[ ${REF_PROFILES:-1} == 1 ]] && echo "$L/kernels_ref_b$batch.csv") \
       bash tools/gpu/kernel_profile.sh "$NEW" "new_b$batch" > /dev/null 2>&1
     grep -h "last decode\|reference" "$L/kernels_new_b$batch.log" >> "$S"
   done
