@@ -29,6 +29,11 @@ EXTRA=${EXTRA:+, $EXTRA}
 export NCCL_NVLS_ENABLE=0
 export LD_LIBRARY_PATH=$PWD/$BIN/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 LOG=$OUT/decode_bench.log
+# The roofline's bandwidth: 0.875 of the card's HBM (4.2 of an H200's 4.8 TB/s, 2.93 of an H100's
+# 3.35), so fractions compare across the two cards; BANDWIDTH (GB/s) overrides.
+GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
+case $GPU in *H100*) CARD_GBPS=2930 ;; *) CARD_GBPS=4200 ;; esac
+BANDWIDTH=${BANDWIDTH:-$CARD_GBPS}
 FP8='"quantization_config": {"activation_scheme": "dynamic", "fmt": "e4m3", "quant_method": "fp8", "weight_block_size": [128, 128]}'
 
 override() {  # weights
@@ -57,8 +62,9 @@ run() {  # bindir weights batch tag
   echo "${rate:-failed}"
 }
 
+echo "$GPU, roofline at $BANDWIDTH GB/s" | tee "$LOG"
 echo "decode, $MODEL, $LAYERS layers, input $INPUT, output $OUTPUT, new: $(head -1 "$BIN/COMMIT" 2>/dev/null)" \
-  "reference: ${REF:+$(head -1 "$REF/COMMIT" 2>/dev/null)}" | tee "$LOG"
+  "reference: ${REF:+$(head -1 "$REF/COMMIT" 2>/dev/null)}" | tee -a "$LOG"
 printf '%-6s %6s %12s %12s %10s %12s %9s\n' weights batch "new tok/s" "ref tok/s" "new/ref" "roofline" "fraction" | tee -a "$LOG"
 for weights in $WEIGHTS; do
   for batch in $BATCHES; do
@@ -67,7 +73,7 @@ for weights in $WEIGHTS; do
     [[ -n $REF ]] && ref=$(run "$REF" "$weights" "$batch" "${weights}_b${batch}_ref")
     context=$(( INPUT + OUTPUT / 2 ))
     roof=$(python3 tools/gpu/roofline.py $MODEL --override "$(override "$weights")" --weights "$weights" \
-      --context $context --batch "$batch" | python3 -c 'import json, sys; print("%.1f" % (1000.0 * '"$batch"' / json.load(sys.stdin)["step_ms"]))')
+      --context $context --batch "$batch" --bandwidth "$BANDWIDTH" | python3 -c 'import json, sys; print("%.1f" % (1000.0 * '"$batch"' / json.load(sys.stdin)["step_ms"]))')
     ratio=$(python3 -c "
 try: print('%.2f' % (float('$new') / float('$ref')))
 except Exception: print('-')")
