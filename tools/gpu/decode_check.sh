@@ -4,20 +4,22 @@
 # invocation (Moonlight-16B-A3B's dimensions bf16 and FP8 at batch 1 and 64, DeepSeek-V3's with 4
 # layers FP8), then both builds' kernel profiles of a batch-1 and a batch-64 bf16 step, the new one
 # beside the reference kernel by kernel. Measurements are not tests; the tests' results lead the
-# summary. Each stage's logs are packed into $OUT/logs.tgz as it ends (a call cut short still
-# returns what ran).
+# summary. Each stage's logs are packed into $OUT/logs.tgz as it ends, beside $OUT/summary.txt (a
+# call cut short still returns what ran; the logs themselves stay outside $OUT, in LOGS, since a
+# device call brings back at most 8 files).
 #
 #   usage: bash tools/gpu/decode_check.sh NEWBIN REFBIN
 #   NEWBIN holds fission and tests/fission_{kernels,model}_cuda_tests (tools/gpu/pack.sh); REFBIN
 #   at least fission. Environment: OUT (default ./gpu-out), STAGES (default "tests rates v3 profile"),
-#   REF_PROFILES=0 (profile the new build alone: half the profile stage's time).
+#   REF_PROFILES=0 (profile the new build alone: half the profile stage's time), LOGS (the logs'
+#   folder, default /tmp/decode_check/logs).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 NEW=$1
 REF=$2
 RESULTS=${OUT:-$PWD/gpu-out}
-L=$RESULTS/logs
-mkdir -p "$L"
+L=${LOGS:-/tmp/decode_check/logs}
+mkdir -p "$L" "$RESULTS"
 export NCCL_NVLS_ENABLE=0 FISSION_SOURCE_DIR=$PWD
 export LD_LIBRARY_PATH=$PWD/$NEW/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 # The test binaries look for the source and build folders they were compiled in (as session.sh).
@@ -26,7 +28,7 @@ SRC_PATH=${FISSION_BUILT_SOURCE_DIR:-/work/main}
 BUILT_IN=$(cat "$NEW/BUILD_DIR" 2>/dev/null || echo build)
 [[ -e $BUILT_IN ]] || ln -sfn "$NEW" "$BUILT_IN"
 S=$L/summary.txt
-pack() { tar czf "$RESULTS/logs.tgz" -C "$RESULTS" logs; }
+pack() { tar czf "$RESULTS/logs.tgz" -C "$(dirname "$L")" "$(basename "$L")" && cp "$S" "$RESULTS/summary.txt"; }
 { date -u; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv; head -1 "$NEW/COMMIT"; } >> "$S" 2>&1
 
 tests() {
