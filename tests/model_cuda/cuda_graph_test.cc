@@ -9,7 +9,6 @@
 
 #include <algorithm>
 #include <string>
-#include <vector>
 
 #include "base/error.h"
 #include "kernels/cuda/cuda_backend.h"
@@ -254,14 +253,9 @@ TEST(CudaGraphs, DraftExtendsReplayEagerExtends) {
 // steps are reported, not bounded: each reads the previous step's own hidden rows, so a difference
 // compounds over the chain (measured 2026-12-03 with padded extends replayed: verify and extend rows
 // within the bound, a chained step of a 3-sequence batch on the graph of 4 at 0.14 and 0.22 on the
-// random-weight draft layer). Rounding differences can also flip a routed expert at a near tie of
-// the random router, which moves that one row by ~0.2: on an H100 at 6f7385a (cuBLASLt picks other
-// kernels than on the H200 of 12-03) two verify and extend rows did (0.15 and 0.22; 180 rows in
-// all with the chained ones) while every other row stayed within the bound. So a few isolated rows (kPaddedFlipShare) may exceed it;
-// a padding row leaking into real ones would move many. The bit-identity of replays at captured
-// sizes is pinned by DraftExtendsReplayEagerExtends and VerifyAndDraftStepsReplayEagerSteps.
+// random-weight draft layer). The bit-identity of replays at captured sizes is pinned by
+// DraftExtendsReplayEagerExtends and VerifyAndDraftStepsReplayEagerSteps.
 constexpr double kPaddedSpeculativeBf16Bound = 2e-2;
-constexpr double kPaddedFlipShare = 0.03;
 
 TEST(CudaGraphs, PaddedVerifyAndDraftStepsStayClose) {
   ASSERT_GT(DeviceCount(), 0) << "no CUDA device";
@@ -271,8 +265,7 @@ TEST(CudaGraphs, PaddedVerifyAndDraftStepsStayClose) {
     auto graphs = LoadCausalLM(ConfigDir(), with_graphs);
     auto eager = LoadCausalLM(ConfigDir(), without);
     double worst = 0.0, worst_chained = 0.0;
-    int rows = 0, above = 0, bounded = 0;
-    std::vector<std::string> past_bound;
+    int rows = 0, above = 0;
     const CompareSteps compare = [&](const LogitRows& got, const LogitRows& want, std::size_t,
                                      const std::string& what) {
       ASSERT_EQ(got.size(), want.size()) << what;
@@ -285,8 +278,7 @@ TEST(CudaGraphs, PaddedVerifyAndDraftStepsStayClose) {
         if (chained) {
           worst_chained = std::max(worst_chained, err);
         } else if (!fp8) {
-          ++bounded;
-          if (err > kPaddedSpeculativeBf16Bound) past_bound.push_back(StrCat(what, ", row ", r, ": ", err));
+          EXPECT_LE(err, kPaddedSpeculativeBf16Bound) << what << ", row " << r;
         }
       }
     };
@@ -294,13 +286,6 @@ TEST(CudaGraphs, PaddedVerifyAndDraftStepsStayClose) {
     std::printf("padded speculative cuda graphs vs eager, %s weights: worst relative L2 %.3g (chained draft steps "
                 "%.3g), %d of %d rows above %.0e\n", fp8 ? "fp8" : "bf16", worst, worst_chained, above, rows,
                 kPaddedBound);
-    std::string listed;
-    for (const std::string& row : past_bound) listed += "\n  " + row;
-    EXPECT_LE(static_cast<double>(past_bound.size()), kPaddedFlipShare * bounded)
-        << past_bound.size() << " of " << bounded << " bf16 verify/extend rows past " << kPaddedSpeculativeBf16Bound
-        << listed;
-    if (!past_bound.empty())
-      std::printf("bf16 rows past %.0e (routing flips):%s\n", kPaddedSpeculativeBf16Bound, listed.c_str());
   }
 }
 
