@@ -67,9 +67,23 @@ struct MlaShape {
   LatentFormat latent_format = LatentFormat::kExact;
 };
 
+// The rotary embedding of a step's rows as Backend::Rope applies it.
+struct RopeArgs {
+  std::span<const std::int32_t> positions;  // one per row
+  Tensor inv_freq;                          // [rope / 2] fp32
+  float scaling = 1.0f;
+  bool interleaved = false;
+};
+
 class MlaOps {
  public:
   virtual ~MlaOps() = default;
+  // The joint down-projection a = x · [q_a_proj; kv_a_proj_with_mqa]ᵀ [n, q_lora + kv_lora + rope]
+  // (fp32) split into the normalised query latent q_latent [n, q_lora] and the latent row kv_row
+  // [n, kv_lora + rope]: each latent RMS-normalised by its weight, the rope key rotated. The values
+  // of RmsNorm on each part and Rope on the key (as Backend defines them), in one pass over a.
+  virtual void SplitLatents(const Tensor& a, const Tensor& q_norm, const Tensor& kv_norm, float eps,
+                            const RopeArgs& rope, const Tensor& q_latent, const Tensor& kv_row) = 0;
   // Stores latent rows [n, kv_lora_rank + rope] (fp32) in rows `slots` of the cache in the shape's
   // format (a slot of -1 skips its row).
   virtual void WriteLatent(const Tensor& rows, std::span<const std::int64_t> slots, const Tensor& cache,

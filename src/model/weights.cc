@@ -23,6 +23,17 @@ bool BlockAligned(Range r, std::int64_t full) {
 
 }  // namespace
 
+Shape StackedShape(const std::vector<StackedPart>& parts) {
+  FISSION_CHECK(!parts.empty(), "a stacked weight of no parts");
+  std::int64_t rows = 0;
+  for (const StackedPart& p : parts) {
+    FISSION_CHECK(p.shape.rank() == 2 && p.shape[1] == parts[0].shape[1], p.name, " ", p.shape.ToString(),
+                  " cannot be stacked under ", parts[0].name, " ", parts[0].shape.ToString());
+    rows += p.size();
+  }
+  return Shape{rows, parts[0].shape[1]};
+}
+
 Range EvenPart(std::int64_t total, int n, int r, const char* what) {
   if (total % n != 0) Fail(what, " (", total, ") is not divisible by the ", n, " ranks that share it");
   const std::int64_t part = total / n;
@@ -144,34 +155,34 @@ Buffer WeightLoader::LoadVector(const std::string& name, std::int64_t size, floa
 }
 
 Buffer WeightLoader::LoadStacked(const std::string& first, const std::string& second, const Shape& each, Range rows) {
+  return LoadStacked({{first, each, rows}, {second, each, rows}});
+}
+
+Buffer WeightLoader::LoadStacked(const std::vector<StackedPart>& parts) {
+  const Shape stacked = StackedShape(parts);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(stacked[1]));
   // Stack on the host, then move once.
   const bool cpu = backend_.device().type == DeviceType::kCpu;
-  if (dummy() && device_fill_) {
-    Shape stacked = each;
-    stacked[0] = 2 * rows.size(each[0]);
-    return Random(stacked, 1.0f / std::sqrt(static_cast<float>(each[-1])));
-  }
-  if (!cpu && KeepsStoredBytes(first, each) && KeepsStoredBytes(second, each)) {
-    const std::int64_t part = rows.size(each[0]);
-    Buffer device(DType::kBF16, Shape{2 * part, each[1]}, backend_.allocator());
-    UploadStoredRows(first, each, rows, device.tensor().Rows(0, part));
-    UploadStoredRows(second, each, rows, device.tensor().Rows(part, 2 * part));
+  if (dummy() && device_fill_) return Random(stacked, scale);
+  const bool stored = std::all_of(parts.begin(), parts.end(),
+                                  [&](const StackedPart& p) { return KeepsStoredBytes(p.name, p.shape); });
+  if (!cpu && stored) {
+    Buffer device(DType::kBF16, stacked, backend_.allocator());
+    std::int64_t row = 0;
+    for (const StackedPart& p : parts) {
+      UploadStoredRows(p.name, p.shape, p.rows, device.tensor().Rows(row, row + p.size()));
+      row += p.size();
+    }
     return device;
   }
-  auto load_host = [&](const std::string& name) {
-    if (dummy()) {
-      Shape slice = each;
-      slice[0] = rows.size(each[0]);
-      return RandomHost(slice, 1.0f / std::sqrt(static_cast<float>(each[-1])));
-    }
-    return checkpoint_->LoadF32Rows(name, each, rows.begin, rows.stop(each[0]));
-  };
-  Buffer a = load_host(first), b = load_host(second);
-  Shape stacked = a.tensor().shape;
-  stacked[0] *= 2;
   Buffer host(DType::kF32, stacked);
-  std::memcpy(host.ptr<float>(), a.ptr<float>(), a.tensor().bytes());
-  std::memcpy(host.ptr<std::uint8_t>() + a.tensor().bytes(), b.ptr<float>(), b.tensor().bytes());
+  std::int64_t row = 0;
+  for (const StackedPart& p : parts) {
+    const Buffer part = dummy() ? RandomHost(Shape{p.size(), stacked[1]}, scale)
+                                : checkpoint_->LoadF32Rows(p.name, p.shape, p.rows.begin, p.rows.stop(p.shape[0]));
+    std::memcpy(host.ptr<float>() + row * stacked[1], part.ptr<float>(), part.tensor().bytes());
+    row += p.size();
+  }
   return cpu ? std::move(host) : ToBackend(std::move(host));
 }
 
@@ -201,8 +212,8 @@ WeightLoader::HostFp8 WeightLoader::ReadFp8(const std::string& name, const Shape
   return host;
 }
 
-Weight WeightLoader::UploadFp8(std::initializer_list<const HostFp8*> parts) {
-  const std::int64_t cols = (*parts.begin())->shape[1], scale_cols = (*parts.begin())->scales.tensor().shape[1];
+Weight WeightLoader::UploadFp8(const std::vector<const HostFp8*>& parts) {
+  const std::int64_t cols = parts[0]->shape[1], scale_cols = parts[0]->scales.tensor().shape[1];
   std::int64_t rows = 0, scale_rows = 0;
   for (const HostFp8* p : parts) {
     FISSION_CHECK(p->shape[1] == cols && p->scales.tensor().shape[1] == scale_cols, "UploadFp8: parts of other widths");
@@ -350,40 +361,67 @@ Weight WeightLoader::LoadLinearCols(const std::string& name, const Shape& shape,
 }
 
 Weight WeightLoader::LoadLinearStacked(const std::string& first, const std::string& second, const Shape& each,
-                                             Range rows) {
-  if (const auto format = OnlineFormatOf(first)) {
-    // OnlineQuantPlan::Resolve made gate and up agree; the stacked matrix is quantized as one.
-    const Buffer a = HostSlice(first, each, rows, {}), b = HostSlice(second, each, rows, {});
-    Buffer stacked(DType::kF32, Shape{2 * a.tensor().shape[0], each[1]});
-    std::memcpy(stacked.ptr<float>(), a.ptr<float>(), a.tensor().bytes());
-    std::memcpy(stacked.ptr<std::uint8_t>() + a.tensor().bytes(), b.ptr<float>(), b.tensor().bytes());
-    return Quantized(stacked, *format);
+                                       Range rows) {
+  const std::vector<StackedPart> parts{{first, each, rows}, {second, each, rows}};
+  if (std::optional<Weight> stacked = LoadLinearStacked(parts)) return std::move(*stacked);
+  // OnlineQuantPlan::Resolve made gate and up agree, so only FP8 blocks the slice cuts are left.
+  if (!KeptFp8(first) || !KeptFp8(second)) return Weight::Plain(LoadStacked(parts));
+  return Dequantized(first, LoadStacked(parts),
+                     StrCat("(stacked with ", second, ") rows ", rows.begin, "..", rows.stop(each[0])));
+}
+
+std::optional<Weight> WeightLoader::LoadLinearStacked(const std::vector<StackedPart>& parts) {
+  const Shape stacked = StackedShape(parts);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(stacked[1]));
+  const auto same = [&](auto property) {
+    return std::all_of(parts.begin(), parts.end(), [&](const StackedPart& p) { return property(p) == property(parts[0]); });
+  };
+  if (!same([&](const StackedPart& p) { return OnlineFormatOf(p.name); }) ||
+      !same([&](const StackedPart& p) { return KeptMxfp4(p.name); }) ||
+      !same([&](const StackedPart& p) { return KeptFp8(p.name); }))
+    return std::nullopt;
+  if (const auto format = OnlineFormatOf(parts[0].name)) {
+    Buffer host(DType::kF32, stacked);
+    std::int64_t row = 0;
+    for (const StackedPart& p : parts) {
+      const Buffer part = HostSlice(p.name, p.shape, p.rows, {});
+      std::memcpy(host.ptr<float>() + row * stacked[1], part.ptr<float>(), part.tensor().bytes());
+      row += p.size();
+    }
+    return Quantized(host, *format);
   }
-  if (KeptMxfp4(first) && KeptMxfp4(second)) {
-    // Row slices keep whole 1x32 groups; gate over up is the codes and the scales stacked.
-    const std::int64_t r0 = rows.begin, r1 = rows.stop(each[0]);
-    if (dummy()) return RandomMxfp4(Shape{2 * (r1 - r0), each[1]}, 1.0f / std::sqrt(static_cast<float>(each[1])));
-    const io::Checkpoint::Mxfp4Slice a = checkpoint_->LoadMxfp4(first, each, r0, r1, 0, each[1]),
-                                      b = checkpoint_->LoadMxfp4(second, each, r0, r1, 0, each[1]);
-    io::Checkpoint::Mxfp4Slice stacked{Buffer(DType::kF4E2M1, Shape{2 * (r1 - r0), each[1]}),
-                                       Buffer(DType::kE8M0, Shape{2 * (r1 - r0), a.scales.tensor().shape[1]})};
-    std::memcpy(stacked.codes.ptr<std::uint8_t>(), a.codes.ptr<std::uint8_t>(), a.codes.tensor().bytes());
-    std::memcpy(stacked.codes.ptr<std::uint8_t>() + a.codes.tensor().bytes(), b.codes.ptr<std::uint8_t>(),
-                b.codes.tensor().bytes());
-    std::memcpy(stacked.scales.ptr<std::uint8_t>(), a.scales.ptr<std::uint8_t>(), a.scales.tensor().bytes());
-    std::memcpy(stacked.scales.ptr<std::uint8_t>() + a.scales.tensor().bytes(), b.scales.ptr<std::uint8_t>(),
-                b.scales.tensor().bytes());
-    return UploadMxfp4(std::move(stacked));
+  if (KeptMxfp4(parts[0].name)) return StackedMxfp4(parts);
+  if (!KeptFp8(parts[0].name)) return Weight::Plain(LoadStacked(parts));
+  // Each part must start on a block boundary of the stacked matrix too.
+  for (std::size_t i = 0; i < parts.size(); ++i) {
+    const StackedPart& p = parts[i];
+    if (!BlockAligned(p.rows, p.shape[0]) || (i + 1 < parts.size() && p.size() % kFp8Block != 0)) return std::nullopt;
   }
-  if (!KeptFp8(first) || !KeptFp8(second)) return Weight::Plain(LoadStacked(first, second, each, rows));
-  // The second half must start on a block boundary of the stacked matrix too.
-  const std::int64_t part = rows.size(each[0]);
-  if (rows.begin % kFp8Block != 0 || part % kFp8Block != 0)
-    return Dequantized(first, LoadStacked(first, second, each, rows),
-                       StrCat("(stacked with ", second, ") rows ", rows.begin, "..", rows.stop(each[0])));
-  if (dummy()) return RandomFp8(Shape{2 * part, each[1]}, 1.0f / std::sqrt(static_cast<float>(each[1])));
-  const HostFp8 a = ReadFp8(first, each, rows, {}), b = ReadFp8(second, each, rows, {});
-  return UploadFp8({&a, &b});
+  if (dummy()) return RandomFp8(stacked, scale);
+  std::vector<HostFp8> host;
+  std::vector<const HostFp8*> pointers;
+  for (const StackedPart& p : parts) host.push_back(ReadFp8(p.name, p.shape, p.rows, {}));
+  for (const HostFp8& h : host) pointers.push_back(&h);
+  return UploadFp8(pointers);
+}
+
+// Row slices keep whole 1x32 groups; the stacked weight is the codes and the scales stacked.
+Weight WeightLoader::StackedMxfp4(const std::vector<StackedPart>& parts) {
+  const Shape stacked = StackedShape(parts);
+  if (dummy()) return RandomMxfp4(stacked, 1.0f / std::sqrt(static_cast<float>(stacked[1])));
+  std::vector<io::Checkpoint::Mxfp4Slice> slices;
+  for (const StackedPart& p : parts)
+    slices.push_back(checkpoint_->LoadMxfp4(p.name, p.shape, p.rows.begin, p.rows.stop(p.shape[0]), 0, p.shape[1]));
+  io::Checkpoint::Mxfp4Slice out{Buffer(DType::kF4E2M1, stacked),
+                                 Buffer(DType::kE8M0, Shape{stacked[0], slices[0].scales.tensor().shape[1]})};
+  std::size_t codes = 0, scales = 0;
+  for (const io::Checkpoint::Mxfp4Slice& slice : slices) {
+    std::memcpy(out.codes.ptr<std::uint8_t>() + codes, slice.codes.ptr<std::uint8_t>(), slice.codes.tensor().bytes());
+    std::memcpy(out.scales.ptr<std::uint8_t>() + scales, slice.scales.ptr<std::uint8_t>(), slice.scales.tensor().bytes());
+    codes += slice.codes.tensor().bytes();
+    scales += slice.scales.tensor().bytes();
+  }
+  return UploadMxfp4(std::move(out));
 }
 
 }  // namespace fission::model

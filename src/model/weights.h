@@ -7,7 +7,6 @@
 
 #include <cstdint>
 #include <functional>
-#include <initializer_list>
 #include <memory>
 #include <optional>
 #include <random>
@@ -31,6 +30,16 @@ struct Range {
 
 // The r-th of n equal parts of [0, total); an Error when n does not divide total.
 Range EvenPart(std::int64_t total, int n, int r, const char* what);
+
+// Rows `rows` of the weight `name` of full shape `shape`: one part of a matrix stacked by rows.
+struct StackedPart {
+  std::string name;
+  Shape shape;
+  Range rows = {};
+  std::int64_t size() const { return rows.size(shape[0]); }
+};
+// The shape of the parts stacked; an Error when their widths differ.
+Shape StackedShape(const std::vector<StackedPart>& parts);
 
 class WeightLoader {
  public:
@@ -57,6 +66,8 @@ class WeightLoader {
   std::vector<std::int32_t> LoadIndexTable(const std::string& name, const Shape& shape, std::int64_t bound);
   // Rows `rows` of two same-shaped weights stacked into one (gate over up).
   Buffer LoadStacked(const std::string& first, const std::string& second, const Shape& each, Range rows = {});
+  // The parts stacked by rows, in order.
+  Buffer LoadStacked(const std::vector<StackedPart>& parts);
   // Linear layers' weights. Once KeepFp8() was called, a matrix the checkpoint stores as FP8 (every
   // such matrix when dummy) stays e4m3 with its block scales, provided the slice starts and ends on
   // 128-row (or 128-column) block boundaries; otherwise it is dequantized like Load does (logged
@@ -68,6 +79,11 @@ class WeightLoader {
   // Gate over up, as LoadStacked; FP8 only when each half is a whole number of blocks.
   Weight LoadLinearStacked(const std::string& first, const std::string& second, const Shape& each,
                                  Range rows = {});
+  // The parts stacked by rows into one weight in the format each would load in alone (MLA's q_a_proj
+  // over kv_a_proj_with_mqa: one product for both), or nullopt when that cannot be: they would load
+  // in different formats (an online plan that gives them different ones, FP8 kept for some only),
+  // or FP8 blocks that a part's slice cuts or that straddle two parts.
+  std::optional<Weight> LoadLinearStacked(const std::vector<StackedPart>& parts);
   // Keep FP8 weights as stored (a device backend and a checkpoint with 128×128 block scales).
   void KeepFp8() { keep_fp8_ = true; }
   // Keep the routed experts (a module ending in ".experts": model.layers.N.mlp.experts, DeepSeek-V4's
@@ -125,7 +141,7 @@ class WeightLoader {
   bool KeptFp8(const std::string& name) const;
   HostFp8 ReadFp8(const std::string& name, const Shape& shape, Range rows, Range cols) const;
   // The parts stacked by rows (gate over up) into one weight on the backend.
-  Weight UploadFp8(std::initializer_list<const HostFp8*> parts);
+  Weight UploadFp8(const std::vector<const HostFp8*>& parts);
   // Dummy FP8 weights of standard deviation `scale`: uniform codes over ±448 and one scale for
   // every block.
   Weight RandomFp8(const Shape& shape, float scale);
@@ -137,6 +153,7 @@ class WeightLoader {
   // MXFP4 routed experts kept as stored (KeepMxfp4Experts), in the kept format.
   bool KeptMxfp4(const std::string& name) const;
   Weight UploadMxfp4(io::Checkpoint::Mxfp4Slice host);
+  Weight StackedMxfp4(const std::vector<StackedPart>& parts);
   // Dummy kept experts of standard deviation about `scale`: uniform values rounded to e2m1 codes
   // (on the device) and one e8m0 scale for every group.
   Weight RandomMxfp4(const Shape& shape, float scale);

@@ -104,6 +104,47 @@ TEST(CudaElementwise, RopeBothLayoutsWithScaling) {
       }
 }
 
+// MLA's joint down-projection split into its two normalised latents, the key rotated: against the
+// CPU op, and against the CUDA RmsNorm and Rope it fuses (the same sums in the same order).
+TEST(CudaElementwise, SplitLatentsIsTwoNormsAndRope) {
+  FISSION_REQUIRE_GPU();
+  std::mt19937 rng(4);
+  for (bool interleaved : {true, false})
+    for (auto [n, q_lora, kv_lora, rope] : {std::tuple{1, 1536, 512, 64}, {37, 2048, 512, 64}, {5, 96, 64, 16}}) {
+      const int kv_width = kv_lora + rope;
+      auto a = Random(n * (q_lora + kv_width), rng);
+      auto q_norm = Random(q_lora, rng, 0.5f), kv_norm = Random(kv_lora, rng, 0.5f);
+      std::vector<float> freq(rope / 2);
+      for (int i = 0; i < rope / 2; ++i) freq[i] = std::pow(10000.0f, -2.0f * i / rope);
+      std::vector<std::int32_t> pos(n);
+      for (auto& p : pos) p = static_cast<std::int32_t>(rng() % 4096);
+      std::vector<float> q_ref(n * q_lora), kv_ref(n * kv_width);
+      Cpu().mla().SplitLatents(HostView(a, Shape{n, q_lora + kv_width}), HostView(q_norm, Shape{q_lora}),
+                               HostView(kv_norm, Shape{kv_lora}), 1e-6f,
+                               {pos, HostView(freq, Shape{rope / 2}), 0.9f, interleaved},
+                               HostView(q_ref, Shape{n, q_lora}), HostView(kv_ref, Shape{n, 1, kv_width}));
+      Buffer da = ToDevice(DType::kF32, Shape{n, q_lora + kv_width}, a), dqn = ToDevice(DType::kF32, Shape{q_lora}, q_norm),
+             dkn = ToDevice(DType::kF32, Shape{kv_lora}, kv_norm), df = ToDevice(DType::kF32, Shape{rope / 2}, freq),
+             q = Poisoned(DType::kF32, Shape{n, q_lora}), kv = Poisoned(DType::kF32, Shape{n, 1, kv_width});
+      Gpu().mla().SplitLatents(da, dqn, dkn, 1e-6f, {pos, df, 0.9f, interleaved}, q, kv);
+      const std::string what = StrCat("n=", n, " q_lora=", q_lora, " interleaved=", interleaved);
+      EXPECT_LT(RelErr(ToHost(q), q_ref), 1e-5) << what;
+      EXPECT_LT(RelErr(ToHost(kv), kv_ref), 1e-5) << what;
+      // The unfused ops on the device, part by part.
+      std::vector<float> q_part(n * q_lora), kv_part(n * kv_width);
+      for (int i = 0; i < n; ++i) {
+        std::copy_n(a.begin() + i * (q_lora + kv_width), q_lora, q_part.begin() + i * q_lora);
+        std::copy_n(a.begin() + i * (q_lora + kv_width) + q_lora, kv_width, kv_part.begin() + i * kv_width);
+      }
+      Buffer uq = ToDevice(DType::kF32, Shape{n, q_lora}, q_part), ukv = ToDevice(DType::kF32, Shape{n, 1, kv_width}, kv_part);
+      Gpu().RmsNorm(uq, dqn, 1e-6f, uq);
+      Gpu().RmsNorm(ukv, dkn, 1e-6f, ukv);
+      Gpu().Rope(ukv, kv_lora, rope, pos, df, 0.9f, interleaved);
+      EXPECT_EQ(ToHost(q), ToHost(uq)) << what << ": the query latent differs from RmsNorm's";
+      EXPECT_LT(RelErr(ToHost(kv), ToHost(ukv)), 1e-6) << what;
+    }
+}
+
 TEST(CudaElementwise, EmbeddingWriteKvGatherRows) {
   FISSION_REQUIRE_GPU();
   std::mt19937 rng(4);

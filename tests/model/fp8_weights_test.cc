@@ -6,6 +6,8 @@
 
 #include <cmath>
 #include <memory>
+#include <optional>
+#include <vector>
 
 #include "io/checkpoint.h"
 #include "io/model_config.h"
@@ -62,6 +64,33 @@ TEST_F(Fp8Loader, AlignedSlicesStayFp8AndDequantizeToTheCheckpointValues) {
   EXPECT_EQ(stacked.scales.tensor().shape, (Shape{2, 2}));
   EXPECT_EQ(Values(stacked),
             Values(loader.LoadStacked(p + "gate_proj.weight", p + "up_proj.weight", Shape{256, 256}, {128, 256})));
+}
+
+// MLA's q_a_proj over kv_a_proj_with_mqa (one product for both latents): parts of other heights
+// stack as stored when the first ends on a block boundary, and not at all when a block would
+// straddle the two (the model then loads them apart).
+TEST_F(Fp8Loader, PartsOfOtherHeightsStackAsStoredOrNotAtAll) {
+  const std::string attn = "model.layers.0.self_attn.";
+  const std::vector<StackedPart> parts{{attn + "q_a_proj.weight", Shape{128, 256}},
+                                       {attn + "kv_a_proj_with_mqa.weight", Shape{192, 256}}};
+  std::vector<float> want = Values(checkpoint_.LoadF32(parts[0].name, parts[0].shape));
+  const std::vector<float> kv_a = Values(checkpoint_.LoadF32(parts[1].name, parts[1].shape));
+  want.insert(want.end(), kv_a.begin(), kv_a.end());
+  WeightLoader loader(&checkpoint_, *cpu_);
+  loader.KeepFp8();
+  std::optional<Weight> stacked = loader.LoadLinearStacked(parts);
+  ASSERT_TRUE(stacked.has_value());
+  ASSERT_TRUE(stacked->quantized());
+  EXPECT_EQ(stacked->values.tensor().shape, (Shape{320, 256}));
+  EXPECT_EQ(stacked->scales.tensor().shape, (Shape{3, 2}));
+  EXPECT_EQ(Values(*stacked), want);
+  // Rows 0..64 of q_a first: kv_a would start inside the stacked matrix's first block.
+  EXPECT_FALSE(loader.LoadLinearStacked({{parts[0].name, parts[0].shape, {0, 64}}, parts[1]}).has_value());
+  WeightLoader plain(&checkpoint_, *cpu_);
+  std::optional<Weight> dequantized = plain.LoadLinearStacked(parts);
+  ASSERT_TRUE(dequantized.has_value());
+  EXPECT_FALSE(dequantized->quantized());
+  EXPECT_EQ(Values(*dequantized), want);
 }
 
 TEST_F(Fp8Loader, UnalignedSlicesFallBackToDequantizedValues) {

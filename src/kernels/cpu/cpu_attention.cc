@@ -184,4 +184,24 @@ void WriteLatent(const Tensor& rows, std::span<const std::int64_t> slots, const 
   }
 }
 
+void SplitLatents(const Tensor& a, const Tensor& q_norm, const Tensor& kv_norm, float eps, const RopeArgs& rope,
+                  const Tensor& q_latent, const Tensor& kv_row) {
+  const std::int64_t q_lora = q_latent.shape[-1], kv_width = kv_row.shape[-1], n = q_latent.numel() / q_lora;
+  FISSION_CHECK(a.dtype == DType::kF32 && q_latent.dtype == DType::kF32 && kv_row.dtype == DType::kF32 &&
+                    a.numel() == n * (q_lora + kv_width) && kv_row.numel() == n * kv_width &&
+                    q_norm.numel() == q_lora && kv_norm.numel() < kv_width,
+                "SplitLatents a", a.shape.ToString(), " q_latent", q_latent.shape.ToString(), " kv_row",
+                kv_row.shape.ToString(), " norms ", q_norm.numel(), " and ", kv_norm.numel());
+  for (std::int64_t i = 0; i < n; ++i) {
+    const float* row = a.ptr<float>() + i * (q_lora + kv_width);
+    std::memcpy(q_latent.ptr<float>() + i * q_lora, row, q_lora * sizeof(float));
+    std::memcpy(kv_row.ptr<float>() + i * kv_width, row + q_lora, kv_width * sizeof(float));
+  }
+  RmsNorm(q_latent, q_norm, eps, q_latent);
+  RmsNorm(kv_row, kv_norm, eps, kv_row);
+  const std::int64_t lora = kv_norm.numel();
+  Rope(kv_row.View(Shape{n, 1, kv_width}), lora, kv_width - lora, rope.positions,
+       rope.inv_freq, rope.scaling, rope.interleaved);
+}
+
 }  // namespace fission::kernels::cpu

@@ -14,6 +14,10 @@ class CpuMlaOps final : public MlaOps {
                    const MlaShape& shape) override {
     cpu::WriteLatent(rows, slots, cache, shape);
   }
+  void SplitLatents(const Tensor& a, const Tensor& q_norm, const Tensor& kv_norm, float eps, const RopeArgs& rope,
+                    const Tensor& q_latent, const Tensor& kv_row) override {
+    cpu::SplitLatents(a, q_norm, kv_norm, eps, rope, q_latent, kv_row);
+  }
   void Expanded(const Tensor& q, const Tensor& cache, const Tensor& kv_b, std::span<const SeqAttention> seqs,
                 const MlaShape& shape, const Tensor& out) override {
     cpu::MlaAttentionExpanded(q, cache, kv_b, seqs, shape, out);

@@ -52,6 +52,9 @@ void MlaAttentionAbsorbed(const Tensor& q, const Tensor& cache, const Tensor& kv
 
 // MlaOps::WriteLatent: exact rows copied, fp8 rows quantized (kernels/mla_ops.h's layout).
 void WriteLatent(const Tensor& rows, std::span<const std::int64_t> slots, const Tensor& cache, const MlaShape& shape);
+// MlaOps::SplitLatents: copies of the two parts, RmsNorm on each, Rope on the key.
+void SplitLatents(const Tensor& a, const Tensor& q_norm, const Tensor& kv_norm, float eps, const RopeArgs& rope,
+                  const Tensor& q_latent, const Tensor& kv_row);
 
 void LayerNorm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps, const Tensor& out);
 // The lightning indexer (Backend::dsa()).

@@ -17,6 +17,11 @@ class CudaMlaOps final : public MlaOps {
     OpTimer timer(ctx_, "WriteKv", rows.rank() > 1 ? rows.shape[0] : 1);
     cuda::WriteLatent(ctx_, rows, slots, cache, shape);
   }
+  void SplitLatents(const Tensor& a, const Tensor& q_norm, const Tensor& kv_norm, float eps, const RopeArgs& rope,
+                    const Tensor& q_latent, const Tensor& kv_row) override {
+    OpTimer timer(ctx_, "SplitLatents", q_latent.rank() > 1 ? q_latent.shape[0] : 1);
+    cuda::SplitLatents(ctx_, a, q_norm, kv_norm, eps, rope, q_latent, kv_row);
+  }
   void Expanded(const Tensor& q, const Tensor& cache, const Tensor& kv_b, std::span<const SeqAttention> seqs,
                 const MlaShape& shape, const Tensor& out) override {
     OpTimer timer(ctx_, "MlaAttentionExpanded", q.rank() > 1 ? q.shape[0] : 1);

@@ -117,6 +117,9 @@ void WriteLatent(CudaContext& ctx, const Tensor& rows, std::span<const std::int6
                  const MlaShape& sh);
 void GatherLatent(CudaContext& ctx, const Tensor& cache, const MlaShape& sh, const std::int32_t* slots,
                   std::int64_t count, const Tensor& out);
+// MlaOps::SplitLatents: a block per row, both norms' sums in one pass (each in RmsNorm's order).
+void SplitLatents(CudaContext& ctx, const Tensor& a, const Tensor& q_norm, const Tensor& kv_norm, float eps,
+                  const RopeArgs& rope, const Tensor& q_latent, const Tensor& kv_row);
 bool MlaTunedShape(const MlaShape& sh, bool absorbed);
 void MlaAttentionReference(CudaContext& ctx, const Tensor& q, const Tensor& cache, const Tensor& kv_b,
                            std::span<const SeqAttention> seqs, const MlaShape& sh, const Tensor& out);

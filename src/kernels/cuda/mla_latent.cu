@@ -1,4 +1,5 @@
-// Writing latent rows into an FP8 cache and gathering a step's rows out of either format.
+// The latent rows: split out of the joint down-projection, written into an FP8 cache, and a
+// step's rows gathered out of either format.
 #include <vector>
 
 #include "kernels/cuda/cuda_ops.h"
@@ -47,6 +48,65 @@ __global__ void WriteFp8LatentKernel(const void* rows, Elem re, const std::int64
     rope_out[c] = __float2bfloat16_rn(LoadF(rows, row + lora + c, re));
 }
 
+// Block i splits row i of a [n, q_lora + kv_width] (fp32) into its normalised query latent and its
+// latent row. Thread t sums the squares of columns t, t + kSplitThreads, ... of each part, then the
+// lanes by a shuffle tree and the warps' sums in warp order: RmsNorm's order (elementwise.cu), so
+// each part gets the bits RmsNorm gives it. The rope key (the columns past kv_lora) is rotated as
+// RopeKernel rotates it, from the row's values as read.
+constexpr int kSplitThreads = 256;
+__global__ void __launch_bounds__(kSplitThreads)
+    SplitLatentsKernel(const float* a, const float* q_norm, const float* kv_norm, float eps, int q_lora, int kv_lora,
+                       int rope, const std::int32_t* positions, const float* inv_freq, float scaling,
+                       bool interleaved, float* q_latent, float* kv_row) {
+  const std::int64_t i = blockIdx.x;
+  const int kv_width = kv_lora + rope;
+  const float* row = a + i * (q_lora + kv_width);
+  const float* kv_in = row + q_lora;
+  float q_sum = 0.0f, kv_sum = 0.0f;
+  for (int j = threadIdx.x; j < q_lora; j += kSplitThreads) q_sum += row[j] * row[j];
+  for (int j = threadIdx.x; j < kv_lora; j += kSplitThreads) kv_sum += kv_in[j] * kv_in[j];
+  __shared__ float q_partial[kSplitThreads / 32], kv_partial[kSplitThreads / 32];
+  for (int o = 16; o > 0; o >>= 1) {
+    q_sum += __shfl_xor_sync(0xffffffffu, q_sum, o);
+    kv_sum += __shfl_xor_sync(0xffffffffu, kv_sum, o);
+  }
+  if ((threadIdx.x & 31) == 0) {
+    q_partial[threadIdx.x >> 5] = q_sum;
+    kv_partial[threadIdx.x >> 5] = kv_sum;
+  }
+  __syncthreads();
+  if (threadIdx.x < 32) {
+    float qs = threadIdx.x < kSplitThreads / 32 ? q_partial[threadIdx.x] : 0.0f;
+    float ks = threadIdx.x < kSplitThreads / 32 ? kv_partial[threadIdx.x] : 0.0f;
+    for (int o = 16; o > 0; o >>= 1) {
+      qs += __shfl_xor_sync(0xffffffffu, qs, o);
+      ks += __shfl_xor_sync(0xffffffffu, ks, o);
+    }
+    if (threadIdx.x == 0) {
+      q_partial[0] = qs;
+      kv_partial[0] = ks;
+    }
+  }
+  __syncthreads();
+  const float q_inv = 1.0f / sqrtf(q_partial[0] / static_cast<float>(q_lora) + eps);
+  const float kv_inv = 1.0f / sqrtf(kv_partial[0] / static_cast<float>(kv_lora) + eps);
+  float* q_out = q_latent + i * q_lora;
+  float* kv_out = kv_row + i * kv_width;
+  for (int j = threadIdx.x; j < q_lora; j += kSplitThreads) q_out[j] = q_norm[j] * (row[j] * q_inv);
+  for (int j = threadIdx.x; j < kv_lora; j += kSplitThreads) kv_out[j] = kv_norm[j] * (kv_in[j] * kv_inv);
+  const int half = rope / 2;
+  const float* key = kv_in + kv_lora;
+  const float pos = static_cast<float>(positions[i]);
+  for (int j = threadIdx.x; j < half; j += kSplitThreads) {
+    const float angle = pos * inv_freq[j];
+    const float c = cosf(angle) * scaling, s = sinf(angle) * scaling;
+    const float x0 = interleaved ? key[2 * j] : key[j];
+    const float x1 = interleaved ? key[2 * j + 1] : key[j + half];
+    kv_out[kv_lora + j] = x0 * c + (-x1) * s;
+    kv_out[kv_lora + j + half] = x1 * c + x0 * s;
+  }
+}
+
 // Row i of out (bf16 [count, lora + rope]) = the decoded row of cache slot slots[i].
 __global__ void GatherLatentKernel(LatentRows latent, const std::int32_t* slots, __nv_bfloat16* out) {
   const int width = latent.lora + latent.rope;
@@ -71,6 +131,27 @@ void WriteLatent(CudaContext& ctx, const Tensor& rows, std::span<const std::int6
   WriteFp8LatentKernel<<<static_cast<unsigned>(slots.size()), kWriteThreads, 0, ctx.stream()>>>(
       rows.data, ElemOf(rows), dev.ptr<std::int64_t>(), cache.ptr<std::uint8_t>(), static_cast<int>(lora),
       static_cast<int>(rope), bytes);
+  FISSION_LAUNCHED();
+}
+
+void SplitLatents(CudaContext& ctx, const Tensor& a, const Tensor& q_norm, const Tensor& kv_norm, float eps,
+                  const RopeArgs& rope, const Tensor& q_latent, const Tensor& kv_row) {
+  const std::int64_t q_lora = q_latent.shape[-1], kv_width = kv_row.shape[-1], n = q_latent.numel() / q_lora;
+  const std::int64_t kv_lora = kv_norm.numel(), rope_dim = kv_width - kv_lora;
+  const auto f32 = [](const Tensor& t) { return t.dtype == DType::kF32; };
+  FISSION_CHECK(f32(a) && f32(q_norm) && f32(kv_norm) && f32(q_latent) && f32(kv_row) && f32(rope.inv_freq) &&
+                    a.numel() == n * (q_lora + kv_width) && kv_row.numel() == n * kv_width &&
+                    q_norm.numel() == q_lora && rope_dim > 0 && rope_dim % 2 == 0 &&
+                    rope.inv_freq.numel() == rope_dim / 2 && static_cast<std::int64_t>(rope.positions.size()) == n,
+                "SplitLatents a", a.shape.ToString(), " q_latent", q_latent.shape.ToString(), " kv_row",
+                kv_row.shape.ToString(), " norms ", q_norm.numel(), " and ", kv_norm.numel(), ", ",
+                rope.positions.size(), " positions (fp32 tensors expected)");
+  if (n == 0) return;
+  DeviceMeta pos = ctx.Upload(rope.positions);
+  SplitLatentsKernel<<<static_cast<unsigned>(n), kSplitThreads, 0, ctx.stream()>>>(
+      a.ptr<float>(), q_norm.ptr<float>(), kv_norm.ptr<float>(), eps, static_cast<int>(q_lora),
+      static_cast<int>(kv_lora), static_cast<int>(rope_dim), pos.ptr<std::int32_t>(), rope.inv_freq.ptr<float>(),
+      rope.scaling, rope.interleaved, q_latent.ptr<float>(), kv_row.ptr<float>());
   FISSION_LAUNCHED();
 }
 

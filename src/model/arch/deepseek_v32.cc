@@ -46,9 +46,10 @@ Buffer DeepseekSparseModel::Hidden(const StepContext& step) {
   for (std::size_t i = 0; i < layers_.size(); ++i) {
     const DeepseekLayer& layer = layers_[i];
     const auto attend = [&](const Tensor& in, const Tensor& out) {
-      const Buffer q_latent = layer.attention->QueryLatent(b, in);
-      if (indexers_[i]) indexers_[i]->Select(step, in, q_latent, step.memory->entries(1, index_layer_[i]), topk);
-      layer.attention->ForwardSparse(step, in, q_latent, step.memory->entries(0, static_cast<int>(i)), topk, out);
+      const MlaAttention::Latents latents = layer.attention->Project(step, in);
+      if (indexers_[i])
+        indexers_[i]->Select(step, in, latents.q_latent, step.memory->entries(1, index_layer_[i]), topk);
+      layer.attention->ForwardSparse(step, in, latents, step.memory->entries(0, static_cast<int>(i)), topk, out);
     };
     layer.Forward(step, h, x, y, attend, /*residual_in_y=*/i > 0);
   }
