@@ -316,7 +316,9 @@ namespace {
 
 // bf16 decode: the permutation and run lists built on the device and every expert's rows through
 // the bf16 run GEMV (gemv_bf16.cu), products and the SiLU in fp32; nothing waits for the device or
-// uploads step data, so the step can be captured.
+// uploads step data, so the step can be captured. The GEMV's inputs (the gathered rows and the
+// SiLU's output) are stored in bf16, the rounding its MMA applies to fp32 inputs anyway (the same
+// bits), so each of the many blocks that re-read a run's rows from L2 reads half the bytes.
 void DeviceRoutedExperts(CudaContext& ctx, const Tensor& x, const Tensor& topk_ids, const Tensor& topk_weights,
                          std::span<const Tensor> gate_up, std::span<const Tensor> down, const Tensor& out,
                          float limit) {
@@ -327,9 +329,9 @@ void DeviceRoutedExperts(CudaContext& ctx, const Tensor& x, const Tensor& topk_i
   const ExpertRows rows = PermuteByExpertOnDevice(ctx, topk_ids, experts);
   const auto* runs = rows.runs.ptr<ExpertRun>();
   const auto* run_count = rows.run_count.ptr<std::int32_t>();
-  Buffer xp(x.dtype, Shape{rows.pairs, hidden}, ctx.allocator()),
+  Buffer xp(DType::kBF16, Shape{rows.pairs, hidden}, ctx.allocator()),
       gu(DType::kF32, Shape{rows.pairs, 2 * inter}, ctx.allocator()),
-      act(DType::kF32, Shape{rows.pairs, inter}, ctx.allocator()),
+      act(DType::kBF16, Shape{rows.pairs, inter}, ctx.allocator()),
       y(DType::kF32, Shape{rows.pairs, hidden}, ctx.allocator());
   GatherRowsDevice(ctx, x, rows.token_of_row.ptr<std::int32_t>(), rows.pairs, xp);
   Bf16GemvRuns(ctx, xp, runs, run_count, rows.max_runs, gu_table, 2 * inter, gu);
