@@ -376,7 +376,7 @@ void SparseMla(CudaContext& ctx, const Tensor& q, const Tensor& cache, const Ten
   const auto* qb = static_cast<const __nv_bfloat16*>(q16.data);
   Buffer q_lat(DType::kBF16, Shape{n, heads, lora}, ctx.allocator());
   Buffer o_lat(DType::kBF16, Shape{n, heads, lora}, ctx.allocator());
-  AbsorbQueries(ctx, wb, q, q_lat.ptr<__nv_bfloat16>(), runs, sh);
+  AbsorbQueries(ctx, wb, qb, q_lat.ptr<__nv_bfloat16>(), runs, sh);
 
   SparseArgs a;
   a.q_lat = q_lat.ptr<const __nv_bfloat16>();

@@ -294,53 +294,31 @@ Tensor AsBf16(CudaContext& ctx, const Tensor& t, Buffer& holder) {
   return holder.tensor();
 }
 
-// The absorbed queries over runs of consecutive query rows: q_latent[t, h] = q_nope[t, h] · W_UK[h]
-// (W_UK[h] = kv_b rows h·(nope+v) + [0, nope)), q_nope rounded to bf16 as the attention reads
-// queries, fp32 sums over nope in order, bf16 out. A block takes one head, kAbsorbColumns latent
-// columns (a thread each) and kAbsorbTokens rows: each W_UK value read serves them all, and q is
-// read as it is (fp32 or bf16), so no converted copy of q is made. (cuBLASLt's batched GEMM took
-// ~5 µs for a batch-1 step's 16 heads, after a conversion kernel.)
-constexpr int kAbsorbColumns = 128, kAbsorbTokens = 8, kMaxNope = 256;
-__global__ void __launch_bounds__(kAbsorbColumns) AbsorbQueriesKernel(const void* q, Elem qe, const __nv_bfloat16* wb,
-                                                                      __nv_bfloat16* ql, std::int64_t begin,
-                                                                      std::int64_t end, int heads, int nope, int qk,
-                                                                      int vdim, int lora) {
-  __shared__ float qs[kAbsorbTokens][kMaxNope];
-  const int column_blocks = lora / kAbsorbColumns;
-  const int h = static_cast<int>(blockIdx.x) / column_blocks;
-  const int c = (static_cast<int>(blockIdx.x) % column_blocks) * kAbsorbColumns + static_cast<int>(threadIdx.x);
-  const std::int64_t t0 = begin + static_cast<std::int64_t>(blockIdx.y) * kAbsorbTokens;
-  for (int i = threadIdx.x; i < kAbsorbTokens * nope; i += kAbsorbColumns) {
-    const int tok = i / nope, d = i % nope;
-    const std::int64_t t = t0 + tok;
-    qs[tok][d] = t < end ? RoundAs(Elem::kBF16, LoadF(q, (t * heads + h) * qk + d, qe)) : 0.0f;
-  }
-  __syncthreads();
-  const __nv_bfloat16* w = wb + static_cast<std::int64_t>(h) * (nope + vdim) * lora + c;
-  float acc[kAbsorbTokens] = {};
-#pragma unroll 8
-  for (int d = 0; d < nope; ++d) {
-    const float wv = __bfloat162float(w[static_cast<std::int64_t>(d) * lora]);
-#pragma unroll
-    for (int tok = 0; tok < kAbsorbTokens; ++tok) acc[tok] += qs[tok][d] * wv;
-  }
-#pragma unroll
-  for (int tok = 0; tok < kAbsorbTokens; ++tok)
-    if (t0 + tok < end) ql[((t0 + tok) * heads + h) * lora + c] = __float2bfloat16_rn(acc[tok]);
-}
-
-void AbsorbQueries(CudaContext& ctx, const __nv_bfloat16* wb, const Tensor& q, __nv_bfloat16* ql,
+// The absorbed form's per-head GEMMs (strided-batched, a head per batch entry) over runs of
+// consecutive query rows: q_latent[t, h] = q_nope[t, h] · W_UK[h] (W_UK[h] = kv_b rows h·(nope+v) + [0, nope)).
+void AbsorbQueries(CudaContext& ctx, const __nv_bfloat16* wb, const __nv_bfloat16* qb, __nv_bfloat16* ql,
                    std::span<const std::pair<std::int64_t, std::int64_t>> runs, const MlaShape& sh) {
   const std::int64_t heads = sh.num_heads, lora = sh.kv_lora_rank, nope = sh.qk_nope_head_dim;
-  FISSION_CHECK(lora % kAbsorbColumns == 0 && nope <= kMaxNope, "AbsorbQueries: kv_lora_rank ", lora,
-                " must be a multiple of ", kAbsorbColumns, " and qk_nope_head_dim ", nope, " at most ", kMaxNope);
+  const std::int64_t vdim = sh.v_head_dim, qk = nope + sh.qk_rope_head_dim;
   for (const auto& [begin, end] : runs) {
-    const dim3 grid(static_cast<unsigned>(heads * (lora / kAbsorbColumns)),
-                    static_cast<unsigned>((end - begin + kAbsorbTokens - 1) / kAbsorbTokens));
-    AbsorbQueriesKernel<<<grid, kAbsorbColumns, 0, ctx.stream()>>>(
-        q.data, ElemOf(q), wb, ql, begin, end, static_cast<int>(heads), static_cast<int>(nope),
-        static_cast<int>(nope + sh.qk_rope_head_dim), static_cast<int>(sh.v_head_dim), static_cast<int>(lora));
-    FISSION_LAUNCHED();
+    GemmDesc g;
+    g.m = lora;
+    g.n = end - begin;
+    g.k = nope;
+    g.a = wb;
+    g.a_type = CUDA_R_16BF;
+    g.lda = lora;
+    g.stride_a = (nope + vdim) * lora;
+    g.b = qb + begin * heads * qk;
+    g.b_type = CUDA_R_16BF;
+    g.ldb = heads * qk;
+    g.stride_b = qk;
+    g.d = ql + begin * heads * lora;
+    g.d_type = CUDA_R_16BF;
+    g.ldd = heads * lora;
+    g.stride_d = lora;
+    g.batch = static_cast<int>(heads);
+    FISSION_CHECK(ctx.Gemm(g), "cuBLASLt has no algorithm for the MLA query absorption");
   }
 }
 
@@ -498,12 +476,14 @@ void MlaAttentionAbsorbed(CudaContext& ctx, const Tensor& q, const Tensor& cache
   const bool fp8 = sh.latent_format == LatentFormat::kFp8;
   const auto runs = QueryRuns(seqs);
   if (runs.empty()) return;
-  Buffer kv_b_holder;
+  Buffer kv_b_holder, q_holder;
   const Tensor kv_b16 = AsBf16(ctx, kv_b, kv_b_holder);
+  const Tensor q16 = AsBf16(ctx, q, q_holder);
   const auto* wb = static_cast<const __nv_bfloat16*>(kv_b16.data);
+  const auto* qb = static_cast<const __nv_bfloat16*>(q16.data);
   Buffer q_lat(DType::kBF16, Shape{n, heads, lora}, ctx.allocator());
   Buffer o_lat(DType::kBF16, Shape{n, heads, lora}, ctx.allocator());
-  AbsorbQueries(ctx, wb, q, q_lat.ptr<__nv_bfloat16>(), runs, sh);
+  AbsorbQueries(ctx, wb, qb, q_lat.ptr<__nv_bfloat16>(), runs, sh);
 
   // Work: 16 or 64 (token, head) rows of one sequence per block (16 when no sequence has more, so
   // no tensor work goes to empty rows), the keys split so that the grid fills the chip. A uniform
@@ -528,9 +508,7 @@ void MlaAttentionAbsorbed(CudaContext& ctx, const Tensor& q, const Tensor& cache
   }
   Params p{};
   p.qa = {q_lat.tensor().data, Elem::kBF16, heads * lora, lora, static_cast<int>(lora)};
-  // The rope part straight from q (the tile loader rounds it to bf16).
-  p.qb = {static_cast<const char*>(q.data) + DTypeBytes(q.dtype, nope), ElemOf(q), heads * qk, qk,
-          static_cast<int>(sh.qk_rope_head_dim)};
+  p.qb = {qb + nope, Elem::kBF16, heads * qk, qk, static_cast<int>(sh.qk_rope_head_dim)};
   // Exact rows are copied into the key tiles as they are; FP8 entries are decoded there (p.latent).
   p.ka = {cache.data, fp8 ? Elem::kBF16 : ElemOf(cache), row_w, 0, static_cast<int>(row_w)};
   p.kb = {cache.data, fp8 ? Elem::kBF16 : ElemOf(cache), 0, 0, 0};

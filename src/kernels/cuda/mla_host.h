@@ -20,11 +20,10 @@ namespace fission::kernels::cuda {
 std::vector<std::pair<std::int64_t, std::int64_t>> QueryRuns(std::span<const SeqAttention> seqs);
 // A bf16 copy of t, or t itself when it already is bf16.
 Tensor AsBf16(CudaContext& ctx, const Tensor& t, Buffer& holder);
-// The absorbed form's per-head products over runs of query rows: q_latent[t, h] = q_nope[t, h] ·
-// W_UK[h] (a kernel of its own reading q, fp32 or bf16, as it is), and out[t, h] = W_UV[h] ·
-// o_latent[t, h] (strided-batched cuBLASLt, a head per batch entry), W_UK[h] / W_UV[h] being rows
-// h·(nope + v) + [0, nope) / + nope + [0, v) of kv_b (bf16).
-void AbsorbQueries(CudaContext& ctx, const __nv_bfloat16* wb, const Tensor& q, __nv_bfloat16* ql,
+// The absorbed form's per-head GEMMs over runs of query rows (strided-batched cuBLASLt, a head per
+// batch entry): q_latent[t, h] = q_nope[t, h] · W_UK[h], and out[t, h] = W_UV[h] · o_latent[t, h],
+// W_UK[h] / W_UV[h] being rows h·(nope + v) + [0, nope) / + nope + [0, v) of kv_b (bf16).
+void AbsorbQueries(CudaContext& ctx, const __nv_bfloat16* wb, const __nv_bfloat16* qb, __nv_bfloat16* ql,
                    std::span<const std::pair<std::int64_t, std::int64_t>> runs, const MlaShape& sh);
 void ProjectValues(CudaContext& ctx, const __nv_bfloat16* wb, const __nv_bfloat16* ol, const Tensor& out,
                    std::span<const std::pair<std::int64_t, std::int64_t>> runs, const MlaShape& sh);
