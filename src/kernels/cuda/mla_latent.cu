@@ -49,40 +49,61 @@ __global__ void WriteFp8LatentKernel(const void* rows, Elem re, const std::int64
 }
 
 // Block i splits row i of a [n, q_lora + kv_width] (fp32) into its normalised query latent and its
-// latent row. Thread t sums the squares of columns t, t + kSplitThreads, ... of each part, then the
-// lanes by a shuffle tree and the warps' sums in warp order: RmsNorm's order (elementwise.cu), so
-// each part gets the bits RmsNorm gives it. The rope key (the columns past kv_lora) is rotated as
-// RopeKernel rotates it, from the row's values as read.
+// latent row. Thread t holds columns t, t + kSplitThreads, ... of each part in registers (one read
+// of the row), sums their squares in that order, then the lanes by a shuffle tree and the warps'
+// sums in warp order: RmsNorm's order (elementwise.cu), so each part gets the bits RmsNorm gives
+// it. The rope key (the columns past kv_lora) does not depend on the norms: its threads rotate and
+// store it first, as RopeKernel does, so its sin/cos overlap the reductions.
 constexpr int kSplitThreads = 256;
+template <int kQHeld, int kKvHeld>
 __global__ void __launch_bounds__(kSplitThreads)
     SplitLatentsKernel(const float* a, const float* q_norm, const float* kv_norm, float eps, int q_lora, int kv_lora,
                        int rope, const std::int32_t* positions, const float* inv_freq, float scaling,
                        bool interleaved, float* q_latent, float* kv_row) {
   const std::int64_t i = blockIdx.x;
-  const int kv_width = kv_lora + rope;
+  const int kv_width = kv_lora + rope, t = static_cast<int>(threadIdx.x);
   const float* row = a + i * (q_lora + kv_width);
   const float* kv_in = row + q_lora;
+  float* q_out = q_latent + i * q_lora;
+  float* kv_out = kv_row + i * kv_width;
+  float q[kQHeld], kv[kKvHeld];
+#pragma unroll
+  for (int h = 0; h < kQHeld; ++h) q[h] = t + h * kSplitThreads < q_lora ? row[t + h * kSplitThreads] : 0.0f;
+#pragma unroll
+  for (int h = 0; h < kKvHeld; ++h) kv[h] = t + h * kSplitThreads < kv_lora ? kv_in[t + h * kSplitThreads] : 0.0f;
+  const int half = rope / 2;
+  for (int j = t; j < half; j += kSplitThreads) {
+    const float* key = kv_in + kv_lora;
+    const float angle = static_cast<float>(positions[i]) * inv_freq[j];
+    const float c = cosf(angle) * scaling, s = sinf(angle) * scaling;
+    const float x0 = interleaved ? key[2 * j] : key[j];
+    const float x1 = interleaved ? key[2 * j + 1] : key[j + half];
+    kv_out[kv_lora + j] = x0 * c + (-x1) * s;
+    kv_out[kv_lora + j + half] = x1 * c + x0 * s;
+  }
   float q_sum = 0.0f, kv_sum = 0.0f;
-  for (int j = threadIdx.x; j < q_lora; j += kSplitThreads) q_sum += row[j] * row[j];
-  for (int j = threadIdx.x; j < kv_lora; j += kSplitThreads) kv_sum += kv_in[j] * kv_in[j];
+#pragma unroll
+  for (int h = 0; h < kQHeld; ++h) q_sum += q[h] * q[h];
+#pragma unroll
+  for (int h = 0; h < kKvHeld; ++h) kv_sum += kv[h] * kv[h];
   __shared__ float q_partial[kSplitThreads / 32], kv_partial[kSplitThreads / 32];
   for (int o = 16; o > 0; o >>= 1) {
     q_sum += __shfl_xor_sync(0xffffffffu, q_sum, o);
     kv_sum += __shfl_xor_sync(0xffffffffu, kv_sum, o);
   }
-  if ((threadIdx.x & 31) == 0) {
-    q_partial[threadIdx.x >> 5] = q_sum;
-    kv_partial[threadIdx.x >> 5] = kv_sum;
+  if ((t & 31) == 0) {
+    q_partial[t >> 5] = q_sum;
+    kv_partial[t >> 5] = kv_sum;
   }
   __syncthreads();
-  if (threadIdx.x < 32) {
-    float qs = threadIdx.x < kSplitThreads / 32 ? q_partial[threadIdx.x] : 0.0f;
-    float ks = threadIdx.x < kSplitThreads / 32 ? kv_partial[threadIdx.x] : 0.0f;
+  if (t < 32) {
+    float qs = t < kSplitThreads / 32 ? q_partial[t] : 0.0f;
+    float ks = t < kSplitThreads / 32 ? kv_partial[t] : 0.0f;
     for (int o = 16; o > 0; o >>= 1) {
       qs += __shfl_xor_sync(0xffffffffu, qs, o);
       ks += __shfl_xor_sync(0xffffffffu, ks, o);
     }
-    if (threadIdx.x == 0) {
+    if (t == 0) {
       q_partial[0] = qs;
       kv_partial[0] = ks;
     }
@@ -90,20 +111,15 @@ __global__ void __launch_bounds__(kSplitThreads)
   __syncthreads();
   const float q_inv = 1.0f / sqrtf(q_partial[0] / static_cast<float>(q_lora) + eps);
   const float kv_inv = 1.0f / sqrtf(kv_partial[0] / static_cast<float>(kv_lora) + eps);
-  float* q_out = q_latent + i * q_lora;
-  float* kv_out = kv_row + i * kv_width;
-  for (int j = threadIdx.x; j < q_lora; j += kSplitThreads) q_out[j] = q_norm[j] * (row[j] * q_inv);
-  for (int j = threadIdx.x; j < kv_lora; j += kSplitThreads) kv_out[j] = kv_norm[j] * (kv_in[j] * kv_inv);
-  const int half = rope / 2;
-  const float* key = kv_in + kv_lora;
-  const float pos = static_cast<float>(positions[i]);
-  for (int j = threadIdx.x; j < half; j += kSplitThreads) {
-    const float angle = pos * inv_freq[j];
-    const float c = cosf(angle) * scaling, s = sinf(angle) * scaling;
-    const float x0 = interleaved ? key[2 * j] : key[j];
-    const float x1 = interleaved ? key[2 * j + 1] : key[j + half];
-    kv_out[kv_lora + j] = x0 * c + (-x1) * s;
-    kv_out[kv_lora + j + half] = x1 * c + x0 * s;
+#pragma unroll
+  for (int h = 0; h < kQHeld; ++h) {
+    const int j = t + h * kSplitThreads;
+    if (j < q_lora) q_out[j] = q_norm[j] * (q[h] * q_inv);
+  }
+#pragma unroll
+  for (int h = 0; h < kKvHeld; ++h) {
+    const int j = t + h * kSplitThreads;
+    if (j < kv_lora) kv_out[j] = kv_norm[j] * (kv[h] * kv_inv);
   }
 }
 
@@ -147,8 +163,15 @@ void SplitLatents(CudaContext& ctx, const Tensor& a, const Tensor& q_norm, const
                 kv_row.shape.ToString(), " norms ", q_norm.numel(), " and ", kv_norm.numel(), ", ",
                 rope.positions.size(), " positions (fp32 tensors expected)");
   if (n == 0) return;
+  // Registers for the widths DeepSeek's families use (q_lora up to 2,048, kv_lora up to 512).
+  FISSION_CHECK(q_lora <= 16 * kSplitThreads && kv_lora <= 4 * kSplitThreads, "SplitLatents: q_lora_rank ", q_lora,
+                " above ", 16 * kSplitThreads, " or kv_lora_rank ", kv_lora, " above ", 4 * kSplitThreads);
   DeviceMeta pos = ctx.Upload(rope.positions);
-  SplitLatentsKernel<<<static_cast<unsigned>(n), kSplitThreads, 0, ctx.stream()>>>(
+  const bool small = q_lora <= 8 * kSplitThreads && kv_lora <= 2 * kSplitThreads;
+  const auto kernel = !small                          ? SplitLatentsKernel<16, 4>
+                      : q_lora <= 6 * kSplitThreads ? SplitLatentsKernel<6, 2>
+                                                    : SplitLatentsKernel<8, 2>;
+  kernel<<<static_cast<unsigned>(n), kSplitThreads, 0, ctx.stream()>>>(
       a.ptr<float>(), q_norm.ptr<float>(), kv_norm.ptr<float>(), eps, static_cast<int>(q_lora),
       static_cast<int>(kv_lora), static_cast<int>(rope_dim), pos.ptr<std::int32_t>(), rope.inv_freq.ptr<float>(),
       rope.scaling, rope.interleaved, q_latent.ptr<float>(), kv_row.ptr<float>());
