@@ -295,6 +295,13 @@ Weight WeightLoader::Quantized(const Buffer& host, const WeightFormat& format) {
   return w;
 }
 
+std::optional<WeightFormat> WeightLoader::KeptFormatOf(const std::string& name) const {
+  if (std::optional<WeightFormat> online = OnlineFormatOf(name)) return online;
+  if (KeptMxfp4(name)) return *kept_mxfp4_experts_;
+  if (KeptFp8(name)) return WeightFormat::Fp8Block128();
+  return std::nullopt;
+}
+
 bool WeightLoader::KeptMxfp4(const std::string& name) const {
   // The routed experts' module (ModuleOfTensor drops ".<e>.<projection>"): "....experts", which a
   // shared expert's ("....shared_experts.w1") is not.

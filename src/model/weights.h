@@ -99,6 +99,11 @@ class WeightLoader {
   // rank's slice quantized into the plan's format. It takes precedence over KeepFp8. The plan must
   // outlive the loading.
   void SetOnlineQuant(const OnlineQuantPlan* plan) { online_ = plan; }
+  // The format LoadLinear keeps the matrix `name` in when it keeps one (an online plan's, MXFP4
+  // experts kept as stored, FP8 kept as stored), read from the checkpoint's metadata alone;
+  // nullopt when it loads plain values. A kept format may still fall back to plain values for a
+  // slice off the format's blocks.
+  std::optional<WeightFormat> KeptFormatOf(const std::string& name) const;
   bool dummy() const { return checkpoint_ == nullptr; }
   // A loader of `checkpoint` with this one's settings (matrix dtype, FP8 policy, device fill): a
   // draft layer from its own checkpoint directory.

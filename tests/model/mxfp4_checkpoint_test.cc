@@ -119,6 +119,11 @@ TEST(Mxfp4Checkpoint, KeptExpertsAreTheStoredCodes) {
   const Buffer hd = mx.LoadF32Cols(p + "down_proj.weight", down, 0, 16);
   const QuantizedMatrix q = QuantizeMatrix(hd.ptr<float>(), 64, 16, WeightFormat::Mxfp4());
   EXPECT_EQ(std::memcmp(half.scales.ptr<std::uint8_t>(), q.scales.ptr<std::uint8_t>(), q.scales.tensor().bytes()), 0);
+  // What the metadata says each module keeps: the routed experts their codes, the shared experts
+  // and the dense MLP nothing (so a layer's shared MLP is not loaded as experts only to be dropped).
+  EXPECT_EQ(loader.KeptFormatOf(p + "gate_proj.weight"), WeightFormat::Mxfp4());
+  EXPECT_EQ(loader.KeptFormatOf("model.layers.1.mlp.shared_experts.gate_proj.weight"), std::nullopt);
+  EXPECT_EQ(loader.KeptFormatOf("model.layers.0.mlp.gate_proj.weight"), std::nullopt);
   // A down projection after a dequantized gate_up is dequantized too; other modules as before.
   EXPECT_FALSE(loader.LoadLinearCols(p + "down_proj.weight", down, Range{0, 32}, /*allow_fp8=*/false).quantized());
   EXPECT_FALSE(loader.LoadLinearStacked("model.layers.0.mlp.gate_proj.weight", "model.layers.0.mlp.up_proj.weight",

@@ -80,6 +80,11 @@ DeepseekMoe::DeepseekMoe(const io::ModelConfig& c, const std::string& prefix, We
 bool DeepseekMoe::LoadSharedAsExperts(const io::ModelConfig& c, const std::string& prefix, Range part,
                                       WeightLoader& loader) {
   const std::int64_t inter = c.moe_intermediate_size, shared_inter = inter * c.n_shared_experts;
+  // Routed experts kept in a format the shared MLP is not kept in (MXFP4 experts kept as stored,
+  // an online plan that names only the experts) cannot be joined: decided from the metadata,
+  // before any piece is read. Other mismatches (a slice off the blocks) show once loaded.
+  const WeightFormat& routed = gate_up_[0].format;
+  if (routed.quantized() && loader.KeptFormatOf(prefix + "gate_proj.weight") != routed) return false;
   std::vector<Weight> gate_up, down;
   for (std::int64_t i = 0; i < c.n_shared_experts; ++i) {
     const Range piece{i * inter + part.begin, i * inter + part.stop(inter)};
