@@ -42,8 +42,10 @@ MlaAttention::MlaAttention(const io::ModelConfig& c, const std::string& prefix, 
 }
 
 void MlaAttention::Forward(const StepContext& step, const Tensor& x, const Tensor& cache, const Tensor& out) const {
-  const Latents latents = Project(step, x);
-  Attend(step, x, Query(*step.backend, x, latents), latents.kv_row, cache, Tensor{}, out);
+  Latents latents = Project(step, x);
+  const Buffer q = Query(*step.backend, x, latents);
+  latents.q_latent = Buffer();  // not needed by attention: its memory is free again for it
+  Attend(step, x, q, latents.kv_row, cache, Tensor{}, out);
 }
 
 std::vector<CacheField> MlaAttention::LatentFields(const io::ModelConfig& c, kernels::LatentFormat format,
