@@ -160,10 +160,9 @@ Buffer WeightLoader::LoadStacked(const std::string& first, const std::string& se
 
 Buffer WeightLoader::LoadStacked(const std::vector<StackedPart>& parts) {
   const Shape stacked = StackedShape(parts);
-  const float scale = 1.0f / std::sqrt(static_cast<float>(stacked[1]));
   // Stack on the host, then move once.
   const bool cpu = backend_.device().type == DeviceType::kCpu;
-  if (dummy() && device_fill_) return Random(stacked, scale);
+  if (dummy() && device_fill_) return Random(stacked, 1.0f / std::sqrt(static_cast<float>(stacked[1])));
   const bool stored = std::all_of(parts.begin(), parts.end(),
                                   [&](const StackedPart& p) { return KeepsStoredBytes(p.name, p.shape); });
   if (!cpu && stored) {
@@ -175,15 +174,20 @@ Buffer WeightLoader::LoadStacked(const std::vector<StackedPart>& parts) {
     }
     return device;
   }
+  Buffer host = StackedHost(parts);
+  return cpu ? std::move(host) : ToBackend(std::move(host));
+}
+
+Buffer WeightLoader::StackedHost(const std::vector<StackedPart>& parts) {
+  const Shape stacked = StackedShape(parts);
   Buffer host(DType::kF32, stacked);
   std::int64_t row = 0;
   for (const StackedPart& p : parts) {
-    const Buffer part = dummy() ? RandomHost(Shape{p.size(), stacked[1]}, scale)
-                                : checkpoint_->LoadF32Rows(p.name, p.shape, p.rows.begin, p.rows.stop(p.shape[0]));
+    const Buffer part = HostSlice(p.name, p.shape, p.rows, {});
     std::memcpy(host.ptr<float>() + row * stacked[1], part.ptr<float>(), part.tensor().bytes());
     row += p.size();
   }
-  return cpu ? std::move(host) : ToBackend(std::move(host));
+  return host;
 }
 
 bool WeightLoader::KeptFp8(const std::string& name) const {
@@ -379,32 +383,18 @@ Weight WeightLoader::LoadLinearStacked(const std::string& first, const std::stri
 
 std::optional<Weight> WeightLoader::LoadLinearStacked(const std::vector<StackedPart>& parts) {
   const Shape stacked = StackedShape(parts);
-  const float scale = 1.0f / std::sqrt(static_cast<float>(stacked[1]));
-  const auto same = [&](auto property) {
-    return std::all_of(parts.begin(), parts.end(), [&](const StackedPart& p) { return property(p) == property(parts[0]); });
-  };
-  if (!same([&](const StackedPart& p) { return OnlineFormatOf(p.name); }) ||
-      !same([&](const StackedPart& p) { return KeptMxfp4(p.name); }) ||
-      !same([&](const StackedPart& p) { return KeptFp8(p.name); }))
-    return std::nullopt;
-  if (const auto format = OnlineFormatOf(parts[0].name)) {
-    Buffer host(DType::kF32, stacked);
-    std::int64_t row = 0;
-    for (const StackedPart& p : parts) {
-      const Buffer part = HostSlice(p.name, p.shape, p.rows, {});
-      std::memcpy(host.ptr<float>() + row * stacked[1], part.ptr<float>(), part.tensor().bytes());
-      row += p.size();
-    }
-    return Quantized(host, *format);
-  }
+  const std::optional<WeightFormat> kept = KeptFormatOf(parts[0].name);
+  for (const StackedPart& p : parts)
+    if (KeptFormatOf(p.name) != kept) return std::nullopt;
+  if (const auto format = OnlineFormatOf(parts[0].name)) return Quantized(StackedHost(parts), *format);
   if (KeptMxfp4(parts[0].name)) return StackedMxfp4(parts);
-  if (!KeptFp8(parts[0].name)) return Weight::Plain(LoadStacked(parts));
+  if (!kept) return Weight::Plain(LoadStacked(parts));
   // Each part must start on a block boundary of the stacked matrix too.
   for (std::size_t i = 0; i < parts.size(); ++i) {
     const StackedPart& p = parts[i];
     if (!BlockAligned(p.rows, p.shape[0]) || (i + 1 < parts.size() && p.size() % kFp8Block != 0)) return std::nullopt;
   }
-  if (dummy()) return RandomFp8(stacked, scale);
+  if (dummy()) return RandomFp8(stacked, 1.0f / std::sqrt(static_cast<float>(stacked[1])));
   std::vector<HostFp8> host;
   std::vector<const HostFp8*> pointers;
   for (const StackedPart& p : parts) host.push_back(ReadFp8(p.name, p.shape, p.rows, {}));

@@ -159,6 +159,8 @@ class WeightLoader {
   bool KeptMxfp4(const std::string& name) const;
   Weight UploadMxfp4(io::Checkpoint::Mxfp4Slice host);
   Weight StackedMxfp4(const std::vector<StackedPart>& parts);
+  // The parts' fp32 values stacked on the host (HostSlice of each).
+  Buffer StackedHost(const std::vector<StackedPart>& parts);
   // Dummy kept experts of standard deviation about `scale`: uniform values rounded to e2m1 codes
   // (on the device) and one e8m0 scale for every group.
   Weight RandomMxfp4(const Shape& shape, float scale);
