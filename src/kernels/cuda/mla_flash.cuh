@@ -6,12 +6,13 @@
 // in the absorbed (decode) form a block holds 64 (token, head) pairs of one sequence that share the
 // latent rows as keys, and the values are the first DV columns of those rows. Per tile:
 //   1. S = Q·Kᵀ: 8 warps, each 16 rows × 8·RB keys, written to shared memory (scaled to log2
-//      units, causal mask applied per row).
+//      units, causal mask applied per row). With one row block (RB = 1), each warp takes 32 keys
+//      over a quarter of the dimensions instead, and phase 2 sums the four partial scores.
 //   2. Online softmax: 16/RB threads per row update the running max and sum, write P (bf16).
 //   3. O += P·V: each warp 16 rows × DV·RB/8 columns, accumulators in registers, rescaled by the
 //      change of the running max first.
 // RB = 1 serves decode batches with at most 16 rows per sequence (16 heads under tensor
-// parallelism): no tensor work is spent on empty rows and two blocks fit on a multiprocessor.
+// parallelism): no tensor work is spent on empty rows, and its two key stages fill a multiprocessor.
 // A block may cover one split of the keys; partial results then carry their log-sum-exp and a
 // second kernel merges the splits.
 #pragma once
@@ -222,7 +223,7 @@ struct Smem {
 };
 
 template <int DQK, int DV, bool kVFromK, int RB>
-__global__ void __launch_bounds__(kThreads, (RB == 1 || DQK <= 192) ? 2 : 1) FlashKernel(const Params p) {
+__global__ void __launch_bounds__(kThreads, DQK <= 192 ? 2 : 1) FlashKernel(const Params p) {
   using L = Smem<DQK, DV, kVFromK, RB>;
   constexpr int kRows = L::kRows;
   constexpr int kGroups = 8 / RB;              // warps sharing a row block
@@ -285,6 +286,28 @@ __global__ void __launch_bounds__(kThreads, (RB == 1 || DQK <= 192) ? 2 : 1) Fla
 #pragma unroll
   for (int j = 0; j < kNt; ++j) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
   const int r0 = rb * 16 + g;
+
+  // One row block (RB = 1, decode): phase 1 splits the dimensions instead of giving each warp 8
+  // keys over all of them, which chained DQK/16 dependent products per warp. Warp w takes keys
+  // (w & 1)·32 + [0, 32) over dimensions (w >> 1)·DQK/4 + [0, DQK/4): four independent chains of
+  // DQK/64 products, its query fragments held in registers for the whole block, and its partial
+  // scores summed by the softmax in a fixed order from the query tile's memory (no longer needed).
+  constexpr bool kSplitDims = RB == 1;
+  constexpr int kDimSteps = DQK / 64;  // k-steps of 16 in a warp's quarter of the dimensions
+  constexpr int kLdPart = kKeys + 4;
+  static_assert(!kSplitDims || (DQK % 64 == 0 && 4 * 16 * kLdPart * sizeof(float) <= L::kK - L::kQ),
+                "the partial scores fit the query tile");
+  std::uint32_t qf[kSplitDims ? kDimSteps : 1][4];
+  float* const partial_s = reinterpret_cast<float*>(smem + L::kQ);
+  const int key_half = warp & 1, dim_quarter = warp >> 1;
+  if constexpr (kSplitDims) {
+    __syncthreads();  // the query tile is complete
+    const int q4 = lane >> 3, r8 = lane & 7;
+    const __nv_bfloat16* qrow = qs + ((q4 & 1) * 8 + r8) * L::kLdQK + (q4 >> 1) * 8 + dim_quarter * (DQK / 4);
+#pragma unroll
+    for (int k = 0; k < kDimSteps; ++k) LdMatrixX4(qf[k], qrow + k * 16);
+    __syncthreads();  // every warp holds its fragments before the partial scores overwrite the tile
+  }
 
   // The cache slot of key `key` of this sequence, or -1 past the block's keys.
   auto slot_of = [&](int key) -> std::int64_t {
@@ -350,49 +373,59 @@ __global__ void __launch_bounds__(kThreads, (RB == 1 || DQK <= 192) ? 2 : 1) Fla
       __syncthreads();
     }
 
-    // 1. S = Q·Kᵀ for rows r0, r0 + 8 and keys cg·kKeysPerWarp + [0, kKeysPerWarp).
-    constexpr int kNs = kKeysPerWarp / 8;
-    float s[kNs][4];
+    // 1. S = Q·Kᵀ: partial scores of the warp's keys and quarter of the dimensions (one row block),
+    // or rows r0, r0 + 8 and keys cg·kKeysPerWarp + [0, kKeysPerWarp) over every dimension.
+    if constexpr (kSplitDims) {
+      float sp[4][4];
 #pragma unroll
-    for (int j = 0; j < kNs; ++j) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
-    {
+      for (int j = 0; j < 4; ++j) sp[j][0] = sp[j][1] = sp[j][2] = sp[j][3] = 0.0f;
       const int q4 = lane >> 3, r8 = lane & 7;
-      const __nv_bfloat16* qrow = qs + (rb * 16 + (q4 & 1) * 8 + r8) * L::kLdQK + (q4 >> 1) * 8;
-      if constexpr (kNs >= 2) {
-#pragma unroll 4
-        for (int kk = 0; kk < DQK; kk += 16) {
-          std::uint32_t a[4];
-          LdMatrixX4(a, qrow + kk);
+      const __nv_bfloat16* krow =
+          ks + (key_half * 32 + (q4 >> 1) * 8 + r8) * L::kLdQK + (q4 & 1) * 8 + dim_quarter * (DQK / 4);
 #pragma unroll
-          for (int j = 0; j < kNs; j += 2) {
-            std::uint32_t b[4];
-            LdMatrixX4(b, ks + (cg * kKeysPerWarp + j * 8 + (q4 >> 1) * 8 + r8) * L::kLdQK + kk + (q4 & 1) * 8);
-            Mma(s[j], a[0], a[1], a[2], a[3], b[0], b[1]);
-            Mma(s[j + 1], a[0], a[1], a[2], a[3], b[2], b[3]);
-          }
-        }
-      } else {
-        // One n-tile per warp: one ldmatrix brings the key fragments of two k-steps.
-        static_assert(DQK % 32 == 0);
-        const __nv_bfloat16* krow = ks + (cg * kKeysPerWarp + r8) * L::kLdQK + q4 * 8;
-#pragma unroll 4
-        for (int kk = 0; kk < DQK; kk += 32) {
-          std::uint32_t a[4], a2[4], b[4];
-          LdMatrixX4(a, qrow + kk);
-          LdMatrixX4(a2, qrow + kk + 16);
-          LdMatrixX4(b, krow + kk);
-          Mma(s[0], a[0], a[1], a[2], a[3], b[0], b[1]);
-          Mma(s[0], a2[0], a2[1], a2[2], a2[3], b[2], b[3]);
+      for (int k = 0; k < kDimSteps; ++k) {
+#pragma unroll
+        for (int j = 0; j < 4; j += 2) {
+          std::uint32_t b[4];
+          LdMatrixX4(b, krow + j * 8 * L::kLdQK + k * 16);
+          Mma(sp[j], qf[k][0], qf[k][1], qf[k][2], qf[k][3], b[0], b[1]);
+          Mma(sp[j + 1], qf[k][0], qf[k][1], qf[k][2], qf[k][3], b[2], b[3]);
         }
       }
-    }
+      float* dst = partial_s + (dim_quarter * 16 + g) * kLdPart + key_half * 32 + 2 * tq;
 #pragma unroll
-    for (int j = 0; j < kNs; ++j) {
-      const int c = cg * kKeysPerWarp + j * 8 + 2 * tq;
+      for (int j = 0; j < 4; ++j) {
+        *reinterpret_cast<float2*>(dst + j * 8) = make_float2(sp[j][0], sp[j][1]);
+        *reinterpret_cast<float2*>(dst + 8 * kLdPart + j * 8) = make_float2(sp[j][2], sp[j][3]);
+      }
+    } else {
+      constexpr int kNs = kKeysPerWarp / 8;
+      static_assert(kNs >= 2 && kNs % 2 == 0);
+      float s[kNs][4];
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int r = r0 + (e >> 1) * 8, cc = c + (e & 1);
-        ss[r * L::kLdS + cc] = (k0 + cc < row_limit[r]) ? s[j][e] * p.scale_log2 : -INFINITY;
+      for (int j = 0; j < kNs; ++j) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
+      const int q4 = lane >> 3, r8 = lane & 7;
+      const __nv_bfloat16* qrow = qs + (rb * 16 + (q4 & 1) * 8 + r8) * L::kLdQK + (q4 >> 1) * 8;
+#pragma unroll 4
+      for (int kk = 0; kk < DQK; kk += 16) {
+        std::uint32_t a[4];
+        LdMatrixX4(a, qrow + kk);
+#pragma unroll
+        for (int j = 0; j < kNs; j += 2) {
+          std::uint32_t b[4];
+          LdMatrixX4(b, ks + (cg * kKeysPerWarp + j * 8 + (q4 >> 1) * 8 + r8) * L::kLdQK + kk + (q4 & 1) * 8);
+          Mma(s[j], a[0], a[1], a[2], a[3], b[0], b[1]);
+          Mma(s[j + 1], a[0], a[1], a[2], a[3], b[2], b[3]);
+        }
+      }
+#pragma unroll
+      for (int j = 0; j < kNs; ++j) {
+        const int c = cg * kKeysPerWarp + j * 8 + 2 * tq;
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int r = r0 + (e >> 1) * 8, cc = c + (e & 1);
+          ss[r * L::kLdS + cc] = (k0 + cc < row_limit[r]) ? s[j][e] * p.scale_log2 : -INFINITY;
+        }
       }
     }
     __syncthreads();
@@ -404,7 +437,14 @@ __global__ void __launch_bounds__(kThreads, (RB == 1 || DQK <= 192) ? 2 : 1) Fla
       float mx = -INFINITY;
 #pragma unroll
       for (int i = 0; i < kVpt; ++i) {
-        v[i] = ss[r * L::kLdS + part * kVpt + i];
+        if constexpr (kSplitDims) {
+          const int c = part * kVpt + i;
+          const float* q = partial_s + r * kLdPart + c;
+          const float sum = ((q[0] + q[16 * kLdPart]) + q[32 * kLdPart]) + q[48 * kLdPart];
+          v[i] = k0 + c < row_limit[r] ? sum * p.scale_log2 : -INFINITY;
+        } else {
+          v[i] = ss[r * L::kLdS + part * kVpt + i];
+        }
         mx = fmaxf(mx, v[i]);
       }
 #pragma unroll
