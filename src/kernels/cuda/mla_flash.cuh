@@ -124,6 +124,32 @@ __device__ __forceinline__ void CpAsyncWaitAll() {
   asm volatile("cp.async.wait_group 0;\n" ::);
 }
 
+// Bulk copies (sm_90): one instruction moves a whole contiguous row into shared memory and counts
+// its bytes on a shared-memory barrier; a thread waits for a barrier's phase by its parity.
+__device__ __forceinline__ void BarrierInit(std::uint64_t* bar, unsigned arrivals) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(SmemAddr(bar)), "r"(arrivals));
+  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+}
+__device__ __forceinline__ void BarrierArrive(std::uint64_t* bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(SmemAddr(bar)) : "memory");
+}
+__device__ __forceinline__ void BarrierExpectBytes(std::uint64_t* bar, unsigned bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(SmemAddr(bar)), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void BulkCopy(void* dst, const void* src, unsigned bytes, std::uint64_t* bar) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
+                   SmemAddr(dst)),
+               "l"(src), "r"(bytes), "r"(SmemAddr(bar))
+               : "memory");
+}
+__device__ __forceinline__ void BarrierWait(std::uint64_t* bar, unsigned parity) {
+  asm volatile(
+      "{\n .reg .pred done;\n WAIT:\n mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n @!done bra WAIT;\n}\n" ::"r"(
+          SmemAddr(bar)),
+      "r"(parity)
+      : "memory");
+}
+
 // Fills rows [0, NR) of an [NR][ld] bf16 tile: row r from (index[r], head[r]) of a then b, or zeros
 // where index[r] < 0. Counts are multiples of 8. bf16 sources are copied asynchronously (every copy
 // of the tile in flight at once; CpAsyncWaitAll before use); fp32 sources are converted through
@@ -177,21 +203,10 @@ __device__ __forceinline__ void LoadTile(__nv_bfloat16* tile, int ld, const RowS
 }
 
 // FP8 latent entries (the absorbed form over --kv-cache-dtype fp8_e4m3) reach a key tile in two
-// moves: the entries of a tile are copied as they are into a staging area (cp.async, issued a tile
-// ahead, so their bytes arrive while the previous tile computes), then decoded from shared memory
+// moves: the entries of a tile are copied as they are into a staging area (a bulk copy an entry,
+// issued a tile ahead, so their bytes arrive while the previous tile computes), then decoded from shared memory
 // into the bf16 tile the exact rows fill (eight codes times their group's scale per 16 bytes).
 constexpr int kFp8Entry = 656;  // LatentEntryBytes(512, 64): 512 codes, 4 scales, 64 bf16 rope values
-
-template <int NR>
-__device__ __forceinline__ void StageFp8Entries(unsigned char* raw, const LatentRows& lat, const std::int64_t* index) {
-  constexpr int kChunks = kFp8Entry / 16, kTotal = NR * kChunks;
-  const auto* base = static_cast<const unsigned char*>(lat.cache);
-  for (int e = threadIdx.x; e < kTotal; e += kThreads) {
-    const int r = e / kChunks, c = e % kChunks;
-    const std::int64_t i = index[r];
-    CpAsync16(raw + r * kFp8Entry + c * 16, base + (i >= 0 ? i : 0) * kFp8Entry + c * 16, i >= 0 ? 16 : 0);
-  }
-}
 
 // A staged entry of zeros (an index of -1) decodes to zeros.
 template <int D, int NR>
@@ -217,7 +232,9 @@ struct Smem {
   static constexpr std::size_t kP = kS + sizeof(float) * kRows * kLdS;
   static constexpr std::size_t kStats = kP + sizeof(__nv_bfloat16) * kRows * kLdP;
   // m, l, alpha (float), limit, head (int), token and key index (int64)
-  static constexpr std::size_t kRaw = (kStats + kMaxRows * (3 * 4 + 2 * 4) + (kMaxRows + 2 * kKeys) * 8 + 15) / 16 * 16;
+  static constexpr std::size_t kBars = (kStats + kMaxRows * (3 * 4 + 2 * 4) + (kMaxRows + 2 * kKeys) * 8 + 15) / 16 * 16;
+  // A bulk-copy barrier per key stage (the absorbed form).
+  static constexpr std::size_t kRaw = kBars + 16;
   // The absorbed form's staging area for one tile of FP8 entries.
   static constexpr std::size_t kBytes = kRaw + (kVFromK ? kKeys * kFp8Entry : 0);
 };
@@ -273,6 +290,11 @@ __global__ void __launch_bounds__(kThreads, DQK <= 192 ? 2 : 1) FlashKernel(cons
     row_m[tid] = -INFINITY;
     row_l[tid] = 0.0f;
   }
+  std::uint64_t* const bars = reinterpret_cast<std::uint64_t*>(smem + L::kBars);
+  if (kVFromK && tid == 0) {
+    BarrierInit(bars, kKeys);
+    BarrierInit(bars + 1, kKeys);
+  }
   __syncthreads();
   LoadTile<DQK, kRows>(qs, L::kLdQK, p.qa, p.qb, row_token, row_head);
   CpAsyncWaitAll();  // visible to all threads after the loop's first barrier
@@ -316,20 +338,49 @@ __global__ void __launch_bounds__(kThreads, DQK <= 192 ? 2 : 1) FlashKernel(cons
                                      p.page_size + key % p.page_size
                            : static_cast<std::int64_t>(seq.kv_base) + key;
   };
-  // FP8 entries go through the staging area into stage 0 of the key tiles (StageFp8Entries).
+  // FP8 entries go through the staging area into stage 0 of the key tiles (decoded there); exact
+  // bf16 rows of one row block go straight into two alternating stages. Both arrive by bulk copies.
   const bool fp8_keys = kVFromK && p.latent.fp8;
+  const bool bulk_rows = L::kStages == 2 && !fp8_keys && p.ka.elem == Elem::kBF16;
   unsigned char* const raw = smem + L::kRaw;
   const int tiles = key_end > item.key_begin ? (key_end - item.key_begin + kKeys - 1) / kKeys : 0;
-  if (fp8_keys || L::kStages == 2) {
-    if (tiles > 0) {
+  // Tile t's rows by bulk copies, a thread a row: key k of the tile is `bytes` bytes at src + slot ·
+  // src_stride, copied to dst + k · dst_stride; keys past the block's are zero-filled by ordinary
+  // stores (seen after the next barrier), so their zero weights never meet stale values. Each of
+  // the tile's kKeys threads arrives on the stage's barrier, a copying one with its bytes.
+  auto bulk_tile = [&](int t, unsigned char* dst, int dst_stride, const void* src, std::int64_t src_stride,
+                       int bytes, std::uint64_t* bar) {
+    if (tid >= kKeys) return;
+    const std::int64_t slot = slot_of(item.key_begin + t * kKeys + tid);
+    unsigned char* d = dst + tid * dst_stride;
+    if (slot >= 0) {
+      BarrierExpectBytes(bar, static_cast<unsigned>(bytes));
+      BulkCopy(d, static_cast<const unsigned char*>(src) + slot * src_stride, static_cast<unsigned>(bytes), bar);
+    } else {
+      for (int c = 0; c < bytes; c += 16) *reinterpret_cast<uint4*>(d + c) = make_uint4(0, 0, 0, 0);
+      BarrierArrive(bar);
+    }
+  };
+  auto stage_fp8 = [&](int t) {
+    bulk_tile(t, raw, kFp8Entry, p.latent.cache, kFp8Entry, kFp8Entry, bars);
+  };
+  auto stage_rows = [&](int t) {
+    bulk_tile(t, reinterpret_cast<unsigned char*>(ks_base + (t & 1) * kKeys * L::kLdQK),
+              L::kLdQK * static_cast<int>(sizeof(__nv_bfloat16)), p.ka.ptr,
+              p.ka.tok_stride * static_cast<std::int64_t>(sizeof(__nv_bfloat16)),
+              DQK * static_cast<int>(sizeof(__nv_bfloat16)), bars + (t & 1));
+  };
+  if (tiles > 0) {
+    if (fp8_keys) {
+      stage_fp8(0);
+    } else if (bulk_rows) {
+      stage_rows(0);
+    } else if (L::kStages == 2) {
       if (tid < kKeys) key_index[tid] = slot_of(item.key_begin + tid);
       __syncthreads();
-      if (fp8_keys)
-        StageFp8Entries<kKeys>(raw, p.latent, key_index);
-      else
-        LoadTile<DQK, kKeys>(ks_base, L::kLdQK, p.ka, p.kb, key_index, row_head);
+      LoadTile<DQK, kKeys>(ks_base, L::kLdQK, p.ka, p.kb, key_index, row_head);
+      CpAsyncCommit();
     }
-    CpAsyncCommit();
   }
   for (int t = 0; t < tiles; ++t) {
     const int k0 = item.key_begin + t * kKeys;
@@ -339,18 +390,18 @@ __global__ void __launch_bounds__(kThreads, DQK <= 192 ? 2 : 1) FlashKernel(cons
       // Decode this tile's staged entries (the previous tile's products are done: the loop's last
       // barrier; the barrier after the decode makes the tile visible), then stage the next tile's
       // entries while this one computes.
-      CpAsyncWaitAll();
+      BarrierWait(bars, t & 1);
       __syncthreads();
       DecodeFp8Entries<DQK, kKeys>(ks, L::kLdQK, raw, p.latent.lora);
       __syncthreads();
-      if (t + 1 < tiles) {
-        if (tid < kKeys) key_index[tid] = slot_of(k0 + kKeys + tid);
-        __syncthreads();
-        StageFp8Entries<kKeys>(raw, p.latent, key_index);
-      }
-      CpAsyncCommit();
-    } else if constexpr (L::kStages == 2) {
+      if (t + 1 < tiles) stage_fp8(t + 1);
+    } else if (bulk_rows) {
       // Issue the next tile into the other stage (last read by the previous tile), then wait for this one.
+      if (t + 1 < tiles) stage_rows(t + 1);
+      BarrierWait(bars + (t & 1), (t >> 1) & 1);
+      __syncthreads();
+    } else if constexpr (L::kStages == 2) {
+      // Rows converted to bf16 on the way (an fp32 cache) go through cp.async and registers.
       if (t + 1 < tiles) {
         std::int64_t* next_index = key_index + ((t + 1) & 1) * kKeys;
         if (tid < kKeys) next_index[tid] = slot_of(k0 + kKeys + tid);
