@@ -3,7 +3,9 @@
 # step runs, then the decode rates of the new build against a reference build in the same
 # invocation (Moonlight-16B-A3B's dimensions bf16 and FP8 at batch 1 and 64, DeepSeek-V3's with 4
 # layers FP8), then both builds' kernel profiles of a batch-1 and a batch-64 bf16 step, the new one
-# beside the reference kernel by kernel. Measurements are not tests; the tests' results lead the
+# beside the reference kernel by kernel; stage `attention` (not a default) runs both builds' MLA
+# attention benchmarks with torch's SDPA and the 16-head decode kernel alone under Nsight Compute
+# (tools/gpu/attention_table.py). Measurements are not tests; the tests' results lead the
 # summary. Each stage's logs are packed into $OUT/logs.tgz as it ends, beside $OUT/summary.txt (a
 # call cut short still returns what ran; the logs themselves stay outside $OUT, in LOGS, since a
 # device call brings back at most 8 files).
@@ -67,6 +69,26 @@ profile() {
       bash tools/gpu/kernel_profile.sh "$NEW" "new_b$batch" > /dev/null 2>&1
     grep -h "last decode\|reference" "$L/kernels_new_b$batch.log" >> "$S"
   done
+}
+
+attention() {
+  local b hbm ncu
+  case $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1) in
+    *H100*) hbm=3350 ;;
+    *) hbm=4800 ;;
+  esac
+  for b in new ref; do
+    local bin=$NEW
+    [[ $b == ref ]] && bin=$REF
+    [[ -x $bin/fission_cuda_bench ]] && timeout 150 "$bin/fission_cuda_bench" decode prefill > "$L/attention_$b.log" 2>&1
+  done
+  timeout 90 python3 tools/gpu/torch_ref.py prefill > "$L/sdpa.log" 2>&1
+  ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+  # The fourth launch of the decode kernel is inside the first case (64 sequences x 4K, 16 heads).
+  [[ -n $ncu ]] && timeout 60 "$ncu" --kernel-name regex:FlashKernel --launch-skip 3 --launch-count 1 \
+    --section SpeedOfLight "$NEW/fission_cuda_bench" decode > "$L/attention_ncu.log" 2>&1
+  python3 tools/gpu/attention_table.py "$L/attention_new.log" --ref "$L/attention_ref.log" --sdpa "$L/sdpa.log" \
+    --ncu "$L/attention_ncu.log" --hbm "$hbm" --title "MLA attention, new $(head -1 "$NEW/COMMIT" 2>/dev/null), reference $(head -1 "$REF/COMMIT" 2>/dev/null)" >> "$S"
 }
 
 for stage in ${STAGES:-tests rates v3 profile}; do
