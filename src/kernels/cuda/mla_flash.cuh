@@ -401,7 +401,7 @@ __global__ void __launch_bounds__(kThreads, DQK <= 192 ? 2 : 1) FlashKernel(cons
       BarrierWait(bars + (t & 1), (t >> 1) & 1);
       __syncthreads();
     } else if constexpr (L::kStages == 2) {
-      // Rows converted to bf16 on the way (an fp32 cache) go through cp.async and registers.
+      // Rows converted to bf16 on the way (an fp32 cache) go through registers (LoadTile).
       if (t + 1 < tiles) {
         std::int64_t* next_index = key_index + ((t + 1) & 1) * kKeys;
         if (tid < kKeys) next_index[tid] = slot_of(k0 + kKeys + tid);
