@@ -56,36 +56,38 @@ def speedup(name, new, ref):
     return f"{ref[name][0] / new[name][0]:.2f}" if name in ref and new[name][0] > 0 else "-"
 
 
+def table(new, prefix, header, row, footer):
+    """Lines of a table of new's cases named prefix*: the header, row(name) each, then footer."""
+    names = [n for n in new if n.startswith(prefix)]
+    return [header] + [row(n) for n in names] + footer if names else []
+
+
 def decode_table(new, ref, hbm_gbps, kernel):
-    rows = [n for n in new if n.startswith("decode_mla_")]
-    if not rows:
-        return []
-    lines = [f"{'decode case':<32} {'us':>9} {'GB/s':>7} {'of HBM':>7} {'ref us':>9} {'new/ref':>8}"]
-    for name in rows:
+    def row(name):
         us, gbps = new[name]
         ref_us = f"{ref[name][0]:.1f}" if name in ref else "-"
-        lines.append(f"{name:<32} {us:>9.1f} {gbps:>7.0f} {gbps / hbm_gbps:>7.1%} {ref_us:>9} "
-                     f"{speedup(name, new, ref):>8}")
+        return (f"{name:<32} {us:>9.1f} {gbps:>7.0f} {gbps / hbm_gbps:>7.1%} {ref_us:>9} "
+                f"{speedup(name, new, ref):>8}")
+
+    footer = [f"(HBM: {hbm_gbps:.0f} GB/s; goal: >= 70% at 16 heads x 4K)"]
     if kernel is not None:
-        lines.append(f"the decode kernel alone (Nsight Compute): {kernel[0]:.1f} us, {kernel[1]:.1f}% of DRAM bandwidth")
-    lines.append(f"(HBM: {hbm_gbps:.0f} GB/s; goal: >= 70% at 16 heads x 4K)")
-    return lines
+        footer.insert(0, f"the decode kernel alone (Nsight Compute): {kernel[0]:.1f} us, "
+                         f"{kernel[1]:.1f}% of DRAM bandwidth")
+    header = f"{'decode case':<32} {'us':>9} {'GB/s':>7} {'of HBM':>7} {'ref us':>9} {'new/ref':>8}"
+    return table(new, "decode_mla_", header, row, footer)
 
 
 def prefill_table(new, ref, sdpa):
-    rows = [n for n in new if n.startswith("prefill_mla_")]
-    if not rows:
-        return []
-    lines = [f"{'prefill case':<32} {'us':>10} {'TFLOP/s':>8} {'SDPA':>8} {'/SDPA':>6} {'new/ref':>8}"]
-    for name in rows:
+    def row(name):
         us, tflops = new[name]
-        length = name.rsplit("_s", 1)[-1]
-        torch = sdpa.get(f"torch_prefill_sdpa_s{length}")
+        torch = sdpa.get("torch_prefill_sdpa_s" + name.rsplit("_s", 1)[-1])
         torch_rate = f"{torch[1]:.1f}" if torch else "-"
         ratio = f"{tflops / torch[1]:.2f}" if torch and torch[1] > 0 else "-"
-        lines.append(f"{name:<32} {us:>10.1f} {tflops:>8.1f} {torch_rate:>8} {ratio:>6} {speedup(name, new, ref):>8}")
-    lines.append("(SDPA: torch's flash backend, 16 heads of 160, causal; goal: >= 0.9x)")
-    return lines
+        return f"{name:<32} {us:>10.1f} {tflops:>8.1f} {torch_rate:>8} {ratio:>6} {speedup(name, new, ref):>8}"
+
+    header = f"{'prefill case':<32} {'us':>10} {'TFLOP/s':>8} {'SDPA':>8} {'/SDPA':>6} {'new/ref':>8}"
+    footer = ["(SDPA: torch's flash backend, 16 heads of 160, causal; goal: >= 0.9x)"]
+    return table(new, "prefill_mla_", header, row, footer)
 
 
 def main():
